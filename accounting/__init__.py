@@ -1,0 +1,1 @@
+"""Privacy mechanisms and accountants: noise std <-> (eps, delta), as the papers state it and tight."""

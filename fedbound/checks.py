@@ -1,0 +1,109 @@
+"""Input checks shared by every module: arrays in, arrays out, a clear ParameterError on bad input.
+
+All checks broadcast: they accept scalars or numpy arrays, reject NaN always, reject +-inf unless asked,
+and report the first offending element together with its index.
+
+>>> check_real("delta", 0.5, low=0, high=1, low_open=True, high_open=True)
+array(0.5)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fedbound.errors import FedboundError, ParameterError
+
+__all__ = ["interval", "check_real", "check_int", "check_probability", "as_float_array", "scalar_or_array"]
+
+
+def _fmt(x: float | None, default: str) -> str:
+    if x is None:
+        return default
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:g}"
+
+
+def interval(low: float | None, high: float | None, low_open: bool = False, high_open: bool = False,
+             integer: bool = False) -> str:
+    """Interval notation for error messages: ``(0, 1)``, ``[1, inf)``, ``integer in [1, 50]``."""
+    left = "(" if (low_open or low is None) else "["
+    right = ")" if (high_open or high is None) else "]"
+    text = f"{left}{_fmt(low, '-inf')}, {_fmt(high, 'inf')}{right}"
+    return f"integer in {text}" if integer else text
+
+
+def as_float_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 array; a ParameterError (not a numpy traceback) if it is not numeric."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(name, value, "a real number or an array of real numbers") from exc
+    return arr
+
+
+def _first_bad(arr: np.ndarray, bad: np.ndarray) -> tuple[Any, str]:
+    if arr.ndim == 0:
+        return arr.item(), ""
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    return arr[idx].item(), f" (first offending element at index {idx if len(idx) > 1 else idx[0]})"
+
+
+def check_real(name: str, value: Any, low: float | None = None, high: float | None = None, *,
+               low_open: bool = False, high_open: bool = False, allow_inf: bool = False,
+               hint: str = "") -> np.ndarray:
+    """Return ``value`` as a float array after checking every element lies in the interval.
+
+    NaN is always rejected; +-inf is rejected unless ``allow_inf`` (and then still subject to the bounds).
+    """
+    arr = as_float_array(name, value)
+    valid = interval(low, high, low_open, high_open)
+    bad = np.isnan(arr)
+    if not allow_inf:
+        bad |= np.isinf(arr)
+    with np.errstate(invalid="ignore"):
+        if low is not None:
+            bad |= (arr <= low) if low_open else (arr < low)
+        if high is not None:
+            bad |= (arr >= high) if high_open else (arr > high)
+    if bad.any():
+        first, where = _first_bad(arr, bad)
+        raise ParameterError(name, first, valid + where, hint)
+    return arr
+
+
+def check_int(name: str, value: Any, low: int | None = None, high: int | None = None,
+              hint: str = "") -> np.ndarray:
+    """Return ``value`` as an int64 array after checking every element is an integer in ``[low, high]``."""
+    arr = as_float_array(name, value)
+    valid = interval(low, high, integer=True)
+    bad = ~np.isfinite(arr)
+    with np.errstate(invalid="ignore"):
+        bad |= arr != np.round(arr)
+        if low is not None:
+            bad |= arr < low
+        if high is not None:
+            bad |= arr > high
+    if bad.any():
+        first, where = _first_bad(arr, bad)
+        raise ParameterError(name, first, valid + where, hint)
+    return arr.astype(np.int64)
+
+
+def check_probability(name: str, value: Any, *, allow_zero: bool = False, allow_one: bool = False,
+                      hint: str = "") -> np.ndarray:
+    """A probability-like parameter in (0, 1), optionally including its end points."""
+    return check_real(name, value, 0.0, 1.0, low_open=not allow_zero, high_open=not allow_one, hint=hint)
+
+
+def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
+    """Return a Python float for 0-d results and the array otherwise (the library's return convention)."""
+    if np.ndim(arr) == 0:
+        out = float(arr)
+        if math.isnan(out):  # defensive: computations must never leak NaN to the user
+            raise FedboundError("internal error: a computation produced NaN; please report the inputs")
+        return out
+    return arr

@@ -1,0 +1,89 @@
+"""The ``fedbound`` command line.
+
+Typer (with rich) gives typed options, ``--help`` on every command and readable tables.  Commands live in
+``fedbound/commands/<name>.py``; each module defines ``register(app, groups)`` and is discovered here, so
+adding a command never touches this file.  Command modules import heavy libraries (torch, cvxpy, sympy
+models) inside the command functions so that ``fedbound --help`` stays fast.
+
+Groups shared by several papers (``fedbound plan nbafl``, ``fedbound plan udp`` ...) are created here and
+handed to the modules in ``groups``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from fedbound._version import __version__
+from fedbound.errors import FedboundError
+
+app = typer.Typer(
+    name="fedbound",
+    help="Differentially private federated learning: noise formulas, bounds, optimal designs, simulator.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+GROUP_HELP = {
+    "plan": "Optimal design for one paper's setting: sigma's, T*, K*, the bound, validity warnings.",
+    "plot": "Plot a paper's bound against one variable (PNG and SVG).",
+    "claims": "Check every declared claim of a paper's theorems: holds, or fails in a region.",
+}
+groups: dict[str, typer.Typer] = {}
+for _name, _help in GROUP_HELP.items():
+    groups[_name] = typer.Typer(help=_help, no_args_is_help=True)
+    app.add_typer(groups[_name], name=_name)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"fedbound {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """fedbound: from DP-FL theorems to deployable decisions."""
+
+
+def _register_commands() -> None:
+    import fedbound.commands as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"fedbound.commands.{info.name}")
+        module.register(app, groups)
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; fedbound's own errors become one red line on stderr and exit code 2.
+
+    Usage errors (unknown command, bad option) are reported by Typer itself, also with exit code 2.
+    """
+    try:
+        app(args=argv, prog_name="fedbound")
+    except FedboundError as exc:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Options every command shares, so ``--json`` and ``--set`` read the same everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+SetOverrides = Annotated[
+    list[str] | None,
+    typer.Option("--set", metavar="KEY=VALUE",
+                 help="Override a config key (repeatable): KEY or section.KEY, VALUE as a TOML literal."),
+]
+ConfigArg = Annotated[Path, typer.Argument(help="TOML config file (see examples/).", show_default=False)]

@@ -1,0 +1,88 @@
+"""How commands print results: a rich table for people, one JSON object for programs.
+
+``to_jsonable`` turns dataclasses, numpy scalars/arrays, tuples and paths into plain JSON values and
+refuses NaN/inf (JSON cannot carry them, and fedbound never emits them silently): a non-finite value is a
+bug or an unhandled domain edge and raises, naming where it sits in the object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["to_jsonable", "print_json", "print_table", "print_warnings", "console"]
+
+
+def to_jsonable(obj: Any, where: str = "$") -> Any:
+    """A JSON-ready copy of ``obj``; raises ValueError on NaN/inf, naming the path (``$.key[0]``)."""
+    import numpy as np
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return to_jsonable(obj.to_dict(), where)
+        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, where)
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist(), where)
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item(), where)
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
+        return obj
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"refusing to write a non-finite number ({obj}) to JSON at {where}")
+        return obj
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, Sequence | set | frozenset):
+        return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON at {where}")
+
+
+def print_json(obj: Any) -> None:
+    """Write one JSON object to stdout (and nothing else)."""
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _cell(value: Any, digits: int) -> str:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 6,
+                caption: str | None = None) -> None:
+    """A rich table on stdout; floats shown with ``digits`` significant digits."""
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*(_cell(v, digits) for v in row))
+    console().print(table)
+
+
+def print_warnings(warnings: Sequence[str]) -> None:
+    """Validity warnings after a table, one per line, in yellow."""
+    con = console()
+    for w in warnings:
+        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

@@ -1,0 +1,47 @@
+"""The built wheel installs and imports from outside the repository (proves the package-dir mapping)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SUBPACKAGES = ["accounting", "bounds", "scheduling", "training", "validation", "commands", "tests"]
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_imports_outside_repo(tmp_path):
+    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(wheel_dir), str(REPO)], check=True, capture_output=True)
+    wheels = list(wheel_dir.glob("fedbound-*.whl"))
+    assert len(wheels) == 1
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                    str(wheels[0])], check=True, capture_output=True)
+    code = (
+        "import importlib, fedbound, pathlib, sys\n"
+        f"assert pathlib.Path(fedbound.__file__).is_relative_to({str(target)!r}), fedbound.__file__\n"
+        f"for name in {SUBPACKAGES!r}:\n"
+        "    mod = importlib.import_module('fedbound.' + name)\n"
+        f"    assert pathlib.Path(mod.__file__).is_relative_to({str(target)!r}), mod.__file__\n"
+        "from fedbound.cli import main\n"
+        "sys.exit(main(['--version']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "fedbound" in out.stdout
+
+
+def test_every_source_folder_is_in_the_package_list():
+    """A new module folder must be declared in pyproject.toml, or the wheel silently lacks it."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    declared = set(cfg["package-dir"].values())
+    for folder in ["fedbound", "accounting", "bounds", "scheduling", "training", "validation", "tests"]:
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO).as_posix()
+            assert rel in declared, f"{rel} is a package but not in [tool.setuptools.package-dir]"

@@ -1,0 +1,1 @@
+"""The compact PyTorch simulator: data, partitions, models, one engine, one file per algorithm."""

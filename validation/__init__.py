@@ -1,0 +1,1 @@
+"""Predicted vs measured: constant estimation, sweeps, figures, reports."""
