@@ -1,0 +1,492 @@
+"""Theorems as data: a sympy expression with typed parameters, conditions, a source and named variants.
+
+The pieces, smallest first:
+
+* :class:`Param`: one named parameter (sympy symbol, domain, integer or real, doc).  Out-of-domain input
+  raises :class:`~fedbound.errors.ParameterError` naming the parameter, the value and the range.
+* :class:`Definition`: a named sub-expression (``c``, ``P``, ``kappa_1`` ...) of a paper, with the
+  :class:`Condition` s it carries (e.g. ``0 < P < 1``).  Theorems are written in terms of these symbols,
+  which keeps their LaTeX readable and lets a variant swap one piece.
+* :class:`Variant`: an erratum's corrected reading (or another alternative), as overrides of definitions.
+  ``"paper"`` (no override) is always the default; variants combine with ``+`` (``"two_sided+regime_aware"``).
+* :class:`Notation`: one paper's parameters, definitions and variants.
+* :class:`Theorem`: the object users meet.  ``theorem.evaluate(...)`` returns an :class:`Evaluation` (value,
+  ``defined``/``valid``/``vacuous`` flags and warnings); calling ``theorem(...)`` returns the plain number
+  and raises :class:`~fedbound.errors.DomainError` where the formula is undefined or its hypotheses fail.
+  Numeric evaluation is a cached ``sympy.lambdify`` to numpy that broadcasts over arrays; derivatives come
+  from sympy (``theorem.derivative("T", 2)``); ``theorem.latex()`` and ``_repr_latex_`` render it.
+
+Condition severities (what happens where a condition is false):
+
+========== ======================================= ==========================================
+severity   Evaluation                              plain call ``theorem(...)``
+========== ======================================= ==========================================
+undefined  ``defined=False``, value masked (NaN)   DomainError
+required   ``valid=False`` (hypothesis fails)      DomainError
+caveat     ``valid=False`` (guarantee heuristic)   a warning of the condition's category
+vacuous    ``vacuous=True`` (true but useless)     a VacuousBoundWarning
+========== ======================================= ==========================================
+"""
+
+from __future__ import annotations
+
+import warnings as _warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from fedbound.checks import check_int, check_real, interval
+from fedbound.errors import DomainError, FedboundWarning, ParameterError, VacuousBoundWarning
+
+__all__ = ["Param", "Condition", "Definition", "Variant", "Source", "Notation", "Theorem", "Evaluation",
+           "SEVERITIES", "PAPER"]
+
+PAPER = "paper"
+SEVERITIES = ("undefined", "required", "caveat", "vacuous")
+_MODULES = ["numpy", "scipy"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A named parameter: sympy symbol, domain (integer or real, open or closed ends) and meaning."""
+
+    name: str
+    symbol: sp.Symbol
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+
+    def valid_range(self) -> str:
+        return interval(self.low, self.high, self.low_open, self.high_open, integer=self.integer)
+
+    def check(self, value: Any) -> np.ndarray:
+        """``value`` as a float64 array, or a ParameterError naming this parameter and its range."""
+        hint = self.doc
+        if self.integer:
+            low = None if self.low is None else int(np.floor(self.low)) + (1 if self.low_open else 0)
+            high = None if self.high is None else int(np.ceil(self.high)) - (1 if self.high_open else 0)
+            return check_int(self.name, value, low, high, hint=hint).astype(np.float64)
+        return check_real(self.name, value, self.low, self.high, low_open=self.low_open,
+                          high_open=self.high_open, hint=hint)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A predicate a formula needs, with what to say when it fails.
+
+    ``expr`` is a sympy boolean in parameters and definition symbols.  ``blame`` names the quantity the
+    error message shows (a parameter name or a definition symbol's name) and ``valid`` the range it must
+    lie in, in words, e.g. ``T > eps / (-ln(1 - K/N))``.
+    """
+
+    name: str
+    expr: sp.Basic
+    severity: str
+    message: str
+    blame: str
+    valid: str
+    category: type[Warning] = FedboundWarning
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A named sub-expression ``symbol := expr`` and the conditions it carries."""
+
+    symbol: sp.Symbol
+    expr: sp.Expr
+    doc: str = ""
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named alternative reading: definitions replaced, conditions dropped;
+    ``source`` cites the erratum."""
+
+    name: str
+    doc: str
+    source: str
+    overrides: tuple[Definition, ...] = ()
+    drops: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a formula comes from: seed file, equation(s), spec handle."""
+
+    seed: str
+    equation: str
+    spec: str = ""
+
+    def __str__(self) -> str:
+        spec = f"; spec {self.spec}" if self.spec else ""
+        return f"seed {self.seed}, {self.equation}{spec}"
+
+
+class Notation:
+    """One paper's parameters, definitions (named sub-expressions) and variants."""
+
+    def __init__(self, name: str, params: Sequence[Param], definitions: Sequence[Definition] = (),
+                 variants: Sequence[Variant] = ()) -> None:
+        self.name = name
+        self.params = {p.name: p for p in params}
+        self._by_symbol = {p.symbol: p for p in params}
+        self.definitions: dict[sp.Symbol, Definition] = {}
+        for d in definitions:
+            self.define(d)
+        self.variants = {v.name: v for v in variants}
+
+    def symbol(self, name: str) -> sp.Symbol:
+        return self.params[name].symbol
+
+    def symbols(self, names: str) -> tuple[sp.Symbol, ...]:
+        return tuple(self.params[n].symbol for n in names.split())
+
+    def define(self, d: Definition) -> sp.Symbol:
+        if d.symbol in self.definitions or d.symbol in self._by_symbol:
+            raise ValueError(f"{d.symbol} is defined twice in {self.name}")
+        self.definitions[d.symbol] = d
+        return d.symbol
+
+    def add_variant(self, v: Variant) -> None:
+        self.variants[v.name] = v
+
+    def param_of(self, symbol: sp.Symbol) -> Param | None:
+        return self._by_symbol.get(symbol)
+
+    # -- variants ----------------------------------------------------------------------------------------
+    def variant_names(self, variant: str) -> tuple[str, ...]:
+        """Split ``"a+b"`` into known variant names; ``"paper"`` is the empty combination."""
+        names = tuple(n.strip() for n in str(variant).split("+") if n.strip() and n.strip() != PAPER)
+        for n in names:
+            if n not in self.variants:
+                raise ParameterError("variant", n, "one of " + ", ".join([PAPER, *self.variants]))
+        return names
+
+    def definitions_for(self, variant: str) -> tuple[dict[sp.Symbol, Definition], set[str]]:
+        """The definitions in force under ``variant`` and the condition names it drops."""
+        defs = dict(self.definitions)
+        changed: dict[sp.Symbol, str] = {}
+        drops: set[str] = set()
+        for name in self.variant_names(variant):
+            v = self.variants[name]
+            for d in v.overrides:
+                if d.symbol in changed and changed[d.symbol] != name:
+                    raise ParameterError("variant", variant, "variants that change different definitions",
+                                         hint=f"{changed[d.symbol]} and {name} both redefine {d.symbol}")
+                defs[d.symbol] = d
+                changed[d.symbol] = name
+            drops |= set(v.drops)
+        return defs, drops
+
+
+def _reachable(expr: sp.Basic, defs: Mapping[sp.Symbol, Definition]) -> list[sp.Symbol]:
+    """Definition symbols used by ``expr`` (transitively), in first-use order."""
+    seen: list[sp.Symbol] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        for s in sorted(e.free_symbols, key=str):
+            if s in defs and s not in seen:
+                seen.append(s)
+                stack.append(defs[s].expr)
+                for c in defs[s].conditions:
+                    stack.append(c.expr)
+    return seen
+
+
+def _resolve(expr: sp.Basic, defs: Mapping[sp.Symbol, Definition]) -> sp.Basic:
+    """Substitute definitions until only parameters remain."""
+    for _ in range(64):
+        subs = {s: defs[s].expr for s in expr.free_symbols if s in defs}
+        if not subs:
+            return expr
+        expr = expr.xreplace(subs)
+    raise RecursionError("definitions are cyclic")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A formula's value with explicit flags; arrays where the inputs were arrays.
+
+    ``value`` holds NaN exactly where ``defined`` is False (never elsewhere); :meth:`require` turns that
+    into a DomainError.  ``admissible``: defined and every 'required' hypothesis holds (caveats aside);
+    ``valid``: admissible and every caveat holds.  ``checks`` maps each condition name to where it holds.
+    """
+
+    theorem: str
+    variant: str
+    value: float | np.ndarray
+    defined: bool | np.ndarray
+    valid: bool | np.ndarray
+    vacuous: bool | np.ndarray
+    warnings: tuple[str, ...]
+    admissible: bool | np.ndarray = True
+    checks: Mapping[str, bool | np.ndarray] = field(repr=False, default_factory=dict)
+    failures: tuple[tuple[Condition, Any, Any], ...] = field(repr=False, default=())
+
+    def require(self, emit_warnings: bool = True) -> float | np.ndarray:
+        """The value; DomainError where undefined or where a 'required' hypothesis fails.
+
+        With ``emit_warnings`` the caveats and vacuity become Python warnings of their categories.
+        """
+        for cond, shown, _ in self.failures:
+            if cond.severity in ("undefined", "required"):
+                raise DomainError(cond.blame, shown, cond.valid, hint=f"{cond.message} [{self.theorem}]")
+        if emit_warnings:
+            for cond, _, text in self.failures:
+                if cond.severity == "caveat":
+                    _warnings.warn(text, cond.category, stacklevel=3)
+                elif cond.severity == "vacuous":
+                    _warnings.warn(text, VacuousBoundWarning, stacklevel=3)
+        return self.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"theorem": self.theorem, "variant": self.variant, "value": self.value,
+                "defined": self.defined, "admissible": self.admissible, "valid": self.valid,
+                "vacuous": self.vacuous,
+                "warnings": list(self.warnings)}
+
+
+def _scalar(x: np.ndarray) -> Any:
+    if np.ndim(x) == 0:
+        return x.item()
+    return x
+
+
+class Theorem:
+    """A formula of a paper as data: expression, parameters, conditions, source, variants.
+
+    ``expr`` is written in the notation's parameters and definition symbols.  ``conditions`` are the
+    theorem's own (those of the definitions it uses are added automatically).
+    """
+
+    def __init__(self, notation: Notation, name: str, expr: sp.Expr, *, lhs: str, source: Source, doc: str,
+                 conditions: Sequence[Condition] = (),
+                 _parent: tuple[Theorem, str, int] | None = None) -> None:
+        self.notation = notation
+        self.name = name
+        self.template = sp.sympify(expr)
+        self.lhs = lhs
+        self.source = source
+        self.doc = doc
+        self.own_conditions = tuple(conditions)
+        self._parent = _parent
+        self._cache: dict[tuple[str, str], tuple[Any, tuple[str, ...]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<Theorem {self.name}: {self.lhs} ({self.source})>"
+
+    # -- structure ---------------------------------------------------------------------------------------
+    def variants(self) -> tuple[str, ...]:
+        """Variant names that change this theorem (the others evaluate exactly as the paper)."""
+        base = self.expression(PAPER)
+        out = []
+        for name in self.notation.variants:
+            if self.expression(name) != base or self.conditions(name) != self.conditions(PAPER):
+                out.append(name)
+        return tuple(out)
+
+    def expression(self, variant: str = PAPER) -> sp.Expr:
+        """The fully substituted sympy expression (parameters only) under ``variant``."""
+        if self._parent is not None:
+            parent, wrt, order = self._parent
+            return sp.diff(parent.expression(variant), self.notation.symbol(wrt), order)
+        defs, _ = self.notation.definitions_for(variant)
+        return _resolve(self.template, defs)
+
+    def conditions(self, variant: str = PAPER) -> tuple[Condition, ...]:
+        """Every condition in force: the theorem's own and those of the definitions it uses."""
+        if self._parent is not None:
+            return tuple(c for c in self._parent[0].conditions(variant) if c.severity != "vacuous")
+        defs, drops = self.notation.definitions_for(variant)
+        conds = list(self.own_conditions)
+        for s in _reachable(self.template, defs):
+            conds.extend(defs[s].conditions)
+        for c in list(conds):
+            for s in _reachable(c.expr, defs):
+                conds.extend(x for x in defs[s].conditions if x not in conds)
+        out: list[Condition] = []
+        for c in conds:
+            if c.name not in drops and c not in out:
+                out.append(c)
+        return tuple(out)
+
+    def parameters(self, variant: str = PAPER) -> tuple[Param, ...]:
+        """The parameters the value and its conditions depend on, in the notation's order."""
+        defs, _ = self.notation.definitions_for(variant)
+        symbols = set(self.expression(variant).free_symbols)
+        for c in self.conditions(variant):
+            symbols |= _resolve(c.expr, defs).free_symbols
+        return tuple(p for p in self.notation.params.values() if p.symbol in symbols)
+
+    def derivative(self, wrt: str, order: int = 1) -> Theorem:
+        """The sympy derivative as a Theorem of its own (same parameters and conditions)."""
+        if wrt not in self.notation.params:
+            raise ParameterError("wrt", wrt, "one of " + ", ".join(self.notation.params))
+        key = (f"d{order}", wrt)
+        if key not in self._cache:
+            mark = "'" * order if order <= 3 else f"^({order})"
+            self._cache[key] = (Theorem(self.notation, f"{self.name}_d{order}_{wrt}", sp.S.Zero,
+                                        lhs=f"{self.lhs}{mark} wrt {wrt}", source=self.source,
+                                        doc=f"d^{order}/d{wrt}^{order} of {self.name} (sympy)",
+                                        _parent=(self, wrt, order)), ())
+        return self._cache[key][0]
+
+    # -- numerics ----------------------------------------------------------------------------------------
+    def _compiled(self, variant: str, what: str) -> tuple[Any, tuple[str, ...]]:
+        """Cached lambdify of the value (``what='value'``) or of a condition, over all parameters."""
+        key = (variant, what)
+        if key not in self._cache:
+            params = self.parameters(variant)
+            if what == "value":
+                expr = self.expression(variant)
+            else:
+                defs, _ = self.notation.definitions_for(variant)
+                cond = next(c for c in self.conditions(variant) if c.name == what)
+                expr = _resolve(cond.expr, defs)
+            fn = sp.lambdify([p.symbol for p in params], expr, modules=_MODULES, cse=True)
+            self._cache[key] = (fn, tuple(p.name for p in params))
+        return self._cache[key]
+
+    def _inputs(self, variant: str, values: Mapping[str, Any]) -> tuple[list[np.ndarray], tuple[int, ...]]:
+        args = []
+        for p in self.parameters(variant):
+            if p.name not in values or values[p.name] is None:
+                raise ParameterError(p.name, None, p.valid_range(),
+                                     hint=f"{self.name} (variant {variant}) needs {p.name}: {p.doc}")
+            args.append(p.check(values[p.name]))
+        unknown = [k for k in values if k not in self.notation.params]
+        if unknown:
+            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; "
+                            f"known: {', '.join(self.notation.params)}")
+        shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
+        return [np.broadcast_to(a, shape) for a in args], shape
+
+    def evaluate(self, values: Mapping[str, Any] | None = None, /, *, variant: str = PAPER,
+                 **kw: Any) -> Evaluation:
+        """Evaluate on scalars or broadcastable arrays; flags and warnings instead of NaN or exceptions.
+
+        Parameters may come as a mapping, as keywords, or both.  Parameters of the notation that this
+        theorem does not use are ignored, so one settings dict can feed every theorem of a paper.
+        """
+        values = {**(values or {}), **kw}
+        variant = "+".join(self.notation.variant_names(variant)) or PAPER
+        args, shape = self._inputs(variant, values)
+        fn, _ = self._compiled(variant, "value")
+        with np.errstate(all="ignore"):
+            value = np.broadcast_to(np.asarray(fn(*args), dtype=np.float64), shape).copy()
+        ones = np.ones(shape, dtype=bool)
+        defined, valid, vacuous = ones.copy(), ones.copy(), np.zeros(shape, dtype=bool)
+        required = ones.copy()
+        checks: dict[str, Any] = {}
+        failures: list[tuple[Condition, Any, Any]] = []
+        messages: list[str] = []
+        order = {"undefined": 0, "required": 1, "caveat": 2, "vacuous": 3}
+        for cond in sorted(self.conditions(variant), key=lambda c: order[c.severity]):
+            cfn, _ = self._compiled(variant, cond.name)
+            with np.errstate(all="ignore"):
+                holds = np.broadcast_to(np.asarray(cfn(*args), dtype=bool), shape)
+            if cond.severity == "vacuous":
+                holds = holds | ~defined | ~np.isfinite(value)
+            checks[cond.name] = _scalar(holds.copy())
+            if holds.all():
+                continue
+            bad = ~holds
+            shown = self._shown(cond, variant, args, bad, values)
+            where = "" if not shape else f" at {int(bad.sum())} of {bad.size} points"
+            text = f"{cond.message}{where} ({cond.blame} = {shown!r}; needs {cond.valid})"
+            failures.append((cond, shown, text))
+            messages.append(text)
+            if cond.severity == "undefined":
+                defined &= holds
+            elif cond.severity == "vacuous":
+                vacuous |= bad
+            else:
+                valid &= holds
+                if cond.severity == "required":
+                    required &= holds
+        nonfinite = defined & ~np.isfinite(value)
+        if nonfinite.any():
+            cond = Condition("finite", sp.true, "undefined",
+                             "the value overflows or is not finite in floating point", self.name,
+                             "a finite value")
+            where = "" if not shape else f" at {int(nonfinite.sum())} of {nonfinite.size} points"
+            text = f"{cond.message}{where}"
+            failures.append((cond, "non-finite", text))
+            messages.append(text)
+            defined &= ~nonfinite
+        value[~defined] = np.nan
+        vacuous &= defined
+        return Evaluation(self.name, variant, _scalar(value), _scalar(defined), _scalar(valid & defined),
+                          _scalar(vacuous), tuple(messages), _scalar(required & defined), checks,
+                          tuple(failures))
+
+    def _shown(self, cond: Condition, variant: str, args: list[np.ndarray], bad: np.ndarray,
+               values: Mapping[str, Any]) -> Any:
+        """The value of the blamed quantity at the first failing point (for messages)."""
+        idx = tuple(np.argwhere(bad)[0]) if bad.ndim else ()
+        if cond.blame in self.notation.params and cond.blame in values:
+            return np.broadcast_to(np.asarray(values[cond.blame], dtype=float), bad.shape)[idx].item()
+        defs, _ = self.notation.definitions_for(variant)
+        sym = next((s for s in defs if str(s) == cond.blame), None)
+        if sym is None:
+            return None
+        key = (variant, f"show:{cond.blame}")
+        if key not in self._cache:
+            params = self.parameters(variant)
+            fn = sp.lambdify([p.symbol for p in params], _resolve(sym, defs), modules=_MODULES, cse=True)
+            self._cache[key] = (fn, tuple(p.name for p in params))
+        fn = self._cache[key][0]
+        with np.errstate(all="ignore"):
+            out = np.broadcast_to(np.asarray(fn(*args), dtype=float), bad.shape)
+        return out[idx].item()
+
+    def __call__(self, values: Mapping[str, Any] | None = None, /, *, variant: str = PAPER,
+                 **kw: Any) -> float | np.ndarray:
+        """The plain number (or array): DomainError where undefined or a hypothesis fails."""
+        return self.evaluate(values, variant=variant, **kw).require()
+
+    def compare(self, values: Mapping[str, Any] | None = None, /, *, variants: Iterable[str] | None = None,
+                **kw: Any) -> dict[str, Evaluation]:
+        """The paper reading and each variant side by side."""
+        names = [PAPER, *(self.variants() if variants is None else variants)]
+        return {v: self.evaluate(values, variant=v, **kw) for v in names}
+
+    # -- rendering ---------------------------------------------------------------------------------------
+    def latex(self, variant: str = PAPER, expand: bool = False) -> str:
+        """LaTeX of the theorem: compact (with its definitions listed) or fully expanded."""
+        if expand or self._parent is not None:
+            return f"{self.lhs} = {sp.latex(self.expression(variant))}"
+        defs, _ = self.notation.definitions_for(variant)
+        top = defs[self.template].expr if self.template in defs else self.template
+        parts = [f"{self.lhs} = {sp.latex(top)}"]
+        where = [f"{sp.latex(s)} = {sp.latex(defs[s].expr)}" for s in _reachable(top, defs)]
+        if where:
+            parts.append(r",\quad\text{where }" + r",\; ".join(where))
+        return "".join(parts)
+
+    def _repr_latex_(self) -> str:
+        return f"$\\displaystyle {self.latex()}$"
+
+    def describe(self, variant: str = PAPER) -> str:
+        """Plain-text summary: source, parameters with domains, conditions, variants."""
+        lines = [f"{self.name}: {self.doc}", f"  source: {self.source}"]
+        for p in self.parameters(variant):
+            lines.append(f"  {p.name:>6} in {p.valid_range():<22} {p.doc}")
+        for c in self.conditions(variant):
+            lines.append(f"  [{c.severity}] {c.name}: {c.message} ({c.blame}: {c.valid})")
+        for v in self.variants():
+            var = self.notation.variants[v]
+            lines.append(f"  variant {v}: {var.doc} ({var.source})")
+        return "\n".join(lines)

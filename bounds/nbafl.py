@@ -1,0 +1,676 @@
+"""NbAFL: noise before model aggregation FL, and K-client random scheduling (seed 002, spec 002).
+
+K. Wei et al., "Federated Learning With Differential Privacy: Algorithms and Performance Analysis",
+IEEE TIFS 15 (2020).  Every formula F1-F44 of spec 002, named without the ``nbafl_`` prefix.
+
+Two layers:
+
+* Theorem objects (upper case: ``SIGMA_UPLINK``, ``BOUND``, ``K_BOUND`` ...) hold the sympy expression,
+  parameters with domains, conditions, source and variants; see :mod:`fedbound.bounds.core`.
+* Plain functions (``sigma_uplink``, ``bound`` ...) take floats or arrays and return floats or arrays.  They
+  raise :class:`~fedbound.errors.DomainError` where the spec says "returns nan" (outside condition (60),
+  P or Q outside (0, 1)) and warn with :class:`~fedbound.errors.ClassicGaussianRangeWarning` where the classic
+  Gaussian mechanism is used at a per-release epsilon >= 1 (every paper setting).
+
+Variants (spec section 7), all opt-in; the paper-literal reading is the default, except where noted:
+
+* ``eq13_printed`` (E1): sigma_A as printed in (13), with the extra sqrt(N).  The default ``sigma_aggregate``
+  is the corrected reading (spec F12), because the printed one contradicts (24), App. E and continuity.
+* ``thm1_noise`` (E2): the bound uses Theorem 1's noise std sigma_A instead of the paper's
+  cCT/(m sqrt(N) eps).
+* ``dimensional_lambda1`` (E4): lambda_1 = 1 + rho B / mu.
+* ``noise_dimension`` (E5): the noise is d-dimensional (needs the parameter ``d``).
+* ``regime_aware`` (E8, E9): constant noise where Theorem 1 (resp. Lemma 4) adds no server noise.
+* ``two_sided`` (E9): standard two-sided amplification by subsampling in b and gamma.
+* ``tight`` (not an erratum): the bound with the exact T-fold Gaussian composition; needs ``z``, the noise
+  multiplier of one (eps, delta)-DP Gaussian release (``fedbound.accounting.analytic_gaussian_std(eps,
+  delta)``), so the noise grows like sqrt(T) instead of T.
+
+Decisions recorded here (see also the report): the printed (13) in the seed text reads ``sqrt{N epsilon}``;
+we follow spec 002's reading sqrt(N) * eps (its test vectors use it).  T is a real parameter >= 0 (the paper
+treats it as continuous in (15)); N, K, m, L are integers >= 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
+from sympy.codegen.cfunctions import expm1, log1p
+
+from fedbound.checks import check_real, scalar_or_array
+from fedbound.config import Field, Section
+from fedbound.errors import ClassicGaussianRangeWarning, DomainError, ParameterError
+
+SEED = "002"
+Number = float | np.ndarray
+
+
+def _src(eq: str, spec: str) -> Source:
+    return Source(SEED, eq, f"002 {spec}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parameters (spec 002, section 2)
+# ---------------------------------------------------------------------------------------------------------
+_POS = {"low": 0.0, "low_open": True}
+PARAMS = (
+    Param("eps", sp.Symbol("epsilon", positive=True), "total privacy budget epsilon", **_POS),
+    Param("delta", sp.Symbol("delta", positive=True), "privacy failure probability delta", 0.0, 1.0,
+          True, True),
+    Param("C", sp.Symbol("C", positive=True), "clipping threshold on the model norm", **_POS),
+    Param("m", sp.Symbol("m", positive=True), "smallest local dataset size", 1, integer=True),
+    Param("N", sp.Symbol("N", positive=True), "number of clients", 1, integer=True),
+    Param("K", sp.Symbol("K", positive=True), "clients scheduled per round", 1, integer=True),
+    Param("T", sp.Symbol("T", nonnegative=True), "aggregation rounds (real: the paper treats T as "
+          "continuous)", 0.0),
+    Param("L", sp.Symbol("L", positive=True), "uplink exposures per client seen by the adversary", 1,
+          integer=True),
+    Param("Theta", sp.Symbol("Theta", positive=True), "initial gap F(w0) - F(w*)", **_POS),
+    Param("l", sp.Symbol("l", positive=True), "Polyak-Lojasiewicz constant", **_POS),
+    Param("beta", sp.Symbol("beta", positive=True), "Lipschitz constant of F_i", **_POS),
+    Param("rho", sp.Symbol("rho", positive=True), "smoothness constant of F_i", **_POS),
+    Param("B", sp.Symbol("B", positive=True), "gradient dissimilarity constant (>= 1)", 1.0),
+    Param("mu", sp.Symbol("mu", positive=True), "proximal coefficient of the local problem", **_POS),
+    Param("d", sp.Symbol("d", positive=True), "noise dimension (number of model parameters)", 1,
+          integer=True),
+    Param("z", sp.Symbol("z", positive=True), "noise multiplier sigma/Delta of one (eps, delta)-DP Gaussian "
+          "release (fedbound.accounting.analytic_gaussian_std(eps, delta))", **_POS),
+)
+NOTATION = Notation("NbAFL (seed 002)", PARAMS)
+eps, delta, C, m, N, K, T, L, Theta, l, beta, rho, B, mu, d, z = NOTATION.symbols(
+    "eps delta C m N K T L Theta l beta rho B mu d z")
+
+_sym = sp.Symbol
+
+
+def _define(name: str, expr: sp.Expr, doc: str = "", conditions: Sequence[Condition] = ()) -> sp.Symbol:
+    return NOTATION.define(Definition(_sym(name), expr, doc, tuple(conditions)))
+
+
+def _classic(name: str, per_release: sp.Expr, what: str) -> Condition:
+    return Condition(name, sp.Lt(per_release, 1), "caveat",
+                     f"the classic Gaussian mechanism is proven only for a per-release epsilon < 1 ({what}; "
+                     "spec 002 E6): the privacy guarantee is heuristic here, compare the tight sigma",
+                     "eps", f"{what} < 1", ClassicGaussianRangeWarning)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Definitions (named sub-expressions)
+# ---------------------------------------------------------------------------------------------------------
+c = _define("c", sp.sqrt(2 * sp.log(sp.Rational(5, 4) / delta)), "Gaussian constant sqrt(2 ln(1.25/delta))")
+ds_U = _define(r"\Delta s_U", 2 * C / m, "uplink sensitivity 2C/m (6)")
+ds_D = _define(r"\Delta s_D", 2 * C / (m * N), "downlink sensitivity 2C/(mN) (9)")
+UPLINK_CLASSIC = _classic("classic_uplink", eps / L, "per-exposure eps/L")
+DOWNLINK_CLASSIC = Condition(
+    "classic_downlink", sp.Or(T <= L * sp.sqrt(N), eps < T), "caveat",
+    "the classic Gaussian mechanism is proven only for a per-release epsilon < 1 (per-broadcast eps/T; spec "
+    "002 E6): the privacy guarantee is heuristic here, compare the tight sigma", "eps",
+    "eps/T < 1 where the server adds noise", ClassicGaussianRangeWarning)
+sigma_U = _define(r"\sigma_U", c * L * ds_U / eps, "uplink noise std (F10)", [UPLINK_CLASSIC])
+sigma_D = _define(r"\sigma_D", sp.Piecewise((2 * c * C * sp.sqrt(T**2 - L**2 * N) / (m * N * eps),
+                                             T > L * sp.sqrt(N)), (0, True)),
+                  "server noise std, Theorem 1 (10)", [DOWNLINK_CLASSIC])
+sigma_A = _define(r"\sigma_A", sp.Max(c * T * ds_D / eps, sigma_U / sp.sqrt(N)),
+                  "aggregate noise std, (13) corrected (F12)", [DOWNLINK_CLASSIC])
+lam0 = _define(r"\lambda_0", rho / 2, "Lemma 3 (12)")
+lam1 = _define(r"\lambda_1", 1 / mu + rho * B / mu, "Lemma 3 (12)")
+lam2 = _define(r"\lambda_2", -1 / mu + rho * B / mu**2 + rho * B**2 / (2 * mu**2), "Lemma 3 (12)")
+P_REQUIRED = Condition("0<P<1", sp.And(_sym("P") > 0, _sym("P") < 1), "required",
+                       "Theorem 2 needs 0 < P = 1 + 2 l lambda_2 < 1, i.e. mu > rho B (1 + B/2) and "
+                       "2 l |lambda_2| < 1 (spec 002 E20)", "P", "(0, 1)")
+P = _define("P", 1 + 2 * l * lam2, "contraction factor of Theorem 2", [P_REQUIRED])
+kappa1 = _define(r"\kappa_1", lam1 * beta * c * C / (m * (1 - P)) * sp.sqrt(2 / (N * sp.pi)),
+                 "Theorem 2 (14)")
+kappa0 = _define(r"\kappa_0", lam0 * c**2 * C**2 / (m**2 * (1 - P) * N), "Theorem 2 (14)")
+s_thm2 = _define("s", c * C * T / (m * sp.sqrt(N) * eps), "scalar noise std implicit in (14) (F18)")
+En1 = _define(r"\mathbb{E}\|n\|", s_thm2 * sp.sqrt(2 / sp.pi), "half-normal first moment (F18)")
+En2 = _define(r"\mathbb{E}\|n\|^2", s_thm2**2, "second moment (F18)")
+one_minus_PT = -expm1(T * sp.log(P))
+h = _define("h", P**T * Theta + one_minus_PT / (1 - P) * (lam1 * beta * En1 + lam0 * En2),
+            "Theorem 2 bound in recursive form (F18)")
+T_Theta = _define("T_Theta", eps * (-kappa1 + sp.sqrt(kappa1**2 + 4 * kappa0 * Theta)) / (2 * kappa0),
+                  "g(T_Theta) = Theta: the bracket of T* (F21)")
+
+DOMAIN_60 = Condition("(60)", sp.Gt(N / K * expm1(-eps / T), -1), "undefined",
+                      "Lemma 4's amplification factor b (and Theorem 3's bound) is defined only for "
+                      "T > eps/(-ln(1 - K/N)) (spec 002 F28, condition (60))", "T", "T > eps/(-ln(1 - K/N))")
+K_LE_N = Condition("K<=N", sp.Le(K, N), "required", "at most N clients can be scheduled", "K", "K <= N")
+q = _define("q", K / N, "sampling probability K/N (F24)", [K_LE_N])
+u = _define("u", -log1p(expm1(-eps / T) / q), "per-round amplified budget b eps/T (F25)")
+b = _define("b", T * u / eps, "Lemma 4 amplification factor (16)")
+gamma = _define(r"\gamma", -log1p(q * expm1(-eps / (L * sp.sqrt(K)))), "Lemma 4 threshold (16)")
+ds_DK = _define(r"\Delta s_D^{(K)}", 2 * C / (m * K), "downlink sensitivity with p_i = 1/K")
+K_CLASSIC = Condition("(64)", sp.Or(T <= eps / gamma, u < 1), "caveat",
+                      "the classic Gaussian constant is proven per round only for b eps/T < 1 (spec 002 F28, "
+                      "condition (64))", "T", "T > eps/(-ln(1 - q + q/e))", ClassicGaussianRangeWarning)
+sigma_DK = _define(r"\sigma_D^{(K)}", sp.Piecewise(
+    (2 * c * C * sp.sqrt(T**2 / b**2 - L**2 * K) / (m * K * eps), T > eps / gamma), (0, True)),
+    "server noise std under K-scheduling, Lemma 4 (16)", [K_CLASSIC])
+sigma_AK = _define(r"\sigma_A^{(K)}", sp.Piecewise(
+    (2 * c * C / (m * K * u), T > eps / gamma), (2 * c * C * L / (m * sp.sqrt(K) * eps), True)),
+    "aggregate noise std under K-scheduling (F29)", [K_CLASSIC])
+alpha0 = _define(r"\alpha_0", 2 * rho * K / N + rho, "Theorem 3 (85)")
+alpha1 = _define(r"\alpha_1", 1 + 2 * rho * B / mu + 2 * rho * B * sp.sqrt(K) / (mu * N), "Theorem 3 (85)")
+alpha2 = _define(r"\alpha_2", (rho * B**2 / 2 + rho * B + rho * B**2 / K + 2 * rho * B**2 / sp.sqrt(K)
+                              + mu * B / sp.sqrt(K) - mu) / mu**2, "Theorem 3 (84)")
+Q_REQUIRED = Condition("0<Q<1", sp.And(_sym("Q") > 0, _sym("Q") < 1), "required",
+                       "Theorem 3 needs 0 < Q = 1 + 2 l alpha_2 < 1 (alpha_2 < 0 needs K > B^2; spec 002 "
+                       "F33, E15)", "Q", "(0, 1)")
+Q = _define("Q", 1 + 2 * l * alpha2, "contraction factor of Theorem 3", [Q_REQUIRED])
+s_K = _define("s_K", c * C / (m * K * u), "scalar noise std implicit in (17) (F32)")
+h_K = _define("h_K", Q**T * Theta + (-expm1(T * sp.log(Q))) / (1 - Q)
+              * (alpha1 * beta * sp.sqrt(2 / sp.pi) * s_K + alpha0 * s_K**2), "Theorem 3 bound (17)")
+
+# ---------------------------------------------------------------------------------------------------------
+# Variants (spec 002, section 7)
+# ---------------------------------------------------------------------------------------------------------
+_D = Definition
+for _v in (
+    Variant("eq13_printed", "sigma_A as printed in (13), with the extra sqrt(N) in the first branch", "E1",
+            (_D(sigma_A, sp.Piecewise((c * T * ds_D / (sp.sqrt(N) * eps), T > L * sp.sqrt(N)),
+                                      (c * L * ds_U / (sp.sqrt(N) * eps), True)), "(13) as printed",
+                (DOWNLINK_CLASSIC,)),)),
+    Variant("thm1_noise", "the bound uses Theorem 1's aggregate noise std sigma_A (F12) as its scalar noise",
+            "E2", (_D(s_thm2, sigma_A, "s = sigma_A (F12)"),)),
+    Variant("dimensional_lambda1", "lambda_1 = 1 + rho B / mu (dimensionally consistent)", "E4",
+            (_D(lam1, 1 + rho * B / mu, "E4"),)),
+    Variant("noise_dimension", "d-dimensional noise moments: E||n||^2 = d s^2, E||n|| = sqrt(2) s "
+            "Gamma((d+1)/2)/Gamma(d/2)", "E5",
+            (_D(En1, sp.sqrt(2) * s_thm2 * sp.exp(sp.loggamma((d + 1) / 2) - sp.loggamma(d / 2)), "E5"),
+             _D(En2, d * s_thm2**2, "E5"))),
+    Variant("regime_aware", "constant noise where no server noise is added (T <= L sqrt(N) in Theorem 2, "
+            "T <= eps/gamma in Theorem 3)", "E8, E9",
+            (_D(s_thm2, c * C * sp.Max(T, L * sp.sqrt(N)) / (m * sp.sqrt(N) * eps), "E8"),
+             _D(s_K, sp.Piecewise((c * C / (m * K * u), T > eps / gamma),
+                                  (c * C * L / (m * sp.sqrt(K) * eps), True)), "E9")),
+            drops=("(60)",)),
+    Variant("two_sided", "two-sided amplification by subsampling: u = ln(1 + (N/K)(e^{eps/T} - 1))", "E9",
+            (_D(u, log1p(expm1(eps / T) / q), "E9 two-sided"),
+             _D(gamma, log1p(q * expm1(eps / (L * sp.sqrt(K)))), "E9 two-sided")),
+            drops=("(60)",)),
+    Variant("tight", "exact T-fold Gaussian composition: s = z sqrt(T) C / (m sqrt(N)) (noise ~ sqrt(T))",
+            "fedbound.accounting (analytic Gaussian)",
+            (_D(s_thm2, z * sp.sqrt(T) * C / (m * sp.sqrt(N)), "tight"),)),
+):
+    NOTATION.add_variant(_v)
+
+VACUOUS_H = Condition("informative", sp.Lt(h, Theta), "vacuous",
+                      "the bound is not below the initial gap Theta: it says nothing useful", "h",
+                      "h < Theta")
+VACUOUS_HK = Condition("informative", sp.Lt(h_K, Theta), "vacuous",
+                       "the bound is not below the initial gap Theta: it says nothing useful", "h_K",
+                       "h_K < Theta")
+
+
+def _theorem(name: str, expr: sp.Expr, lhs: str, eq: str, spec: str, doc: str,
+             conditions: Sequence[Condition] = ()) -> Theorem:
+    return Theorem(NOTATION, name, expr, lhs=lhs, source=_src(eq, spec), doc=doc, conditions=conditions)
+
+
+GAUSSIAN_C = _theorem("gaussian_c", c, "c", "Sec. II-C", "F4", "Gaussian mechanism constant")
+SIGMA_UPLINK = _theorem("sigma_uplink", sigma_U, r"\sigma_U", "Sec. III-A, App. B", "F10", "uplink noise std")
+SIGMA_DOWNLINK = _theorem("sigma_downlink", sigma_D, r"\sigma_D", "eq. (10), Theorem 1", "F11",
+                          "server (downlink) noise std")
+SIGMA_AGGREGATE = _theorem("sigma_aggregate", sigma_A, r"\sigma_A", "eq. (13) corrected, (24)", "F12, E1",
+                           "aggregate noise std")
+CONTRACTION_P = _theorem("contraction_P", P, "P", "eq. (14), P = 1 + 2 l lambda_2", "F16",
+                         "contraction factor of Theorem 2")
+BOUND = _theorem("bound", h, "h(T)", "eq. (14), Theorem 2", "F17, F18",
+                 "Theorem 2: E[F(w_T) - F*] <= h(T)", [VACUOUS_H])
+_g = kappa1 * T / eps + kappa0 * T**2 / eps**2
+BOUND_EQ14 = _theorem("bound_eq14", P**T * Theta + _g * one_minus_PT, "h(T)", "eq. (14) as printed", "F17",
+                      "Theorem 2 in the printed kappa form (equals BOUND)", [VACUOUS_H])
+BOUND_D2T_EQ15 = _theorem(
+    "bound_d2T_eq15",
+    (Theta - _g) * P**T * sp.log(P)**2 - 2 * sp.diff(_g, T) * P**T * sp.log(P) + sp.diff(_g, T, 2)
+    * one_minus_PT, "h''(T)", "eq. (15)", "F19", "second derivative of (14) as printed in (15)")
+KAPPA1 = _theorem("kappa1", kappa1, r"\kappa_1", "eq. (14)", "F17", "Theorem 2 noise constant kappa_1")
+KAPPA0 = _theorem("kappa0", kappa0, r"\kappa_0", "eq. (14)", "F17", "Theorem 2 noise constant kappa_0")
+ALPHA0 = _theorem("alpha0", alpha0, r"\alpha_0", "eq. (85)", "F33", "Theorem 3 coefficient alpha_0")
+ALPHA1 = _theorem("alpha1", alpha1, r"\alpha_1", "eq. (85)", "F33", "Theorem 3 coefficient alpha_1")
+ALPHA2 = _theorem("alpha2", alpha2, r"\alpha_2", "eq. (84)", "F33", "Theorem 3 coefficient alpha_2")
+T_THETA = _theorem("T_Theta", T_Theta, r"T_\Theta", "our analysis", "F21",
+                   "bracket of the optimal T: g(T_Theta) = Theta")
+KSCHED_U = _theorem("ksched_u", u, "u", "eq. (16)/(58)", "F25", "per-round amplified budget b eps/T",
+                    [DOMAIN_60])
+KSCHED_B = _theorem("ksched_b", b, "b", "eq. (16)/(58)", "F25", "Lemma 4 amplification factor", [DOMAIN_60])
+KSCHED_GAMMA = _theorem("ksched_gamma", gamma, r"\gamma", "eq. (16)/(68)", "F26",
+                        "Lemma 4 threshold constant")
+SIGMA_DOWNLINK_K = _theorem("sigma_downlink_k", sigma_DK, r"\sigma_D^{(K)}", "eq. (16), Lemma 4", "F27",
+                            "server noise std under K-client scheduling")
+SIGMA_AGGREGATE_K = _theorem("sigma_aggregate_k", sigma_AK, r"\sigma_A^{(K)}", "eqs. (65)-(66)", "F29",
+                             "aggregate noise std under K-client scheduling")
+S_K = _theorem("s_K", s_K, "s_K", "eq. (17)", "F32, S21", "scalar noise std implicit in (17)", [DOMAIN_60])
+CONTRACTION_Q = _theorem("contraction_Q", Q, "Q", "eq. (84)", "F33", "contraction factor of Theorem 3")
+K_BOUND = _theorem("k_bound", h_K, "h_K(T, K)", "eq. (17), Theorem 3", "F32",
+                   "Theorem 3: E[F(w_T) - F*] <= h_K(T, K)", [DOMAIN_60, VACUOUS_HK])
+
+THEOREMS: dict[str, Theorem] = {t.name: t for t in (
+    GAUSSIAN_C, SIGMA_UPLINK, SIGMA_DOWNLINK, SIGMA_AGGREGATE, CONTRACTION_P, BOUND, BOUND_EQ14,
+    BOUND_D2T_EQ15, KAPPA1, KAPPA0, ALPHA0, ALPHA1, ALPHA2, T_THETA, KSCHED_U, KSCHED_B, KSCHED_GAMMA,
+    SIGMA_DOWNLINK_K, SIGMA_AGGREGATE_K, S_K,
+    CONTRACTION_Q, K_BOUND)}
+BOUND_DT = BOUND.derivative("T")
+BOUND_D2T = BOUND.derivative("T", 2)
+K_BOUND_DT = K_BOUND.derivative("T")
+THEOREMS.update({"bound_dT": BOUND_DT, "bound_d2T": BOUND_D2T, "k_bound_dT": K_BOUND_DT})
+VARIANTS = tuple(NOTATION.variants)
+LOSS_CONSTANTS = ("Theta", "l", "beta", "rho", "B", "mu")
+
+# ---------------------------------------------------------------------------------------------------------
+# Configuration section [nbafl]
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _field(name: str, default: Any = None, optional: bool = False, extra: str = "") -> Field:
+    p = NOTATION.params[name]
+    kw: dict[str, Any] = {"low": p.low, "high": p.high, "low_open": p.low_open, "high_open": p.high_open}
+    if default is not None:
+        kw["default"] = default
+    if optional:
+        kw["default"] = None
+    return Field(name, int if p.integer else float, doc=p.doc + extra, optional=optional, **kw)
+
+
+CONFIG_SECTION = Section("nbafl", (
+    _field("N"), _field("K", optional=True, extra=" (optional: K-client scheduling, Theorem 3)"),
+    _field("T", optional=True, extra=" (optional: otherwise the optimal T is used)"),
+    _field("m"), _field("C"), _field("eps"), _field("delta"), _field("L", default=1),
+    *(_field(k) for k in LOSS_CONSTANTS),
+), doc="NbAFL setting in spec 002's notation (seed 002)")
+
+# ---------------------------------------------------------------------------------------------------------
+# Plain-number functions
+# ---------------------------------------------------------------------------------------------------------
+
+
+def fl_weights(sizes: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Aggregation weights p_i = |D_i| / sum_j |D_j|.  Seed 002, eq. (1); spec 002 F1."""
+    arr = check_real("sizes", sizes, 0.0, low_open=True)
+    return arr / arr.sum()
+
+
+def fl_aggregate(ws: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """w = sum_i p_i w_i for client models ws of shape (N, d).  Seed 002, eq. (1); spec 002 F1."""
+    return np.asarray(p, dtype=float) @ np.asarray(ws, dtype=float)
+
+
+def dp_inequality_holds(p: Number, p_prime: Number, eps: Number, delta: Number) -> bool | np.ndarray:
+    """Definition 1: p <= e^eps p' + delta.  Seed 002, eq. (3); spec 002 F3."""
+    return np.asarray(p) <= np.exp(eps) * np.asarray(p_prime) + np.asarray(delta)
+
+
+def gaussian_c(delta: Number) -> Number:
+    """c = sqrt(2 ln(1.25/delta)).  Seed 002, Sec. II-C; spec 002 F4."""
+    return GAUSSIAN_C(delta=delta)
+
+
+def gaussian_mechanism_sigma(eps: Number, delta: Number, sensitivity: Number) -> Number:
+    """Classic Gaussian mechanism sigma = c Delta / eps (proven for eps < 1).  Seed 002, Sec. II-C; F4."""
+    sens = check_real("sensitivity", sensitivity, 0.0, low_open=True)
+    return scalar_or_array(gaussian_c(delta) * sens / check_real("eps", eps, 0.0, low_open=True))
+
+
+def client_uplink_sensitivity(C: Number, n_i: Number) -> Number:
+    """Delta s_U^{D_i} = 2C/|D_i|.  Seed 002, eq. (5); spec 002 F6."""
+    Cv = NOTATION.params["C"].check(C)
+    n = check_real("n_i", n_i, 1.0)
+    return scalar_or_array(2 * Cv / n)
+
+
+def uplink_sensitivity(C: Number, m: Number) -> Number:
+    """Delta s_U = 2C/m.  Seed 002, eq. (6); spec 002 F7."""
+    return client_uplink_sensitivity(C, m)
+
+
+def downlink_sensitivity(C: Number, m: Number, p_i: Number) -> Number:
+    """Lemma 1: Delta s_D^{D_i} = 2 C p_i / m.  Seed 002, eq. (8); spec 002 F8."""
+    p = check_real("p_i", p_i, 0.0, 1.0)
+    return scalar_or_array(uplink_sensitivity(C, m) * p)
+
+
+def global_downlink_sensitivity(C: float, m: int, p: Sequence[float] | np.ndarray) -> float:
+    """Remark 1: Delta s_D = max_i 2 C p_i / m (>= 2C/(mN), equality iff p uniform).  Seed 002, (9); F9."""
+    pv = check_real("p", p, 0.0, 1.0)
+    if abs(pv.sum() - 1) > 1e-9:
+        raise ParameterError("p", float(pv.sum()), "weights summing to 1")
+    return float(uplink_sensitivity(C, m) * pv.max())
+
+
+def sigma_uplink(eps: Number, delta: Number, C: Number, m: Number, L: Number) -> Number:
+    """Uplink noise std sigma_U = 2 c C L / (m eps).  Seed 002, Sec. III-A and App. B; spec 002 F10."""
+    return SIGMA_UPLINK(eps=eps, delta=delta, C=C, m=m, L=L)
+
+
+def sigma_downlink(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
+                   L: Number) -> Number:
+    """Theorem 1 server noise: 2cC sqrt(T^2 - L^2 N)/(m N eps) if T > L sqrt(N), else 0.
+
+    Seed 002, eq. (10) with (24); spec 002 F11.
+    """
+    return SIGMA_DOWNLINK(eps=eps, delta=delta, C=C, m=m, N=N, T=T, L=L)
+
+
+def sigma_aggregate(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number, L: Number,
+                    variant: str = "paper") -> Number:
+    """Aggregate noise std sigma_A = (2cC/(m eps)) max(T/N, L/sqrt(N)) = sqrt(sigma_D^2 + sigma_U^2/N).
+
+    Seed 002, eq. (13) corrected per (24) and App. E; spec 002 F12, E1.  ``variant="eq13_printed"`` gives
+    (13) as printed (too small by sqrt(N) in its first branch).
+    """
+    return SIGMA_AGGREGATE(eps=eps, delta=delta, C=C, m=m, N=N, T=T, L=L, variant=variant)
+
+
+def sigma_aggregate_eq13_printed(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
+                                 L: Number) -> Number:
+    """(13) exactly as printed (documentation only).  Seed 002, eq. (13); spec 002 E1."""
+    return sigma_aggregate(eps, delta, C, m, N, T, L, variant="eq13_printed")
+
+
+def lambdas(mu: Number, rho: Number, B: Number, theta: float = 0.0, mu_bar: float | None = None,
+            lambda1_variant: str = "paper") -> tuple[Number, Number, Number]:
+    """Lemma 3 coefficients (lambda_0, lambda_1, lambda_2), general theta-inexact form (46)-(47).
+
+    Seed 002, eq. (12), (46)-(47); spec 002 F15.  ``lambda1_variant="dimensional"`` uses 1 + rho B/mu (E4).
+    """
+    muv = NOTATION.params["mu"].check(mu)
+    rv = NOTATION.params["rho"].check(rho)
+    Bv = NOTATION.params["B"].check(B)
+    th = check_real("theta", theta, 0.0, 1.0, high_open=True)
+    mb = muv if mu_bar is None else check_real("mu_bar", mu_bar, 0.0, low_open=True)
+    if lambda1_variant not in ("paper", "dimensional"):
+        raise ParameterError("lambda1_variant", lambda1_variant, "'paper' or 'dimensional'")
+    lam_0 = rv / 2 + 0 * muv * Bv
+    lam_1 = (1 / muv if lambda1_variant == "paper" else 1.0) + rv * Bv * (1 + th) / mb
+    lam_2 = -1 / muv + Bv / muv * (rv * (1 + th) / mb + th) + rv * Bv**2 * (1 + th) ** 2 / (2 * mb**2)
+    return scalar_or_array(lam_0), scalar_or_array(lam_1), scalar_or_array(lam_2)
+
+
+def lemma3_rhs(grad_sq: Number, cross: Number, noise_sq: Number, mu: Number, rho: Number,
+               B: Number) -> Number:
+    """lambda_2 grad_sq + lambda_1 cross + lambda_0 noise_sq.  Seed 002, eq. (12); spec 002 F15."""
+    lam_0, lam_1, lam_2 = lambdas(mu, rho, B)
+    return scalar_or_array(np.asarray(lam_2 * np.asarray(grad_sq) + lam_1 * np.asarray(cross)
+                                      + lam_0 * np.asarray(noise_sq), dtype=float))
+
+
+def check_thm2_conditions(l: float, mu: float, rho: float, B: float) -> None:
+    """Raise DomainError unless lambda_2 < 0 and 0 < P < 1.  Seed 002, (50); spec 002 F13, E20."""
+    contraction_P(l, mu, rho, B)
+
+
+def contraction_P(l: Number, mu: Number, rho: Number, B: Number) -> Number:
+    """P = 1 + 2 l lambda_2, which must lie in (0, 1).  Seed 002, eq. (14); spec 002 F16."""
+    return CONTRACTION_P(l=l, mu=mu, rho=rho, B=B)
+
+
+def recursive_bound(T: Number, Theta: Number, P: Number, a1: Number, a0: Number, beta: Number,
+                    s: Number) -> Number:
+    """RB = P^T Theta + (1-P^T)/(1-P) (a1 beta sqrt(2/pi) s + a0 s^2).  Seed 002, (51); spec 002 F16, F18."""
+    Pv = check_real("P", P, 0.0, 1.0, low_open=True, high_open=True)
+    Tv = NOTATION.params["T"].check(T)
+    frac = -np.expm1(Tv * np.log(Pv)) / (1 - Pv)
+    sv = np.asarray(s, dtype=float)
+    noise = np.asarray(a1) * np.asarray(beta) * math.sqrt(2 / math.pi) * sv + np.asarray(a0) * sv**2
+    out = Pv**Tv * np.asarray(Theta, float) + frac * noise
+    return scalar_or_array(np.asarray(out, dtype=float))
+
+
+def kappas(delta: Number, N: Number, C: Number, m: Number, l: Number, beta: Number, rho: Number, B: Number,
+           mu: Number) -> tuple[Number, Number, Number]:
+    """(kappa_1, kappa_0, P) of Theorem 2 (main-text form with (1-P) and C).  Seed 002, (14); spec F17, E3."""
+    values = dict(delta=delta, N=N, C=C, m=m, l=l, beta=beta, rho=rho, B=B, mu=mu)
+    return KAPPA1(values), KAPPA0(values), contraction_P(l, mu, rho, B)
+
+
+_BOUND_ARGS = "T eps delta N C m Theta l beta rho B mu"
+
+
+def _bound_values(args: tuple, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**dict(zip(_BOUND_ARGS.split(), args, strict=True)), **extra}
+
+
+def bound(T: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number, l: Number,
+          beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper", **extra: Any) -> Number:
+    """Theorem 2: h(T) = P^T Theta + (kappa_1 T/eps + kappa_0 T^2/eps^2)(1 - P^T).
+
+    Seed 002, eq. (14); spec 002 F17.  Variants: thm1_noise (E2), dimensional_lambda1 (E4),
+    noise_dimension (E5, pass d=...), regime_aware (E8, pass L=...), tight (pass z=...).
+    """
+    return BOUND(_bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), extra), variant=variant)
+
+
+def bound_dT(T: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number, l: Number,
+             beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper",
+             **extra: Any) -> Number:
+    """h'(T) = P^T phi(T), by sympy.  Spec 002 F20 (not printed in the paper)."""
+    return BOUND_DT(_bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), extra),
+                    variant=variant)
+
+
+def bound_d2T(T: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number,
+              l: Number, beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper",
+              **extra: Any) -> Number:
+    """h''(T), by sympy (equals (15) as printed, claim S17).  Seed 002, eq. (15); spec 002 F19."""
+    return BOUND_D2T(_bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), extra),
+                     variant=variant)
+
+
+def T_theta(eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number, l: Number,
+            beta: Number, rho: Number, B: Number, mu: Number) -> Number:
+    """T_Theta with g(T_Theta) = Theta: T* lies in (0, T_Theta) and h is convex on [0, T_Theta].  Spec F21."""
+    return T_THETA(eps=eps, delta=delta, N=N, C=C, m=m, Theta=Theta, l=l, beta=beta, rho=rho, B=B, mu=mu)
+
+
+def sampling_probability(N: Number, K: Number) -> Number:
+    """q = K/N.  Seed 002, App. F; spec 002 F24."""
+    Nv, Kv = NOTATION.params["N"].check(N), NOTATION.params["K"].check(K)
+    if (Kv > Nv).any():
+        raise ParameterError("K", K, "K <= N")
+    return scalar_or_array(Kv / Nv)
+
+
+def ksched_u(eps: Number, T: Number, N: Number, K: Number, variant: str = "paper") -> Number:
+    """u = b eps/T = -ln(1 - N/K + (N/K) e^{-eps/T}); DomainError outside (60).  Seed 002, (16); F25."""
+    return KSCHED_U(eps=eps, T=T, N=N, K=K, variant=variant)
+
+
+def ksched_b(eps: Number, T: Number, N: Number, K: Number, variant: str = "paper") -> Number:
+    """Lemma 4 amplification factor b = T u / eps (>= 1); DomainError outside (60).  Seed 002, (16); F25."""
+    return KSCHED_B(eps=eps, T=T, N=N, K=K, variant=variant)
+
+
+def ksched_gamma(eps: Number, N: Number, K: Number, L: Number, variant: str = "paper") -> Number:
+    """gamma = -ln(1 - K/N + (K/N) e^{-eps/(L sqrt K)}).  Seed 002, (16); spec 002 F26.
+
+    K/N here and N/K in b is correct, not a typo (E11).
+    """
+    return KSCHED_GAMMA(eps=eps, N=N, K=K, L=L, variant=variant)
+
+
+def ksched_domain(eps: Number, T: Number, N: Number, K: Number) -> bool | np.ndarray:
+    """Condition (60): T > eps/(-ln(1 - K/N)), where b and (17) are defined.  Seed 002, App. F; spec F28."""
+    return KSCHED_U.evaluate(eps=eps, T=T, N=N, K=K).defined
+
+
+def ksched_gaussian_valid(eps: Number, T: Number, N: Number, K: Number) -> bool | np.ndarray:
+    """Condition (64): b eps/T < 1, where the classic c is valid per round.  Seed 002, (64); spec F28."""
+    ev = KSCHED_U.evaluate(eps=eps, T=T, N=N, K=K)
+    out = np.asarray(ev.defined) & (np.nan_to_num(np.asarray(ev.value, dtype=float), nan=np.inf) < 1)
+    return bool(out) if out.ndim == 0 else out
+
+
+def sigma_downlink_k(eps: Number, delta: Number, C: Number, m: Number, N: Number, K: Number, T: Number,
+                     L: Number, variant: str = "paper") -> Number:
+    """Lemma 4 server noise: 2cC sqrt(T^2/b^2 - L^2 K)/(m K eps) if T > eps/gamma, else 0.
+
+    Seed 002, eq. (16), (66)-(67); spec 002 F27.  Reduces to Theorem 1 at K = N (claim S18).
+    """
+    return SIGMA_DOWNLINK_K(eps=eps, delta=delta, C=C, m=m, N=N, K=K, T=T, L=L, variant=variant)
+
+
+def sigma_aggregate_k(eps: Number, delta: Number, C: Number, m: Number, N: Number, K: Number, T: Number,
+                      L: Number, variant: str = "paper") -> Number:
+    """sigma_A^(K) = sqrt(sigma_D^2 + sigma_U^2/K) = (2cC/m) max(1/(K u), L/(sqrt(K) eps)).
+
+    Seed 002, eqs. (65)-(66); spec 002 F29.
+    """
+    return SIGMA_AGGREGATE_K(eps=eps, delta=delta, C=C, m=m, N=N, K=K, T=T, L=L, variant=variant)
+
+
+def ksched_alphas(mu: Number, rho: Number, B: Number, K: Number, N: Number) -> tuple[Number, Number, Number]:
+    """(alpha_0, alpha_1, alpha_2) of Theorem 3.  Seed 002, eqs. (84)-(85); spec 002 F33."""
+    values = dict(mu=mu, rho=rho, B=B, K=K, N=N)
+    return ALPHA0(values), ALPHA1(values), ALPHA2(values)
+
+
+def contraction_Q(l: Number, mu: Number, rho: Number, B: Number, K: Number, N: Number) -> Number:
+    """Q = 1 + 2 l alpha_2, which must lie in (0, 1).  Seed 002, eq. (84); spec 002 F33."""
+    return CONTRACTION_Q(l=l, mu=mu, rho=rho, B=B, K=K, N=N)
+
+
+def k_bound(T: Number, K: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number,
+            l: Number, beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper",
+            **extra: Any) -> Number:
+    """Theorem 3 bound h_K(T, K); DomainError outside (60) or where Q is not in (0, 1).
+
+    Seed 002, eq. (17)/(91); spec 002 F32.  Variants: two_sided (E9), regime_aware (E9, pass L=...).
+    """
+    values = _bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), {"K": K, **extra})
+    return K_BOUND(values, variant=variant)
+
+
+def privacy_loss_ratio(n: Number, ds_D: Number, sigma_A: Number, q: Number) -> Number:
+    """Per-round privacy-loss ratio 1 - q + q exp(-(2 n Delta + Delta^2)/(2 sigma_A^2)).  (54); F38."""
+    return scalar_or_array(np.asarray(1 - np.asarray(q) + np.asarray(q) * np.exp(
+        -(2 * np.asarray(n) * ds_D + np.asarray(ds_D) ** 2) / (2 * np.asarray(sigma_A) ** 2)), dtype=float))
+
+
+def gaussian_tail_bound(eta: Number, sigma: Number) -> Number:
+    """Pr[n > eta] <= sigma/(sqrt(2 pi) eta) exp(-eta^2/(2 sigma^2)) for eta > 0.  Seed 002, (62); F40."""
+    e = check_real("eta", eta, 0.0, low_open=True)
+    s = check_real("sigma", sigma, 0.0, low_open=True)
+    return scalar_or_array(s / (math.sqrt(2 * math.pi) * e) * np.exp(-(e**2) / (2 * s**2)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tight counterparts (fedbound.accounting)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _accounting(name: str) -> Any:
+    import fedbound.accounting as acc
+
+    try:
+        return getattr(acc, name)
+    except AttributeError as exc:  # pragma: no cover - depends on the accounting layer being present
+        raise NotImplementedError(f"fedbound.accounting.{name} is not available yet") from exc
+
+
+def tight_noise_multiplier(eps: float, delta: float) -> float:
+    """z: the std of one Gaussian release with sensitivity 1 that is exactly (eps, delta)-DP.
+
+    The analytic Gaussian mechanism (Balle & Wang 2018), valid for every eps > 0.  A k-fold composition of
+    Gaussian releases with sensitivity Delta and std sigma is exactly one Gaussian release with sensitivity
+    sqrt(k) Delta (Gaussian DP), so k exposures need sigma = sqrt(k) z Delta: this is tight, not a bound.
+    """
+    eps_v = NOTATION.params["eps"].check(eps)
+    delta_v = NOTATION.params["delta"].check(delta)
+    fn = _accounting("analytic_gaussian_std")
+    out = np.vectorize(lambda e, dl: float(fn(float(e), float(dl))), otypes=[float])(eps_v, delta_v)
+    return scalar_or_array(out)
+
+
+def sigma_uplink_tight(eps: Number, delta: Number, C: Number, m: Number, L: Number) -> Number:
+    """Tight uplink std: L Gaussian exposures composed exactly: sqrt(L) z(eps, delta) 2C/m.
+
+    Counterpart of spec 002 F10 (paper: c L 2C/(m eps), linear composition, classic mechanism).
+    """
+    Lv = NOTATION.params["L"].check(L)
+    return scalar_or_array(np.sqrt(Lv) * tight_noise_multiplier(eps, delta) * uplink_sensitivity(C, m))
+
+
+def sigma_aggregate_tight(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
+                          L: Number) -> Number:
+    """Tight aggregate std: max(sqrt(T) z Delta s_D, sigma_U,tight / sqrt(N)).  Counterpart of F12."""
+    Nv, Tv = NOTATION.params["N"].check(N), NOTATION.params["T"].check(T)
+    down = np.sqrt(Tv) * tight_noise_multiplier(eps, delta) * uplink_sensitivity(C, m) / Nv
+    return scalar_or_array(np.maximum(down, sigma_uplink_tight(eps, delta, C, m, L) / np.sqrt(Nv)))
+
+
+def sigma_downlink_tight(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
+                         L: Number) -> Number:
+    """Tight server std sqrt(sigma_A,tight^2 - sigma_U,tight^2 / N) (0 when the uplink noise suffices).
+
+    Counterpart of Theorem 1 (spec 002 F11): the T broadcasts compose to sqrt(T) z Delta s_D, so the server
+    adds noise only for T > L N (the paper: T > L sqrt(N)).
+    """
+    agg = np.asarray(sigma_aggregate_tight(eps, delta, C, m, N, T, L))
+    up = np.asarray(sigma_uplink_tight(eps, delta, C, m, L)) / np.sqrt(NOTATION.params["N"].check(N))
+    return scalar_or_array(np.sqrt(np.maximum(agg**2 - up**2, 0.0)))
+
+
+def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, K: int, T: int, L: int,
+                            method: str = "pld") -> float:
+    """Tight aggregate std under K-of-N scheduling, by numerical accounting of the T-fold composition.
+
+    The server's release each round is a Gaussian with sensitivity Delta s_D = 2C/(mK) applied to a uniformly
+    sampled K-subset of clients (sampling without replacement, two-sided amplification), composed over T
+    rounds; ``fedbound.accounting.calibrate_noise`` finds the noise multiplier.  The uplink floor
+    sigma_U,tight/sqrt(K) applies as in Lemma 4.  Counterpart of spec 002 F29 (paper: one-sided amplification,
+    linear composition, classic mechanism).
+    """
+    for name, v in (("eps", eps), ("delta", delta), ("C", C), ("m", m), ("N", N), ("K", K), ("L", L)):
+        NOTATION.params[name].check(v)
+    check_real("T", T, 1.0)
+    if K > N:
+        raise ParameterError("K", K, f"K <= N = {N}")
+    calibrate = _accounting("calibrate_noise")
+    if K == N:
+        z = float(np.sqrt(T)) * tight_noise_multiplier(eps, delta)
+    else:
+        z = float(_calibrate(calibrate, float(eps), float(delta), K / N, int(T), method))
+    down = z * 2 * C / (m * K)
+    return float(max(down, sigma_uplink_tight(eps, delta, C, m, L) / math.sqrt(K)))
+
+
+def _calibrate(calibrate: Any, eps: float, delta: float, q: float, steps: int, method: str) -> float:
+    try:
+        return calibrate(eps, delta, q, steps, method=method, sampling="without_replacement")
+    except TypeError:  # an accounting layer without the sampling keyword: Poisson sampling
+        return calibrate(eps, delta, q, steps, method=method)
+
+
+def sigma_downlink_k_tight(eps: float, delta: float, C: float, m: int, N: int, K: int, T: int, L: int,
+                           method: str = "pld") -> float:
+    """Tight server std under K-scheduling: sqrt(sigma_A,tight^2 - sigma_U,tight^2/K).  Counterpart of F27."""
+    agg = sigma_aggregate_k_tight(eps, delta, C, m, N, K, T, L, method)
+    up = float(sigma_uplink_tight(eps, delta, C, m, L)) / math.sqrt(K)
+    return math.sqrt(max(agg**2 - up**2, 0.0))
+
+
+def settings_from_config(section: dict[str, Any]) -> dict[str, Any]:
+    """The [nbafl] table as theorem parameters (drops unset optional keys)."""
+    return {k: v for k, v in section.items() if v is not None}
+
+
+__all__ = [
+    "NOTATION", "PARAMS", "THEOREMS", "VARIANTS", "CONFIG_SECTION", "LOSS_CONSTANTS",
+    "GAUSSIAN_C", "SIGMA_UPLINK", "SIGMA_DOWNLINK", "SIGMA_AGGREGATE", "CONTRACTION_P", "BOUND", "BOUND_EQ14",
+    "BOUND_DT", "BOUND_D2T", "BOUND_D2T_EQ15", "T_THETA", "KSCHED_U", "KSCHED_B", "KSCHED_GAMMA",
+    "SIGMA_DOWNLINK_K", "SIGMA_AGGREGATE_K", "S_K", "CONTRACTION_Q", "K_BOUND", "K_BOUND_DT",
+    "fl_weights", "fl_aggregate", "dp_inequality_holds", "gaussian_c", "gaussian_mechanism_sigma",
+    "client_uplink_sensitivity", "uplink_sensitivity", "downlink_sensitivity", "global_downlink_sensitivity",
+    "sigma_uplink", "sigma_downlink", "sigma_aggregate", "sigma_aggregate_eq13_printed", "lambdas",
+    "lemma3_rhs", "check_thm2_conditions", "contraction_P", "recursive_bound", "kappas", "bound", "bound_dT",
+    "bound_d2T", "T_theta", "sampling_probability", "ksched_u", "ksched_b", "ksched_gamma", "ksched_domain",
+    "ksched_gaussian_valid", "sigma_downlink_k", "sigma_aggregate_k", "ksched_alphas", "contraction_Q",
+    "k_bound", "privacy_loss_ratio", "gaussian_tail_bound", "tight_noise_multiplier", "sigma_uplink_tight",
+    "sigma_aggregate_tight", "sigma_downlink_tight", "sigma_aggregate_k_tight", "sigma_downlink_k_tight",
+    "settings_from_config", "DomainError",
+]

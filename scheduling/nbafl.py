@@ -1,0 +1,195 @@
+"""NbAFL optimal designs: rounds T (Theorem 2), clients per round K and joint (T, K) (Theorem 3).
+
+Seed 002, Remarks 4-5; spec 002 F21, F36, F37.  Every function takes the setting as a mapping of the spec's
+notation names (scalars or broadcastable arrays: one call solves a whole grid of settings) and returns a
+certificate (:class:`~fedbound.scheduling.integer_search.IntegerOptimum` or :class:`JointOptimum`).
+
+* :func:`optimal_T`: h(T) is strictly quasi-convex for every admissible setting (spec F21: h' = P^T phi with
+  phi strictly increasing), so bisection on h' over the bracket (0, T_Theta] plus integer rounding is exact.
+* :func:`optimal_T_linear`: the Lambert-W closed form with kappa_0 dropped (an upper bound on T*, S16).
+* :func:`optimal_K`: h_K(T, .) is not quasi-convex in K (spec F36), so exhaustive search over every feasible
+  K, K = N included, reporting when the argmin sits on the edge of the feasible set.
+* :func:`optimal_T_k` and :func:`optimal_TK`: exhaustive in T (h_K is not unimodal in T, F37) and over the
+  (T, K) grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from fedbound.bounds import nbafl as nb
+from fedbound.scheduling.integer_search import IntegerOptimum, exhaustive_integer_min, unimodal_integer_min
+
+from fedbound.errors import InfeasibleError, ParameterError
+
+__all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "JointOptimum",
+           "exhaustive_T"]
+
+F21_PROOF = ("spec 002 F21: h'(T) = P^T phi(T) with phi strictly increasing, phi(0) < 0, so h is strictly "
+             "quasi-convex and T* < T_Theta")
+
+
+def _settings(settings: Mapping[str, Any], drop: tuple[str, ...]) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v, dtype=float) for k, v in settings.items() if v is not None and k not in drop}
+
+
+def _shape(values: Mapping[str, np.ndarray]) -> tuple[int, ...]:
+    return np.broadcast_shapes(*(v.shape for v in values.values())) if values else ()
+
+
+def optimal_T(settings: Mapping[str, Any], variant: str = "paper") -> IntegerOptimum:
+    """Integer T >= 1 minimising Theorem 2's bound h(T), with a certificate.  Spec 002 F21, S13.
+
+    ``settings`` needs eps, delta, N, C, m, Theta, l, beta, rho, B, mu (plus L for ``regime_aware``/
+    ``thm1_noise``, d for ``noise_dimension``, z for ``tight``); a T in it is ignored.  The continuous
+    minimiser is ``x_continuous``.  For the paper reading the bracket (0, T_Theta] is proved (F21); other
+    variants start from it and widen it until h' > 0 at its right end.
+    """
+    s = _settings(settings, ("T", "K"))
+    nb.BOUND.evaluate(s, T=1.0, variant=variant).require(emit_warnings=False)
+    hi = np.asarray(nb.T_THETA.evaluate(s).require(emit_warnings=False), dtype=float)
+
+    def f(T: np.ndarray) -> np.ndarray:
+        return np.asarray(nb.BOUND.evaluate(s, T=T, variant=variant).value, dtype=float)
+
+    def df(T: np.ndarray) -> np.ndarray:
+        return np.asarray(nb.BOUND_DT.evaluate(s, T=T, variant=variant).value, dtype=float)
+
+    proof = F21_PROOF if variant == "paper" else f"variant {variant}: unimodality checked by the claims (S13)"
+    lo = np.zeros(_shape(s))
+    res = unimodal_integer_min(f, df, lo, np.broadcast_to(hi, lo.shape), x_min=1, proof=proof)
+    return res
+
+
+def optimal_T_linear(settings: Mapping[str, Any]) -> float | np.ndarray:
+    """T*_lin = (s - W0(e^s))/r with s = 1 + r Theta eps/kappa_1, r = -ln P (kappa_0 dropped).
+
+    Spec 002 F21 (our derivation); T*_lin >= T* (S16).  W0(e^s) solves w + ln w = s (Newton, no overflow).
+    """
+    s = _settings(settings, ("T", "K"))
+    k1 = np.asarray(nb.KAPPA1(s), dtype=float)
+    r = -np.log(np.asarray(nb.CONTRACTION_P(s), dtype=float))
+    svar = 1 + r * s["Theta"] * s["eps"] / k1
+    w = np.maximum(svar - np.log(svar), 1.0)
+    for _ in range(100):
+        step = (w + np.log(w) - svar) / (1 + 1 / w)
+        w = w - step
+        if np.all(np.abs(step) <= 1e-15 * w):
+            break
+    out = (svar - w) / r
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _x_along(x: np.ndarray, ndim: int) -> np.ndarray:
+    return x.reshape((-1,) + (1,) * ndim)
+
+
+def exhaustive_T(settings: Mapping[str, Any], T_max: int, variant: str = "paper",
+                 theorem: Any = None) -> IntegerOptimum:
+    """Exhaustive search of T in [1, T_max] for Theorem 2 (the test oracle of F21) or another theorem."""
+    th = nb.BOUND if theorem is None else theorem
+    s = _settings(settings, ("T",))
+    ndim = len(_shape(s))
+
+    def f(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ev = th.evaluate(s, T=_x_along(T, ndim), variant=variant)
+        return ev.value, ev.admissible
+
+    return exhaustive_integer_min(f, 1, int(T_max), what="T")
+
+
+def optimal_K(settings: Mapping[str, Any], variant: str = "paper",
+              K_range: tuple[int, int] | None = None) -> IntegerOptimum:
+    """Integer K minimising Theorem 3's bound h_K(T, K) at fixed T, by exhaustive search.  Spec 002 F36.
+
+    The feasible set is every K in ``K_range`` (default [1, N], K = N included) where (60) holds and
+    0 < Q(K) < 1.  ``at_lower_edge`` flags a minimiser on the smallest feasible K (the domain-edge artifact
+    of the one-sided amplification, E9), ``at_upper_edge`` one at the largest (K = N: no scheduling gain).
+    """
+    s = _settings(settings, ("K",))
+    if "T" not in s:
+        raise ParameterError("T", None, "a number of rounds T >= 1", hint="optimal_K works at a fixed T")
+    if "N" not in s:
+        raise ParameterError("N", None, "integer in [1, inf)", hint="optimal_K needs the number of clients")
+    lo, hi = (1, int(np.max(s["N"]))) if K_range is None else K_range
+    ndim = len(_shape(s))
+
+    def f(Ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ev = nb.K_BOUND.evaluate(s, K=_x_along(Ks, ndim), variant=variant)
+        return ev.value, ev.admissible
+
+    res = exhaustive_integer_min(f, lo, hi, what="K")
+    return res
+
+
+def optimal_T_k(settings: Mapping[str, Any], T_max: int = 1000, variant: str = "paper") -> IntegerOptimum:
+    """Integer T in [1, T_max] minimising h_K(T, K) at fixed K (exhaustive: not unimodal, F37)."""
+    if settings.get("K") is None:
+        raise ParameterError("K", None, "integer in [1, N]", hint="optimal_T_k works at a fixed K")
+    return exhaustive_T(settings, T_max, variant, theorem=nb.K_BOUND)
+
+
+@dataclass(frozen=True)
+class JointOptimum:
+    """Certificate of the joint (T, K) search for Theorem 3 (exhaustive over the integer grid)."""
+
+    T: Any
+    K: Any
+    fun: Any
+    success: Any
+    message: str
+    method: str
+    T_range: tuple[int, int]
+    K_range: tuple[int, int]
+    at_T_edge: Any
+    at_K_upper_edge: Any
+    n_feasible: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        def plain(v: Any) -> Any:
+            return np.asarray(v).tolist()
+
+        return {"T": plain(self.T), "K": plain(self.K), "fun": plain(self.fun),
+                "success": plain(self.success),
+                "message": self.message, "method": self.method, "T_range": list(self.T_range),
+                "K_range": list(self.K_range), "at_T_edge": plain(self.at_T_edge),
+                "at_K_upper_edge": plain(self.at_K_upper_edge), "n_feasible": plain(self.n_feasible)}
+
+
+def optimal_TK(settings: Mapping[str, Any], T_max: int = 300, variant: str = "paper",
+               K_range: tuple[int, int] | None = None) -> JointOptimum:
+    """Joint integer (T, K) minimising h_K over [1, T_max] x K_range (default [1, N]).  Spec 002 F36.
+
+    ``at_T_edge`` flags T* = T_max (widen the range); ties go to the smaller T, then the smaller K.
+    """
+    s = _settings(settings, ("T", "K"))
+    shape = _shape(s)
+    ndim = len(shape)
+    klo, khi = (1, int(np.max(s["N"]))) if K_range is None else K_range
+    Ts = np.arange(1, int(T_max) + 1, dtype=float)
+    Ks = np.arange(klo, khi + 1, dtype=float)
+    ev = nb.K_BOUND.evaluate(s, T=Ts.reshape((-1, 1) + (1,) * ndim), K=Ks.reshape((1, -1) + (1,) * ndim),
+                             variant=variant)
+    full = (len(Ts), len(Ks), *shape)
+    values = np.where(np.broadcast_to(ev.admissible, full), np.broadcast_to(ev.value, full), np.inf)
+    flat = values.reshape((len(Ts) * len(Ks), *shape))
+    idx = np.argmin(flat, axis=0)
+    fun = np.take_along_axis(flat, idx[None], axis=0)[0]
+    ok = np.isfinite(fun)
+    if ndim == 0 and not ok:
+        raise InfeasibleError(f"no feasible (T, K) in [1, {T_max}] x [{klo}, {khi}]")
+    T_opt = np.where(ok, Ts[idx // len(Ks)], -1).astype(np.int64)
+    K_opt = np.where(ok, Ks[idx % len(Ks)], -1).astype(np.int64)
+    n_feasible = np.isfinite(flat).sum(axis=0)
+
+    def sc(x: Any) -> Any:
+        return np.asarray(x).item() if np.ndim(x) == 0 else x
+
+    return JointOptimum(T=sc(T_opt), K=sc(K_opt), fun=sc(np.where(ok, fun, np.inf)), success=sc(ok),
+                        message=f"exhaustive search over T in [1, {T_max}] and K in [{klo}, {khi}]",
+                        method="exhaustive 2-D grid", T_range=(1, int(T_max)), K_range=(klo, khi),
+                        at_T_edge=sc(ok & (T_opt == T_max)), at_K_upper_edge=sc(ok & (K_opt == s["N"])),
+                        n_feasible=sc(n_feasible))
