@@ -283,6 +283,7 @@ class Theorem:
         self.own_conditions = tuple(conditions)
         self._parent = _parent
         self._cache: dict[tuple[str, str], tuple[Any, tuple[str, ...]]] = {}
+        self._memos: dict[tuple[str, str], Any] = {}
 
     def __repr__(self) -> str:
         return f"<Theorem {self.name}: {self.lhs} ({self.source})>"
@@ -297,8 +298,16 @@ class Theorem:
                 out.append(name)
         return tuple(out)
 
+    def _memo(self, key: tuple[str, str], build: Any) -> Any:
+        if key not in self._memos:
+            self._memos[key] = build()
+        return self._memos[key]
+
     def expression(self, variant: str = PAPER) -> sp.Expr:
         """The fully substituted sympy expression (parameters only) under ``variant``."""
+        return self._memo(("expr", variant), lambda: self._expression(variant))
+
+    def _expression(self, variant: str) -> sp.Expr:
         if self._parent is not None:
             parent, wrt, order = self._parent
             return sp.diff(parent.expression(variant), self.notation.symbol(wrt), order)
@@ -307,6 +316,9 @@ class Theorem:
 
     def conditions(self, variant: str = PAPER) -> tuple[Condition, ...]:
         """Every condition in force: the theorem's own and those of the definitions it uses."""
+        return self._memo(("conditions", variant), lambda: self._conditions(variant))
+
+    def _conditions(self, variant: str) -> tuple[Condition, ...]:
         if self._parent is not None:
             return tuple(c for c in self._parent[0].conditions(variant) if c.severity != "vacuous")
         defs, drops = self.notation.definitions_for(variant)
@@ -324,6 +336,9 @@ class Theorem:
 
     def parameters(self, variant: str = PAPER) -> tuple[Param, ...]:
         """The parameters the value and its conditions depend on, in the notation's order."""
+        return self._memo(("params", variant), lambda: self._parameters(variant))
+
+    def _parameters(self, variant: str) -> tuple[Param, ...]:
         defs, _ = self.notation.definitions_for(variant)
         symbols = set(self.expression(variant).free_symbols)
         for c in self.conditions(variant):
@@ -381,7 +396,8 @@ class Theorem:
         theorem does not use are ignored, so one settings dict can feed every theorem of a paper.
         """
         values = {**(values or {}), **kw}
-        variant = "+".join(self.notation.variant_names(variant)) or PAPER
+        variant = self._memo(("variant", variant),
+                             lambda: "+".join(self.notation.variant_names(variant)) or PAPER)
         args, shape = self._inputs(variant, values)
         fn, _ = self._compiled(variant, "value")
         with np.errstate(all="ignore"):

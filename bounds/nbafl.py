@@ -674,3 +674,213 @@ __all__ = [
     "sigma_aggregate_tight", "sigma_downlink_tight", "sigma_aggregate_k_tight", "sigma_downlink_k_tight",
     "settings_from_config", "DomainError",
 ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Claims (spec 002 section 4: S1-S26, plus F18/F19/F42 identities and Remark 5)
+# ---------------------------------------------------------------------------------------------------------
+from fedbound.bounds.claims import Claim, Region  # noqa: E402  (claims need the theorems above)
+
+TV_CONSTANTS = {"Theta": 2.0, "l": 0.1, "beta": 1.0, "rho": 1.0, "B": 1.0, "mu": 4.0}
+"""Loss constants assumed by spec 002's test vectors (the paper states none, E21)."""
+TV1 = {"eps": 60.0, "delta": 0.01, "C": 20.0, "m": 100, "N": 50, "T": 25.0, "L": 1, **TV_CONSTANTS}
+_INTS = frozenset({"m", "N", "K", "L"})
+_LOSS_RANGES = {"Theta": (0.1, 10, "log"), "l": (0.01, 0.5, "log"), "beta": (0.1, 10, "log"),
+                "rho": (0.05, 2, "log"), "B": (1.0, 2.0), "mu": (1.0, 40, "log")}
+_PRIV_RANGES = {"eps": (0.5, 200, "log"), "delta": (1e-6, 0.5, "log"), "C": (1, 50, "log"),
+                "m": (10, 1000), "N": (2, 200), "L": (1, 4)}
+
+
+def _value(th: Theorem, v: dict[str, Any], variant: str = "paper", **kw: Any) -> np.ndarray:
+    return np.asarray(th.evaluate({k: x for k, x in v.items() if not k.startswith("_")}, variant=variant,
+                                  **kw).value, dtype=float)
+
+
+def _admissible(v: dict[str, Any]) -> Any:
+    return CONTRACTION_P.evaluate({k: v[k] for k in ("l", "mu", "rho", "B")}).admissible
+
+
+_ADMISSIBLE = (("0 < P < 1", _admissible),)
+ADMISSIBLE = Region({**_PRIV_RANGES, "T": (1, 200), **_LOSS_RANGES}, where=_ADMISSIBLE, integers=_INTS,
+                    doc="spec 002 section 4 'admissible': 0 < P < 1, positive constants, B >= 1")
+PRIVACY = Region({**_PRIV_RANGES, "T": (0.5, 300)}, integers=_INTS)
+
+
+def _region(base: Region, **changes: Any) -> Region:
+    fields = {"ranges": dict(base.ranges), "fixed": dict(base.fixed), "derived": base.derived,
+              "where": base.where, "integers": base.integers, "points": base.points, "doc": base.doc}
+    for key, val in changes.items():
+        if key in ("ranges", "fixed"):
+            fields[key] = {**fields[key], **val}
+        elif key == "drop":
+            fields["ranges"] = {k: r for k, r in fields["ranges"].items() if k not in val}
+        elif key in ("derived", "where"):
+            fields[key] = tuple(fields[key]) + tuple(val)
+        else:
+            fields[key] = val
+    return Region(**fields)
+
+
+def _threshold_60(v: dict[str, Any]) -> Any:
+    """eps/(-ln(1 - K/N)): (60) holds for T above it (inf at K = N: then always)."""
+    with np.errstate(divide="ignore"):
+        return v["eps"] / -np.log1p(-np.asarray(v["K"], float) / v["N"])
+
+
+_KSCHED = Region({**_PRIV_RANGES, "N": (2, 100), "_k": (0.05, 1.0), "_t": (0.01, 3.0, "log"),
+                  **_LOSS_RANGES},
+                 derived=(("K", lambda v: max(1, int(round(v["_k"] * v["N"])))),
+                          ("T", lambda v: float(np.where(v["K"] < v["N"], _threshold_60(v), v["eps"] / 3))
+                           * (1 + v["_t"]))),
+                 integers=_INTS, doc="K-scheduling settings inside condition (60)")
+
+
+def _thm1_reduction(v: dict[str, Any], variant: str) -> tuple[bool, str]:
+    a = _value(SIGMA_DOWNLINK_K, {**v, "K": v["N"]}, variant)
+    bb = _value(SIGMA_DOWNLINK, v)
+    b1 = _value(KSCHED_B, {**v, "K": v["N"]}, variant)
+    g = _value(KSCHED_GAMMA, {**v, "K": v["N"]}, variant)
+    ok = np.isclose(a, bb, rtol=1e-9, atol=1e-15) and np.isclose(b1, 1, rtol=1e-12) and np.isclose(
+        g, v["eps"] / (v["L"] * np.sqrt(v["N"])), rtol=1e-12)
+    return bool(ok), f"sigma_D^(K=N) = {float(a):.12g}, sigma_D = {float(bb):.12g}, b = {float(b1):.12g}"
+
+
+def _threshold_equivalence(v: dict[str, Any], variant: str) -> tuple[bool, str]:
+    g, b_ = _value(KSCHED_GAMMA, v, variant), _value(KSCHED_B, v, variant)
+    lhs = v["T"] > v["eps"] / g
+    rhs = v["T"] / b_ > v["L"] * np.sqrt(v["K"])
+    near = abs(v["T"] - v["eps"] / g) < 1e-9 * v["T"]
+    return bool(lhs == rhs or near), f"T > eps/gamma is {bool(lhs)}, T/b > L sqrt(K) is {bool(rhs)}"
+
+
+def _q_above_p(v: dict[str, Any], variant: str) -> tuple[bool, str]:
+    q_, p_ = _value(CONTRACTION_Q, v), _value(CONTRACTION_P, v)
+    return bool(q_ > p_), f"Q = {float(q_):.10g}, P = {float(p_):.10g}"
+
+
+_TV3 = {**TV1, "eps": 6.0, "K": 20}
+_F36 = ((6, 25), (6, 60), (10, 40), (60, 25), (60, 150), (100, 300))
+_T25 = lambda v: v["L"] * np.sqrt(v["N"])  # noqa: E731
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("S1", "c(delta) decreases in delta", GAUSSIAN_C, "decreasing", Region({"delta": (1e-12, 0.999,
+          "log")}),
+          wrt="delta", source="F4"),
+    Claim("S2a", "sigma_U is linear in C", SIGMA_UPLINK, "homogeneous", PRIVACY, wrt="C", degree=1,
+          source="F10"),
+    Claim("S2b", "sigma_U is linear in L", SIGMA_UPLINK, "homogeneous", PRIVACY, wrt="L", degree=1,
+          source="F10"),
+    Claim("S2c", "sigma_U is proportional to 1/m", SIGMA_UPLINK, "homogeneous", PRIVACY, wrt="m", degree=-1,
+          source="F10"),
+    Claim("S2d", "sigma_U is proportional to 1/eps", SIGMA_UPLINK, "homogeneous", PRIVACY, wrt="eps",
+          degree=-1, source="F10"),
+    Claim("S3a", "sigma_D = 0 for T <= L sqrt(N)", SIGMA_DOWNLINK, "compare",
+          _region(PRIVACY, ranges={"_f": (0.0, 1.0)}, drop=("T",), derived=(("T",
+          lambda v: v["_f"] * _T25(v)),)),
+          other=0.0, op="==", source="Theorem 1, F11"),
+    Claim("S3b", "sigma_D is strictly increasing in T for T > L sqrt(N) (continuous at the threshold)",
+          SIGMA_DOWNLINK, "increasing", PRIVACY, wrt="T", line=(lambda v: _T25(v) * (1 + 1e-9), 400.0),
+          source="Theorem 1, F11, F43"),
+    Claim("S4a", "sigma_D is strictly decreasing in N where T > L sqrt(N)", SIGMA_DOWNLINK, "decreasing",
+          _region(PRIVACY, ranges={"T": (30, 300)}), wrt="N", line=(2, lambda v: (v["T"] / v["L"]) ** 2 - 1),
+          source="Theorem 1 discussion"),
+    Claim("S4b", "sigma_D is strictly decreasing in L where T > L sqrt(N)", SIGMA_DOWNLINK, "decreasing",
+          _region(PRIVACY, ranges={"T": (30, 300), "N": (2, 50)}), wrt="L",
+          line=(1, lambda v: v["T"] / np.sqrt(v["N"]) - 1e-9), source="Theorem 1 discussion"),
+    Claim("S5a", "sigma_A is non-decreasing in T", SIGMA_AGGREGATE, "increasing", PRIVACY, wrt="T",
+          strict=False, source="(13) corrected"),
+    Claim("S5b", "sigma_A is strictly decreasing in N", SIGMA_AGGREGATE, "decreasing", PRIVACY, wrt="N",
+          source="(13) corrected"),
+    Claim("F42", "sigma_A^2 = sigma_D^2 + sigma_U^2 / N", SIGMA_AGGREGATE, "compare", PRIVACY,
+          other=lambda v: np.sqrt(_value(SIGMA_DOWNLINK, v) ** 2 + _value(SIGMA_UPLINK, v) ** 2 / v["N"]),
+          op="==", source="F11, F12"),
+    Claim("F18", "(14) in kappa form equals the recursive form with s = cCT/(m sqrt(N) eps)", BOUND,
+          "compare",
+          ADMISSIBLE, other=BOUND_EQ14, op="==", source="F17, F18"),
+    Claim("S8a", "h(0) = Theta", BOUND, "compare", _region(ADMISSIBLE, fixed={"T": 0.0}, drop=("T",)),
+          other=lambda v: v["Theta"], op="==", source="F17"),
+    Claim("S8b", "h'(0) = Theta ln P < 0", BOUND_DT, "compare", _region(ADMISSIBLE, fixed={"T": 0.0},
+          drop=("T",)),
+          other=lambda v: v["Theta"] * np.log(_value(CONTRACTION_P, v)), op="==", rtol=1e-7, source="F20"),
+    Claim("S9", "non-private limit: h(T) -> P^T Theta as eps -> infinity", BOUND, "compare",
+          _region(ADMISSIBLE, fixed={"eps": 1e12}, drop=("eps",)),
+          other=lambda v: _value(CONTRACTION_P, v) ** v["T"] * v["Theta"], op="==", rtol=1e-6,
+          source="Remark 4"),
+    Claim("S10", "h is strictly decreasing in eps (Remark 2)", BOUND, "decreasing", ADMISSIBLE, wrt="eps",
+          source="Remark 2"),
+    Claim("S11", "h is strictly decreasing in N (Remark 3)", BOUND, "decreasing", ADMISSIBLE, wrt="N",
+          source="Remark 3"),
+    Claim("S12a", "h is strictly increasing in C (no interior optimal C, E23)", BOUND, "increasing",
+          ADMISSIBLE,
+          wrt="C", source="S12"),
+    Claim("S12b", "h is strictly decreasing in delta", BOUND, "decreasing", ADMISSIBLE, wrt="delta",
+          source="S12"),
+    Claim("S12c", "h is strictly decreasing in m", BOUND, "decreasing", ADMISSIBLE, wrt="m", source="S12"),
+    Claim("S12d", "h is strictly increasing in Theta", BOUND, "increasing", ADMISSIBLE, wrt="Theta",
+          source="S12"),
+    Claim("S12e", "h is strictly increasing in beta", BOUND, "increasing", ADMISSIBLE, wrt="beta",
+          source="S12"),
+    Claim("S13", "h is strictly quasi-convex (unimodal) in T >= 0 (Remark 4: an optimal T exists)", BOUND,
+          "unimodal", ADMISSIBLE, wrt="T", line=(0.0, 2000.0), line_points=400, source="F21, Remark 4"),
+    Claim("S14", "h is convex in T (the paper's reading of (15)); true on [0, T_Theta]", BOUND_D2T, "compare",
+          _region(ADMISSIBLE, ranges={"_f": (0.0, 1.0)}, drop=("T",),
+                  derived=(("T", lambda v: v["_f"] * _value(T_THETA, v)),)),
+          other=0.0, op=">", source="(15), F21, E14",
+          fails_in="T > T_Theta for some settings, e.g. beta = 10",
+          counterexamples=(({**TV1, "beta": 10.0, "T": 100.0}, "paper"),)),
+    Claim("S17", "(15) as printed equals the sympy second derivative of (14)", BOUND_D2T, "compare",
+          ADMISSIBLE,
+          other=BOUND_D2T_EQ15, op="==", rtol=1e-7, source="(15), F19"),
+    Claim("E8", "the regime-aware bound (E8) is unimodal in T too", BOUND, "unimodal", ADMISSIBLE, wrt="T",
+          variant="regime_aware", line=(0.0, 2000.0), line_points=400, source="E8"),
+    Claim("S18", "Lemma 4 reduces to Theorem 1 at K = N (b = 1, gamma = eps/(L sqrt(N)))", SIGMA_DOWNLINK_K,
+          "predicate", PRIVACY, other=_thm1_reduction, source="F25-F27"),
+    Claim("S19a", "b >= 1 inside (60)", KSCHED_B, "compare", _KSCHED, other=1.0, op=">=", source="F25"),
+    Claim("S19b", "b is strictly decreasing in K inside (60)", KSCHED_B, "decreasing", _KSCHED, wrt="K",
+          line=(1, lambda v: v["N"]), source="F25"),
+    Claim("S19c", "T > eps/gamma iff T/b > L sqrt(K)", KSCHED_B, "predicate", _KSCHED,
+          other=_threshold_equivalence, source="F26, E11"),
+    Claim("S20", "sigma_D^(K) is increasing in T beyond eps/gamma", SIGMA_DOWNLINK_K, "increasing", _KSCHED,
+          wrt="T", line=(lambda v: v["eps"] / _value(KSCHED_GAMMA, v) * (1 + 1e-9), 2000.0), source="F27"),
+    Claim("S21", "2cC/(mKu) (twice the noise of (17)) is strictly increasing in K inside (60)", S_K,
+          "increasing", _KSCHED, wrt="K", line=(1, lambda v: v["N"]), source="F29, F32, E9"),
+    Claim("S22a", "Q(K) > P for all K", CONTRACTION_Q, "predicate",
+          Region({"N": (2, 200), "_k": (0, 1), **_LOSS_RANGES},
+                 derived=(("K", lambda v: max(1, int(round(v["_k"] * v["N"])))),), integers=_INTS),
+          other=_q_above_p, source="F33"),
+    Claim("S22b", "Q is strictly decreasing in K", CONTRACTION_Q, "decreasing",
+          Region({"N": (2, 200), **_LOSS_RANGES}, integers=_INTS), wrt="K", line=(1, lambda v: v["N"]),
+          source="F33"),
+    Claim("S23a", "h_K is strictly decreasing in eps while (T, K, N, eps) stays in (60)", K_BOUND,
+          "decreasing",
+          _KSCHED, wrt="eps", line=(0.5, 200.0), source="Theorem 3"),
+    Claim("S23b", "h_K is strictly decreasing in N while (T, K, N, eps) stays in (60)", K_BOUND, "decreasing",
+          _KSCHED, wrt="N", line=(lambda v: v["K"], 400), source="Theorem 3"),
+    Claim("S24", "some K < N beats K = N (Remark 5, Fig. 10)", K_BOUND, "beats_upper_end",
+          Region(points=tuple({**TV1, "eps": float(e), "T": float(t)} for e, t in _F36)), wrt="K",
+          line=(1, lambda v: v["N"]), source="Remark 5, F36",
+          fails_in="(eps, T) = (60, 500) with the paper's formula; every F36 setting under two-sided "
+                   "amplification (E9)",
+          counterexamples=(({**TV1, "eps": 60.0, "T": 500.0}, "paper"), ({**_TV3, "T": 25.0}, "two_sided"),
+                           ({**_TV3, "T": 60.0}, "two_sided"))),
+    Claim("R5", "an optimal K strictly inside the feasible set exists (Remark 5)", K_BOUND,
+          "interior_minimum",
+          Region(points=({**TV1, "eps": 6.0, "T": 60.0},)), wrt="K", line=(1, lambda v: v["N"]),
+          source="Remark 5, F36",
+          fails_in="TV3 (eps = 6, T = 25): the argmin is the domain edge K = 11 (E9 artifact); under "
+                   "two-sided amplification the argmin is K = N",
+          counterexamples=(({**TV1, "eps": 6.0, "T": 25.0}, "paper"), ({**TV1, "eps": 6.0, "T": 60.0},
+                                                                       "two_sided"))),
+    Claim("S25", "scheduling beats full participation for large T: h_K(T, K) < h(T)", K_BOUND, "compare",
+          Region(points=tuple({**TV1, "eps": 60.0, "K": 20, "T": float(t)} for t in (118, 150, 200, 300, 600))
+                 + tuple({**TV1, "eps": 6.0, "K": 20, "T": float(t)} for t in (12, 25, 60, 100))),
+          other=BOUND, op="<", source="Fig. 9 (regression only: confounded by E12)"),
+    Claim("S26", "h_K is unimodal in T (implied by 'retains the properties'); true at K = N", K_BOUND,
+          "unimodal", _region(ADMISSIBLE, drop=("T",), ranges={"N": (2, 100)}, derived=(("K",
+          lambda v: v["N"]),)),
+          wrt="T", line=(1.0, 1500.0), line_points=300, source="Theorem 3, F37",
+          fails_in="K < N, e.g. eps = 60, K = 40 (local maximum at T = 41)",
+          counterexamples=(({**TV1, "K": 40}, "paper"),)),
+)
+"""Every declared claim of seed 002 (paper claims and our identities), checked by fedbound.bounds.claims."""
+CLAIMS_BY_ID = {c.id: c for c in CLAIMS}

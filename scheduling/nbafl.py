@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 from fedbound.bounds import nbafl as nb
+from fedbound.bounds.claims import Claim, Computed
 from fedbound.scheduling.integer_search import IntegerOptimum, exhaustive_integer_min, unimodal_integer_min
 
 from fedbound.errors import InfeasibleError, ParameterError
 
 __all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "JointOptimum",
-           "exhaustive_T"]
+           "exhaustive_T", "T_STAR", "CLAIMS"]
 
 F21_PROOF = ("spec 002 F21: h'(T) = P^T phi(T) with phi strictly increasing, phi(0) < 0, so h is strictly "
              "quasi-convex and T* < T_Theta")
@@ -193,3 +194,50 @@ def optimal_TK(settings: Mapping[str, Any], T_max: int = 300, variant: str = "pa
                         method="exhaustive 2-D grid", T_range=(1, int(T_max)), K_range=(klo, khi),
                         at_T_edge=sc(ok & (T_opt == T_max)), at_K_upper_edge=sc(ok & (K_opt == s["N"])),
                         n_feasible=sc(n_feasible))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Claims about the optimum (spec 002 S13, S15, S16), checked by fedbound.bounds.claims
+# ---------------------------------------------------------------------------------------------------------
+def _t_star(values: Mapping[str, Any], variant: str) -> np.ndarray:
+    return np.asarray(optimal_T(values, variant).x_continuous, dtype=float)
+
+
+T_STAR = Computed("T_star", _t_star, "continuous minimiser of Theorem 2's bound (spec 002 F21)")
+
+
+def _integer_optimum_is_exact(values: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    res = optimal_T(values, variant)
+    t_max = int(min(np.ceil(float(nb.T_THETA(values))) + 2, 10**6))
+    oracle = exhaustive_T(values, t_max, variant)
+    in_pair = res.x in (np.floor(res.x_continuous), np.ceil(res.x_continuous), 1)
+    same = res.x == oracle.x or np.isclose(res.fun, oracle.fun, rtol=1e-12)
+    return bool(in_pair and same and res.success), (f"T* = {res.x} (continuous {res.x_continuous:.6f}), "
+                                                    f"exhaustive over [1, {t_max}]: {oracle.x}")
+
+
+def _linear_upper_bound(values: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    t_lin, t_star = optimal_T_linear(values), _t_star(values, variant)
+    return bool(t_lin >= t_star * (1 - 1e-9)), f"T*_lin = {t_lin:.6f}, T* = {float(t_star):.6f}"
+
+
+_R = nb.ADMISSIBLE
+CLAIMS: tuple[Claim, ...] = (
+    Claim("S13b", "the integer optimum is floor or ceil of T* and equals an exhaustive search", T_STAR,
+          "predicate", _R, other=_integer_optimum_is_exact, source="F21"),
+    Claim("S15a", "T* is strictly increasing in eps (Fig. 7)", T_STAR, "increasing", _R, wrt="eps",
+          line_points=8, source="F21, Fig. 7"),
+    Claim("S15b", "T* is strictly increasing in N", T_STAR, "increasing", _R, wrt="N", line_points=8,
+          source="F21"),
+    Claim("S15c", "T* is strictly increasing in m", T_STAR, "increasing", _R, wrt="m", line_points=8,
+          source="F21"),
+    Claim("S15d", "T* is strictly increasing in Theta", T_STAR, "increasing", _R, wrt="Theta", line_points=8,
+          source="F21"),
+    Claim("S15e", "T* is strictly increasing in delta", T_STAR, "increasing", _R, wrt="delta", line_points=8,
+          source="F21"),
+    Claim("S15f", "T* is strictly decreasing in C", T_STAR, "decreasing", _R, wrt="C", line_points=8,
+          source="F21"),
+    Claim("S16", "T*_lin >= T* (dropping kappa_0 pushes the optimum right)", T_STAR, "predicate", _R,
+          other=_linear_upper_bound, source="F21"),
+)
+"""Declared claims about the optimal T (the checker is fedbound.bounds.claims)."""
