@@ -27,7 +27,7 @@ from fedbound.scheduling.integer_search import IntegerOptimum, exhaustive_intege
 from fedbound.errors import InfeasibleError, ParameterError
 
 __all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "JointOptimum",
-           "exhaustive_T", "T_STAR", "CLAIMS"]
+           "exhaustive_T", "T_STAR", "CLAIMS", "plan"]
 
 F21_PROOF = ("spec 002 F21: h'(T) = P^T phi(T) with phi strictly increasing, phi(0) < 0, so h is strictly "
              "quasi-convex and T* < T_Theta")
@@ -241,3 +241,99 @@ CLAIMS: tuple[Claim, ...] = (
           other=_linear_upper_bound, source="F21"),
 )
 """Declared claims about the optimal T (the checker is fedbound.bounds.claims)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The designer's plan: sigma's (paper and tight), T*, the bound, K* and every validity warning
+# ---------------------------------------------------------------------------------------------------------
+def _collect(warnings: list[str], *evaluations: Any) -> None:
+    for ev in evaluations:
+        for w in ev.warnings:
+            if not any(x.endswith(w) for x in warnings):
+                warnings.append(f"{ev.theorem}: {w}")
+
+
+def _tight(fn: Any, *args: Any, warnings: list[str]) -> float | None:
+    try:
+        return float(fn(*args))
+    except NotImplementedError as exc:
+        text = f"tight counterpart unavailable: {exc}"
+        if text not in warnings:
+            warnings.append(text)
+        return None
+
+
+def plan(settings: Mapping[str, Any], variant: str = "paper") -> dict[str, Any]:
+    """Everything a designer needs for one NbAFL setting, as one JSON-ready dict.
+
+    ``settings``: the [nbafl] keys (N, m, C, eps, delta, L and the loss constants; T and K optional).  The
+    sigma's are reported at the setting's T when it has one, else at the optimal T.  With K set, K* is
+    searched over every feasible K including K = N, and the joint (T, K) optimum is reported too.
+    Tight counterparts come from fedbound.accounting (exact Gaussian composition; numerical accounting of
+    sampling without replacement for K-scheduling).
+    """
+    s = {k: v for k, v in settings.items() if v is not None}
+    warnings: list[str] = []
+    t_res = optimal_T(s, variant)
+    T_opt = int(t_res.x)
+    T_used = float(s["T"]) if "T" in s else float(T_opt)
+    at = {**s, "T": T_used}
+    ev_up = nb.SIGMA_UPLINK.evaluate(at)
+    ev_down = nb.SIGMA_DOWNLINK.evaluate(at)
+    ev_agg = nb.SIGMA_AGGREGATE.evaluate(at, variant=variant)
+    ev_opt = nb.BOUND.evaluate({**s, "T": T_opt}, variant=variant)
+    _collect(warnings, ev_up, ev_down, ev_agg, ev_opt)
+    out: dict[str, Any] = {
+        "setting": dict(s), "variant": variant, "T": T_used, "T_source": "config" if "T" in s else "T_opt",
+        "sigma_uplink": ev_up.value, "sigma_downlink": ev_down.value, "sigma_aggregate": ev_agg.value,
+        "T_opt": T_opt, "T_opt_continuous": float(t_res.x_continuous), "bound_at_T_opt": float(ev_opt.value),
+        "T_opt_certificate": t_res.to_dict(), "T_opt_linear": optimal_T_linear(s),
+    }
+    if "T" in s:
+        ev_t = nb.BOUND.evaluate(at, variant=variant)
+        _collect(warnings, ev_t)
+        out["bound_at_T"] = float(ev_t.value)
+    args = (s["eps"], s["delta"], s["C"], s["m"], s["N"], T_used, s["L"])
+    out["sigma_uplink_tight"] = _tight(nb.sigma_uplink_tight, *args[:4], s["L"], warnings=warnings)
+    out["sigma_downlink_tight"] = _tight(nb.sigma_downlink_tight, *args, warnings=warnings)
+    out["sigma_aggregate_tight"] = _tight(nb.sigma_aggregate_tight, *args, warnings=warnings)
+    z = _tight(nb.tight_noise_multiplier, s["eps"], s["delta"], warnings=warnings)
+    if z is not None:
+        t_tight = optimal_T({**s, "z": z}, "tight")
+        out.update(z_tight=z, T_opt_tight=int(t_tight.x), bound_at_T_opt_tight=float(t_tight.fun))
+    else:
+        out.update(z_tight=None, T_opt_tight=None, bound_at_T_opt_tight=None)
+    out.update(K=s.get("K"), K_opt=None)
+    if "K" in s:
+        out.update(_plan_k(s, at, variant, warnings))
+    out["warnings"] = warnings
+    return out
+
+
+def _plan_k(s: dict[str, Any], at: dict[str, Any], variant: str, warnings: list[str]) -> dict[str, Any]:
+    K, N, T_used = int(s["K"]), int(s["N"]), at["T"]
+    ev_dk = nb.SIGMA_DOWNLINK_K.evaluate(at, variant=variant)
+    ev_ak = nb.SIGMA_AGGREGATE_K.evaluate(at, variant=variant)
+    ev_hk = nb.K_BOUND.evaluate(at, variant=variant)
+    _collect(warnings, ev_dk, ev_ak, ev_hk)
+    out: dict[str, Any] = {"sigma_downlink_k": ev_dk.value, "sigma_aggregate_k": ev_ak.value,
+                           "bound_k_at_T": float(ev_hk.value) if ev_hk.defined and ev_hk.admissible else None}
+    try:
+        k_res = optimal_K(at, variant)
+    except InfeasibleError as exc:
+        warnings.append(f"K_opt: {exc}")
+        k_res = None
+    if k_res is not None:
+        out.update(K_opt=int(k_res.x), bound_at_K_opt=float(k_res.fun), K_opt_is_N=bool(k_res.x == N),
+                   K_opt_at_domain_edge=bool(k_res.at_lower_edge), K_opt_certificate=k_res.to_dict())
+        if k_res.at_lower_edge:
+            warnings.append(f"K_opt = {k_res.x} is the smallest feasible K: a domain-edge artifact of the "
+                            "one-sided amplification in Lemma 4 (spec 002 E9); compare --variant two_sided")
+        if k_res.x == N:
+            warnings.append("K_opt = N: scheduling fewer clients does not improve Theorem 3's bound here")
+    T_max = int(max(300, 4 * T_used))
+    joint = optimal_TK(s, T_max=T_max, variant=variant)
+    out["joint_opt"] = joint.to_dict()
+    out["sigma_downlink_k_tight"] = _tight(nb.sigma_downlink_k_tight, s["eps"], s["delta"], s["C"], s["m"], N,
+                                           K, int(round(max(T_used, 1))), s["L"], warnings=warnings)
+    return out
