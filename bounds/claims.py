@@ -18,7 +18,7 @@ Kinds (``Claim.kind``):
   smallest nor the largest feasible one.
 * ``beats_upper_end`` in an integer ``wrt``: some feasible x below the largest feasible one is better.
 * ``compare``: ``quantity op other`` pointwise (``op`` in <, <=, ==, >=, >; ``other`` a number, a theorem or
-  a callable of the point; ``==`` uses ``rtol``).
+  a callable of the point; ``==``, ``<=`` and ``>=`` allow a relative slack ``rtol`` for rounding).
 * ``homogeneous`` in ``wrt`` of ``degree`` k: f(a x) = a^k f(x) for a = 2, 3.
 * ``predicate``: ``other(point)`` is true.
 """
@@ -334,8 +334,13 @@ def _compare(claim: Claim, point: Point, variant: str) -> Verdict:
     if not np.all(ok):
         return Verdict(False, f"{claim.quantity.name} is not admissible at this point")
     other = _other(claim, point, variant)
+    slack = claim.rtol * np.abs(other)
     if claim.op == "==":
         good = np.isclose(value, other, rtol=claim.rtol, atol=1e-300 + claim.rtol * 1e-3)
+    elif claim.op == ">=":
+        good = value >= other - slack
+    elif claim.op == "<=":
+        good = value <= other + slack
     else:
         good = _OPS[claim.op](value, other)
     if np.all(good):

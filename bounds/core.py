@@ -310,7 +310,10 @@ class Theorem:
     def _expression(self, variant: str) -> sp.Expr:
         if self._parent is not None:
             parent, wrt, order = self._parent
-            return sp.diff(parent.expression(variant), self.notation.symbol(wrt), order)
+            # Max/Min as Piecewise: differentiated branch by branch (no Heaviside/DiracDelta at the kinks)
+            expr = parent.expression(variant).replace(
+                lambda e: isinstance(e, sp.Max | sp.Min), lambda e: e.rewrite(sp.Piecewise))
+            return sp.diff(expr, self.notation.symbol(wrt), order)
         defs, _ = self.notation.definitions_for(variant)
         return _resolve(self.template, defs)
 

@@ -372,6 +372,31 @@ def sigma_aggregate_eq13_printed(eps: Number, delta: Number, C: Number, m: Numbe
     return sigma_aggregate(eps, delta, C, m, N, T, L, variant="eq13_printed")
 
 
+def B_from_divergence(grad_F_sq_norm: Number, mean_sq_divergence: Number) -> Number:
+    """Lemma 2: B(w) = sqrt(1 + E[eps_i^2] / ||grad F(w)||^2) >= 1.  Seed 002, eq. (28); spec 002 F14."""
+    g = check_real("grad_F_sq_norm", grad_F_sq_norm, 0.0, low_open=True,
+                   hint="B is defined only where the global gradient is not zero")
+    v = check_real("mean_sq_divergence", mean_sq_divergence, 0.0)
+    return scalar_or_array(np.sqrt(1 + v / g))
+
+
+def estimate_B(client_grads: np.ndarray, p: Sequence[float] | np.ndarray | None = None) -> float:
+    """sqrt(sum_i p_i ||g_i||^2 / ||sum_i p_i g_i||^2) from client gradients (N, d); exact by (26).
+
+    Seed 002, Lemma 2, eqs. (26)-(29); spec 002 F14.  ``p`` defaults to uniform weights.
+    """
+    g = np.asarray(client_grads, dtype=float)
+    if g.ndim != 2 or not np.isfinite(g).all():
+        raise ParameterError("client_grads", g.shape, "a finite array of shape (N, d)")
+    w = np.full(len(g), 1 / len(g)) if p is None else fl_weights(p)
+    mean = w @ g
+    denom = float(mean @ mean)
+    if denom <= 0:
+        raise DomainError("client_grads", 0.0, "a nonzero weighted mean gradient",
+                          hint="B (Lemma 2) is undefined where grad F = 0")
+    return float(np.sqrt(float(w @ np.sum(g * g, axis=1)) / denom))
+
+
 def lambdas(mu: Number, rho: Number, B: Number, theta: float = 0.0, mu_bar: float | None = None,
             lambda1_variant: str = "paper") -> tuple[Number, Number, Number]:
     """Lemma 3 coefficients (lambda_0, lambda_1, lambda_2), general theta-inexact form (46)-(47).
@@ -667,6 +692,7 @@ __all__ = [
     "fl_weights", "fl_aggregate", "dp_inequality_holds", "gaussian_c", "gaussian_mechanism_sigma",
     "client_uplink_sensitivity", "uplink_sensitivity", "downlink_sensitivity", "global_downlink_sensitivity",
     "sigma_uplink", "sigma_downlink", "sigma_aggregate", "sigma_aggregate_eq13_printed", "lambdas",
+    "B_from_divergence", "estimate_B",
     "lemma3_rhs", "check_thm2_conditions", "contraction_P", "recursive_bound", "kappas", "bound", "bound_dT",
     "bound_d2T", "T_theta", "sampling_probability", "ksched_u", "ksched_b", "ksched_gamma", "ksched_domain",
     "ksched_gaussian_valid", "sigma_downlink_k", "sigma_aggregate_k", "ksched_alphas", "contraction_Q",
@@ -751,6 +777,10 @@ def _threshold_equivalence(v: dict[str, Any], variant: str) -> tuple[bool, str]:
     rhs = v["T"] / b_ > v["L"] * np.sqrt(v["K"])
     near = abs(v["T"] - v["eps"] / g) < 1e-9 * v["T"]
     return bool(lhs == rhs or near), f"T > eps/gamma is {bool(lhs)}, T/b > L sqrt(K) is {bool(rhs)}"
+
+
+def _beyond_gamma(v: dict[str, Any]) -> float:
+    return float(v["eps"] / _value(KSCHED_GAMMA, v) * (1 + 1e-9))
 
 
 def _q_above_p(v: dict[str, Any], variant: str) -> tuple[bool, str]:
@@ -841,7 +871,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("S19c", "T > eps/gamma iff T/b > L sqrt(K)", KSCHED_B, "predicate", _KSCHED,
           other=_threshold_equivalence, source="F26, E11"),
     Claim("S20", "sigma_D^(K) is increasing in T beyond eps/gamma", SIGMA_DOWNLINK_K, "increasing", _KSCHED,
-          wrt="T", line=(lambda v: v["eps"] / _value(KSCHED_GAMMA, v) * (1 + 1e-9), 2000.0), source="F27"),
+          wrt="T", line=(_beyond_gamma, lambda v: 4 * _beyond_gamma(v)), source="F27"),
     Claim("S21", "2cC/(mKu) (twice the noise of (17)) is strictly increasing in K inside (60)", S_K,
           "increasing", _KSCHED, wrt="K", line=(1, lambda v: v["N"]), source="F29, F32, E9"),
     Claim("S22a", "Q(K) > P for all K", CONTRACTION_Q, "predicate",
