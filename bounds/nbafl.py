@@ -606,9 +606,8 @@ def tight_noise_multiplier(eps: float, delta: float) -> float:
     """
     eps_v = NOTATION.params["eps"].check(eps)
     delta_v = NOTATION.params["delta"].check(delta)
-    fn = _accounting("analytic_gaussian_std")
-    out = np.vectorize(lambda e, dl: float(fn(float(e), float(dl))), otypes=[float])(eps_v, delta_v)
-    return scalar_or_array(out)
+    out = _accounting("analytic_gaussian_std")(eps_v, delta_v, 1.0)
+    return scalar_or_array(np.asarray(out, dtype=float))
 
 
 def sigma_uplink_tight(eps: Number, delta: Number, C: Number, m: Number, L: Number) -> Number:
@@ -655,11 +654,10 @@ def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, 
     check_real("T", T, 1.0)
     if K > N:
         raise ParameterError("K", K, f"K <= N = {N}")
-    calibrate = _accounting("calibrate_noise")
     if K == N:
         z = float(np.sqrt(T)) * tight_noise_multiplier(eps, delta)
     else:
-        z = float(_calibrate(calibrate, float(eps), float(delta), K / N, int(T), method))
+        z = float(_calibrate(_accounting("calibrate_noise"), float(eps), float(delta), K / N, int(T), method))
     down = z * 2 * C / (m * K)
     return float(max(down, sigma_uplink_tight(eps, delta, C, m, L) / math.sqrt(K)))
 
@@ -667,8 +665,9 @@ def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, 
 def _calibrate(calibrate: Any, eps: float, delta: float, q: float, steps: int, method: str) -> float:
     try:
         return calibrate(eps, delta, q, steps, method=method, sampling="without_replacement")
-    except TypeError:  # an accounting layer without the sampling keyword: Poisson sampling
-        return calibrate(eps, delta, q, steps, method=method)
+    except TypeError as exc:  # no silent switch to Poisson sampling: K-of-N scheduling is without replacement
+        raise NotImplementedError("fedbound.accounting.calibrate_noise does not support "
+                                  "sampling='without_replacement'") from exc
 
 
 def sigma_downlink_k_tight(eps: float, delta: float, C: float, m: int, N: int, K: int, T: int, L: int,

@@ -297,6 +297,12 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> dict[str, Any]:
     out["sigma_uplink_tight"] = _tight(nb.sigma_uplink_tight, *args[:4], s["L"], warnings=warnings)
     out["sigma_downlink_tight"] = _tight(nb.sigma_downlink_tight, *args, warnings=warnings)
     out["sigma_aggregate_tight"] = _tight(nb.sigma_aggregate_tight, *args, warnings=warnings)
+    for key in ("sigma_uplink", "sigma_aggregate"):
+        tight = out[f"{key}_tight"]
+        if tight is not None and float(out[key]) < tight * (1 - 1e-9):
+            warnings.append(f"{key}: the paper's value {float(out[key]):.4g} is below the smallest std "
+                            f"that is exactly (eps, delta)-DP ({tight:.4g}): the paper's noise does not "
+                            "deliver its claimed privacy here (classic mechanism at eps >= 1, spec 002 E6)")
     z = _tight(nb.tight_noise_multiplier, s["eps"], s["delta"], warnings=warnings)
     if z is not None:
         t_tight = optimal_T({**s, "z": z}, "tight")
