@@ -144,6 +144,13 @@ def test_joint_optimum_is_the_grid_minimum():
     assert joint.to_dict()["T"] == joint.T
 
 
+def test_joint_optimum_vectorises_over_settings():
+    grid = sched.optimal_TK({**TV1, "eps": np.array([6.0, 60.0])}, T_max=200)
+    for i, eps in enumerate((6.0, 60.0)):
+        single = sched.optimal_TK({**TV1, "eps": eps}, T_max=200)
+        assert (grid.T[i], grid.K[i]) == (single.T, single.K) and grid.fun[i] == single.fun
+
+
 def test_integer_search_primitives():
     def f(x):
         return (x - 3.4) ** 2
