@@ -1,0 +1,221 @@
+"""The ``[train]`` section: everything the simulator needs on top of an algorithm's setting section.
+
+One config file drives both ``fedbound plan`` and ``fedbound train``: the setting (privacy target, T, K,
+clients, ...) sits in the algorithm's own section (``[nbafl]``, ``[udp]``, ...); ``[train]`` adds data,
+partition, model, local optimiser, seed, device and evaluation.  :data:`TRAIN_SECTION` declares every key
+with its type, range and default; :func:`build_data`, :func:`build_model_for`, :func:`run_options` turn the
+validated table into engine objects.  Algorithm-specific construction lives in each algorithm module
+(``from_config``) and is dispatched by :func:`make_algorithm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from fedbound.training import partitions as parts_mod
+from fedbound.training.data import DATASET_NAMES, Dataset, load_dataset, salt_and_pepper
+from fedbound.training.engine import Algorithm, RunOptions
+from fedbound.training.federation import ClientData
+from fedbound.training.local import LocalSGD
+from fedbound.training.models import MODEL_NAMES, Model, build_model
+from fedbound.training.noise import Streams
+
+from fedbound.config import Field, Section
+from fedbound.errors import ConfigError
+
+__all__ = ["TRAIN_SECTION", "ALGORITHMS", "IMPLEMENTED", "TrainingSetup", "build_data", "build_model_for",
+           "run_options", "local_sgd", "make_algorithm", "resolve_device", "parse_int_list", "dump_toml"]
+
+ALGORITHMS = ("nbafl", "udp", "dppfl", "adaptive", "wpfl")
+IMPLEMENTED = ("nbafl", "udp")
+
+TRAIN_SECTION = Section("train", (
+    Field("dataset", str, "mnist_subset", "training data", choices=DATASET_NAMES),
+    Field("data_path", str, None, "folder with the IDX files (dataset = idx) or CIFAR-10 batches (cifar10)",
+          optional=True),
+    Field("test_fraction", float, 0.2, "share of the embedded / synthetic data held out for testing",
+          low=0.0, high=0.9),
+    Field("synthetic_samples", int, 2000, "samples of the synthetic convex tasks", low=2),
+    Field("synthetic_dim", int, 20, "features of the synthetic convex tasks", low=1),
+    Field("partition", str, "iid", "how the training set is split over clients",
+          choices=parts_mod.PARTITION_NAMES),
+    Field("samples_per_client", int, None, "iid: samples per client (default: the setting's m, else an "
+          "equal split of everything)", low=1, optional=True),
+    Field("shards_per_client", int, 2, "partition = shards: label-sorted shards per client", low=1),
+    Field("dirichlet_alpha", float, 0.5, "partition = dirichlet: concentration", low=0.0, low_open=True),
+    Field("quantity_alpha", float, 1.0, "partition = quantity_skew: Dirichlet concentration of the sizes",
+          low=0.0, low_open=True),
+    Field("min_samples", int, 1, "dirichlet / quantity_skew: smallest allowed client dataset", low=1),
+    Field("classes_per_client", int, 3, "partition = classes: distinct classes per client", low=1),
+    Field("samples_per_class", int, 200, "partition = classes: samples of each of a client's classes", low=1),
+    Field("group_clients", str, None, "partition = groups: clients per group, e.g. \"20,20,20\"",
+          optional=True),
+    Field("group_samples", str, None, "partition = groups: samples per client in each group, e.g. "
+          "\"50,120,271\"", optional=True),
+    Field("group_noise", str, None, "salt-and-pepper density per group, e.g. \"0.3,0.1,0\" (seed 001)",
+          optional=True),
+    Field("model", str, "mlp", "model architecture", choices=MODEL_NAMES),
+    Field("hidden", int, 256, "hidden units of the mlp", low=1),
+    Field("local_steps", int, 1, "local gradient steps per round", low=1),
+    Field("lr", float, None, "local learning rate (default: the algorithm's; UDP uses [udp] eta)",
+          low=0.0, low_open=True, optional=True),
+    Field("batch_size", int, 0, "local mini-batch size; 0 = the full local dataset", low=0),
+    Field("weight_decay", float, 0.0, "L2 term lambda/2 ||w||^2 in every local objective", low=0.0),
+    Field("noise", str, "paper", "which sigma's to train with: the paper's formulas, or their tight "
+          "counterparts (then the tight accountant holds the budget)", choices=("paper", "tight")),
+    Field("private", bool, True, "false: same algorithm without noise and without accounting"),
+    Field("seed", int, 0, "one seed fixes data split, sampling and noise", low=0),
+    Field("device", str, "cpu", "cpu, cuda, cuda:N or auto"),
+    Field("dtype", str, "float32", "floating point precision", choices=("float32", "float64")),
+    Field("chunk_size", int, 0, "clients trained together; 0 = as many as memory_mb allows", low=0),
+    Field("memory_mb", float, 1024.0, "working-set budget of one chunk, MiB", low=1.0),
+    Field("eval_every", int, 1, "evaluate every this many rounds (and after the last)", low=1),
+    Field("eval_clients", bool, True, "also write one metrics row per client"),
+), doc="simulator settings (fedbound train)")
+
+
+def parse_int_list(key: str, text: str | None, kind: type = int) -> list:
+    """``"20,20,20"`` -> ``[20, 20, 20]`` (ConfigError naming ``key`` otherwise)."""
+    if text is None:
+        raise ConfigError(f"[train] {key} is required for this partition")
+    try:
+        return [kind(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError as exc:
+        raise ConfigError(f"[train] {key} = {text!r}: expected comma-separated numbers") from exc
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> ``cuda`` when available else ``cpu``; a CUDA device without CUDA is a ConfigError."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device = {name!r}: CUDA is not available on this machine (use cpu or auto)")
+        return name
+    if name != "cpu":
+        raise ConfigError(f"device = {name!r} is outside its valid range cpu, cuda, cuda:N or auto")
+    return name
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """The data side of a run: dataset, partition, client data on the device, test arrays, model."""
+
+    dataset: Dataset
+    parts: list[np.ndarray]
+    data: ClientData
+    test: tuple[np.ndarray, np.ndarray] | None
+    model: Model
+
+    @property
+    def client_sizes(self) -> np.ndarray:
+        return self.data.sizes
+
+
+def _partition(train: Mapping[str, Any], dataset: Dataset, num_clients: int, samples_per_client: int | None,
+               rng: np.random.Generator) -> list[np.ndarray]:
+    kind, y, n = train["partition"], dataset.y_train, len(dataset.y_train)
+    if kind in ("shards", "dirichlet", "classes") and dataset.is_regression:
+        raise ConfigError(f"partition = {kind!r} splits by label; {dataset.name} is a regression task")
+    if kind == "iid":
+        return parts_mod.iid(n, num_clients, rng, train["samples_per_client"] or samples_per_client)
+    if kind == "shards":
+        return parts_mod.shards(y, num_clients, train["shards_per_client"], rng)
+    if kind == "dirichlet":
+        return parts_mod.dirichlet(y, num_clients, train["dirichlet_alpha"], rng, train["min_samples"])
+    if kind == "quantity_skew":
+        return parts_mod.quantity_skew(n, num_clients, train["quantity_alpha"], rng, train["min_samples"])
+    if kind == "classes":
+        return parts_mod.classes_per_client(y, num_clients, train["classes_per_client"],
+                                            train["samples_per_class"], rng)
+    clients = parse_int_list("group_clients", train["group_clients"])
+    sizes = parse_int_list("group_samples", train["group_samples"])
+    if sum(clients) != num_clients:
+        raise ConfigError(f"[train] group_clients = {train['group_clients']!r} sums to {sum(clients)}, "
+                          f"but the setting has {num_clients} clients")
+    return parts_mod.groups(n, clients, sizes, rng)
+
+
+def build_data(train: Mapping[str, Any], num_clients: int, samples_per_client: int | None = None,
+               device: str = "cpu") -> TrainingSetup:
+    """Load the dataset, partition it over ``num_clients`` (seeded by ``train["seed"]``), build the model."""
+    seed = train["seed"]
+    dataset = load_dataset(train["dataset"], data_path=train["data_path"],
+                           test_fraction=train["test_fraction"], seed=seed,
+                           synthetic_samples=train["synthetic_samples"],
+                           synthetic_dim=train["synthetic_dim"])
+    streams = Streams(seed)
+    parts = _partition(train, dataset, num_clients, samples_per_client, streams.numpy("partition"))
+    x = dataset.x_train
+    if train["group_noise"] is not None:
+        if train["partition"] != "groups":
+            raise ConfigError("[train] group_noise needs partition = \"groups\"")
+        densities = parse_int_list("group_noise", train["group_noise"], float)
+        counts = parse_int_list("group_clients", train["group_clients"])
+        if len(densities) != len(counts):
+            raise ConfigError("[train] group_noise needs one density per group")
+        x = x.copy()
+        per_client = np.repeat(densities, counts)
+        for i, part in enumerate(parts):
+            if per_client[i] > 0:
+                x[part] = salt_and_pepper(x[part], per_client[i], streams.numpy("quality", i))
+    dtype = torch.float64 if train["dtype"] == "float64" else torch.float32
+    data = ClientData.from_partition(x, dataset.y_train, parts, device=device, dtype=dtype)
+    test = (dataset.x_test, dataset.y_test) if len(dataset.y_test) else None
+    return TrainingSetup(dataset, parts, data, test, build_model_for(train, dataset))
+
+
+def build_model_for(train: Mapping[str, Any], dataset: Dataset) -> Model:
+    return build_model(train["model"], (dataset.n_features,), dataset.n_outputs,
+                       image_shape=dataset.image_shape, hidden=train["hidden"],
+                       loss="squared" if dataset.is_regression else "cross_entropy")
+
+
+def run_options(train: Mapping[str, Any], progress: bool = False) -> RunOptions:
+    return RunOptions(seed=train["seed"], device=resolve_device(train["device"]),
+                      dtype=torch.float64 if train["dtype"] == "float64" else torch.float32,
+                      chunk_size=train["chunk_size"], memory_budget_mb=train["memory_mb"],
+                      eval_every=train["eval_every"], eval_clients=train["eval_clients"], progress=progress)
+
+
+def local_sgd(train: Mapping[str, Any], default_lr: float, **extra: Any) -> LocalSGD:
+    """The ``[train]`` local optimiser (``lr`` falls back to ``default_lr``)."""
+    return LocalSGD(steps=train["local_steps"], lr=train["lr"] or default_lr,
+                    batch_size=train["batch_size"] or None, weight_decay=train["weight_decay"], **extra)
+
+
+def make_algorithm(algo: str, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> Algorithm:
+    """The algorithm object for ``fedbound train ALGO`` (ConfigError for the ones not implemented yet)."""
+    if algo not in ALGORITHMS:
+        raise ConfigError(f"algorithm {algo!r} is outside its valid range one of {', '.join(ALGORITHMS)}")
+    if algo not in IMPLEMENTED:
+        raise ConfigError(f"fedbound train {algo}: not implemented yet (the simulator has "
+                          f"{', '.join(IMPLEMENTED)} so far)")
+    if algo == "nbafl":
+        from fedbound.training.nbafl import NbAFL
+
+        return NbAFL.from_config(setting, train, rounds)
+    from fedbound.training.udp import UDP
+
+    return UDP.from_config(setting, train, rounds)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dump_toml(sections: Mapping[str, Mapping[str, Any]], header: str = "") -> str:
+    """A flat TOML document of scalar sections (unset optional keys are left out)."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    for name, table in sections.items():
+        lines.append(f"\n[{name}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)
+    return "\n".join(lines).lstrip("\n") + "\n"

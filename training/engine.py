@@ -1,0 +1,388 @@
+"""The engine: trains the clients of a round as one batch, adds the planned noise, counts the privacy.
+
+How a round runs
+================
+
+For round ``t`` (0-based; reported as ``round = t + 1``) the engine calls the algorithm's hooks in this
+order, with a :class:`RoundContext` ``ctx``::
+
+    participants = algo.participants(ctx)                      # sorted client ids
+    weights      = algo.aggregation_weights(ctx, participants) # numpy, one per participant
+    -- the ledger computes the round's releases; PrivacyBudgetExceeded if they would exceed the budget --
+    for each chunk of participants:                            # one chunk unless memory says otherwise
+        start  = algo.start_models(ctx, chunk)                 # (k, d): the models the clients start from
+        local  = algo.local_update(ctx, chunk, start, batch)   # (k, d): local training
+        upload = algo.upload(ctx, chunk, local)                # (k, d): clipping, uplink noise, channel
+        aggregate += weights[chunk] @ upload
+    new_global = algo.server_update(ctx, aggregate)            # (d,): server noise, quantisation ...
+    algo.after_round(ctx, new_global)                          # per-client state, e.g. downlinks
+    -- the ledger commits the releases; metrics are evaluated and recorded --
+    new_plan = algo.end_of_round(ctx, global_metrics)          # None, or a changed NoisePlan (CRD)
+
+``d`` is ``model.n_params``; models are flat vectors, ``k`` clients' models a ``(k, d)`` tensor.
+``batch`` is a :class:`~fedbound.training.federation.ClientBatch` of the chunk's data, padded, on the device.
+
+What an algorithm file defines
+==============================
+
+A subclass of :class:`Algorithm` overriding only what differs from plain FedAvg (every hook has a
+default: all clients, weights ``|D_i| / sum |D_j|``, start from the global model, ``LocalSGD``, upload as
+is, plain average).  Hooks:
+
+* ``participants(ctx)``: participation.  Use ``fedbound.training.participation``
+  (``all_clients``, ``uniform_subset(ctx.rng("participation"), N, K)``, ``round_robin``, ``scheduled``).
+* ``aggregation_weights(ctx, participants)``: the ``p_i``.  They need not sum to 1.
+* ``start_models(ctx, clients)``: default ``ctx.global_params`` for everyone.  Per-client starting
+  points (e.g. a different noisy downlink per client) come from ``ctx.client_state``.
+* ``local_update(ctx, clients, start, batch)``: the local training.  Build it from
+  ``fedbound.training.local`` (``LocalSGD`` with ``prox_mu``, ``per_sample_clip``, ``batch_size``,
+  ``sample_rate``, ``step_hook``; ``batch_gradient``; ``select_minibatch``) and
+  ``fedbound.training.clipping`` (``per_sample_clipped_grad``: DP-SGD per-sample clipping).
+* ``upload(ctx, clients, local)``: what leaves the client: ``clip_rows`` (whole model vector), then
+  ``ctx.add_noise("uplink", x, clients)``, then channel effects (quantisation, element errors).
+* ``server_update(ctx, aggregate)``: e.g. ``ctx.add_noise("server", aggregate)``.
+* ``after_round(ctx, new_global)`` and ``end_of_round(ctx, metrics)``: bookkeeping; ``end_of_round`` may
+  return a new :class:`~fedbound.training.plan.NoisePlan` (and set ``ctx.state.rounds``) to change the
+  remaining rounds' noise and their number (seed 003's CRD does).
+* ``init_client_state(ctx) -> dict[str, Tensor (N, d)]`` and ``init_algo_state(ctx) -> dict``: extra state
+  that is checkpointed (``ctx.client_state``, ``ctx.algo_state``; keep ``algo_state`` to plain Python and
+  numpy values).
+* ``eval_models(ctx) -> Tensor (1, d) or (N, d)``: the model(s) metrics are computed for (personalised
+  algorithms return one model per client).
+* attributes: ``name``, ``rounds`` (the T to run; the plan's when there is one), ``weight_decay``
+  (reported in the loss).
+
+Noise comes only through the context: ``ctx.sigma(stage, clients)`` is the plan's std for this round
+(zero in a non-private run), ``ctx.noise(stage, clients, shape, *key)`` standard normal draws from the
+per-client streams, and ``ctx.add_noise(stage, x, clients)`` = ``x + sigma * noise``.  Stage names are
+the plan's (``"uplink"``, ``"server"``, ``"local"``, or new ones the algorithm and its noise plan agree
+on).  Because the ledger reads the same plan, what is added is what is counted.
+
+How plans come in
+=================
+
+A :class:`~fedbound.training.plan.NoisePlan` (sigma per stage per round, sensitivities, the budget, the
+views an adversary has and the accountants) is built *outside* training/, by
+``fedbound.validation.noise_plans`` from a config through ``fedbound.bounds`` / ``fedbound.accounting``,
+or by hand.  ``run(..., plan=None)`` trains without noise and without accounting.  Participation is
+decided each round by the algorithm (``participants``); a precomputed schedule is passed to the
+algorithm's constructor and read with ``participation.scheduled``.
+
+What the engine records
+=======================
+
+Every round: one global row (``client`` empty) and, with ``eval_clients``, one row per client, in a tidy
+pandas table (``metrics.py``): ``round``, ``client``, ``loss`` (training loss ``sum_i p_i F_i`` of the
+evaluated model, p_i by data size; per client: ``F_i``), ``accuracy``, ``test_loss``, ``test_accuracy``,
+``sigma`` (global row: the std of the noise in the broadcast model; client rows: the uplink std the client
+added, 0 when it sat out), ``sigma_<stage>``, ``participated``, ``epsilon_spent`` (tight accountant, the
+maximum over clients and adversaries), ``epsilon_spent_paper`` (the paper's accountant),
+``epsilon_<group>`` per adversary group, ``clipped_fraction`` and whatever the algorithm puts in
+``ctx.log(name, value)``.  Checkpoints go to ``run_dir/checkpoint.pt`` after every round; a run started
+again on the same ``run_dir`` with the same ``run_key`` resumes at its last round and gives identical
+numbers (all randomness is keyed by (seed, round, stage, client), see ``noise.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from fedbound.training import checkpoint as ckpt
+from fedbound.training import metrics as metrics_mod
+from fedbound.training.federation import ClientBatch, ClientData
+from fedbound.training.local import LocalSGD
+from fedbound.training.models import Model
+from fedbound.training.noise import Streams, add_gaussian_noise
+from fedbound.training.participation import all_clients
+from fedbound.training.plan import NoisePlan
+from fedbound.training.privacy import PrivacyLedger
+
+from fedbound.errors import ConfigError, FedboundWarning
+
+__all__ = ["Algorithm", "RoundContext", "RunState", "RunOptions", "RunResult", "run"]
+
+
+@dataclass
+class RunState:
+    """Everything a checkpoint holds: rounds done, the planned total, models, algorithm state, metrics."""
+
+    round: int
+    rounds: int
+    global_params: torch.Tensor
+    client_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    algo_state: dict[str, Any] = field(default_factory=dict)
+    plan: NoisePlan | None = None
+    rows: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Engine settings that do not change the algorithm's math (except ``seed``, ``device``, ``dtype``)."""
+
+    seed: int = 0
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+    chunk_size: int = 0
+    memory_budget_mb: float = 1024.0
+    eval_every: int = 1
+    eval_clients: bool = True
+    progress: bool = False
+
+
+class RoundContext:
+    """What the hooks of one round see (module docstring)."""
+
+    def __init__(self, round_: int, state: RunState, model: Model, data: ClientData, streams: Streams,
+                 options: RunOptions, test: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        self.round = round_
+        self.state = state
+        self.model = model
+        self.data = data
+        self.streams = streams
+        self.options = options
+        self.test = test
+        self.participants = np.zeros(0, dtype=np.int64)
+        self.weights = np.zeros(0)
+        self.logs: dict[str, float] = {}
+        self.noise_std: dict[str, list[float]] = {}
+
+    @property
+    def plan(self) -> NoisePlan | None:
+        return self.state.plan
+
+    @property
+    def num_clients(self) -> int:
+        return self.data.num_clients
+
+    @property
+    def device(self) -> torch.device:
+        return self.streams.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.options.dtype
+
+    @property
+    def global_params(self) -> torch.Tensor:
+        return self.state.global_params
+
+    @property
+    def client_state(self) -> dict[str, torch.Tensor]:
+        return self.state.client_state
+
+    @property
+    def algo_state(self) -> dict[str, Any]:
+        return self.state.algo_state
+
+    def rng(self, *key: object) -> np.random.Generator:
+        """A numpy Generator for this round's host-side decisions, keyed by ``key``."""
+        return self.streams.numpy(*key, self.round)
+
+    def sigma(self, stage: str, clients: np.ndarray | None = None) -> torch.Tensor:
+        """This round's noise std of ``stage`` per client, ``(k,)`` (one value for ``clients=None``); zeros
+        without a plan."""
+        n = 1 if clients is None else len(clients)
+        if self.plan is None:
+            return torch.zeros(n, dtype=self.dtype, device=self.device)
+        who = np.zeros(1, np.int64) if clients is None else clients
+        values = self.plan.stage_sigma(stage, self.round, who)
+        return torch.as_tensor(values, dtype=self.dtype, device=self.device)
+
+    def noise(self, stage: str, clients: np.ndarray | None, shape: tuple[int, ...], *key: object
+              ) -> torch.Tensor:
+        """Standard normal draws ``(k, *shape)`` from the per-client streams keyed (stage, round, key)."""
+        clients = np.array([-1]) if clients is None else clients
+        return self.streams.normal((stage, self.round, *key), clients, shape, self.dtype)
+
+    def add_noise(self, stage: str, x: torch.Tensor, clients: np.ndarray | None = None) -> torch.Tensor:
+        """``x + sigma N(0, I)`` with the plan's std for ``stage``; ``x``: ``(k, d)`` or ``(d,)`` (server)."""
+        sigma = self.sigma(stage, clients)
+        self.noise_std.setdefault(stage, []).extend(sigma.tolist())
+        if not bool((sigma > 0).any()):
+            return x
+        rows = x if x.ndim == 2 else x.unsqueeze(0)
+        noisy = add_gaussian_noise(rows, sigma, self.noise(stage, clients, rows.shape[1:]))
+        return noisy if x.ndim == 2 else noisy[0]
+
+    def log(self, name: str, value: float) -> None:
+        """An extra per-round number for the global metrics row (summed over chunks if logged again)."""
+        self.logs[name] = self.logs.get(name, 0.0) + float(value)
+
+
+class Algorithm:
+    """Plain FedAvg with full participation; algorithm files override the hooks (module docstring)."""
+
+    name = "fedavg"
+    weight_decay = 0.0
+
+    def __init__(self, rounds: int = 1, local: LocalSGD | None = None) -> None:
+        self.rounds = rounds
+        self.local = local or LocalSGD()
+
+    def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
+        return {}
+
+    def init_algo_state(self, ctx: RoundContext) -> dict[str, Any]:
+        return {}
+
+    def participants(self, ctx: RoundContext) -> np.ndarray:
+        return all_clients(ctx.num_clients)
+
+    def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
+        sizes = ctx.data.sizes[participants].astype(np.float64)
+        return sizes / sizes.sum()
+
+    def start_models(self, ctx: RoundContext, clients: np.ndarray) -> torch.Tensor:
+        return ctx.global_params.unsqueeze(0).expand(len(clients), -1)
+
+    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
+                     batch: ClientBatch) -> torch.Tensor:
+        return self.local.run(ctx.model, start, batch, streams=ctx.streams, round_=ctx.round, clients=clients,
+                              num_clients=ctx.num_clients)
+
+    def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
+        return local
+
+    def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
+        return aggregate
+
+    def after_round(self, ctx: RoundContext, new_global: torch.Tensor) -> None:
+        return None
+
+    def end_of_round(self, ctx: RoundContext, metrics: Mapping[str, Any]) -> NoisePlan | None:
+        return None
+
+    def eval_models(self, ctx: RoundContext) -> torch.Tensor:
+        return ctx.global_params.unsqueeze(0)
+
+
+@dataclass
+class RunResult:
+    """A finished (or stopped) run: the metrics table, the final global model, the state, the summary."""
+
+    metrics: Any
+    params: torch.Tensor
+    state: RunState
+    summary: dict
+    run_dir: Path | None
+
+
+def _chunks(participants: np.ndarray, size: int) -> list[np.ndarray]:
+    return [participants[i:i + size] for i in range(0, len(participants), size)] if len(participants) else []
+
+
+def auto_chunk_size(model: Model, data: ClientData, options: RunOptions) -> int:
+    """Clients per chunk: all of them unless a chunk's working set would exceed ``memory_budget_mb``.
+
+    The estimate counts the chunk's data, ~6 parameter-sized tensors (models, gradients, noise) and the
+    activations of the widest layer, forward and backward (float32 or float64 as configured).
+    """
+    if options.chunk_size > 0:
+        return options.chunk_size
+    itemsize = torch.empty(0, dtype=options.dtype).element_size()
+    feats = math.prod(data.x.shape[2:])
+    widest, shape = feats, model.input_shape
+    for layer in model.layers:
+        shape = layer.out_shape(shape)
+        widest = max(widest, math.prod(shape) * (getattr(layer, "kernel", 1) ** 2))
+    per_client = itemsize * (data.n_max * (feats + 4 * widest) + 6 * model.n_params)
+    return max(1, int(options.memory_budget_mb * 2**20 // per_client))
+
+
+def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan | None = None,
+        options: RunOptions | None = None, test: tuple[np.ndarray, np.ndarray] | None = None,
+        init_params: torch.Tensor | None = None, run_dir: str | Path | None = None, run_key: str = "",
+        stop_after: int | None = None, rounds: int | None = None) -> RunResult:
+    """Train ``algorithm`` on ``data`` for ``plan.rounds`` rounds (``algorithm.rounds`` without a plan).
+
+    ``test``: held-out ``(x, y)`` arrays for test metrics.  ``run_dir``: checkpoint every round there and
+    resume from its checkpoint when ``run_key`` matches (a mismatch is a ConfigError).  ``stop_after``:
+    stop once that many rounds are done (the checkpoint stays; a later call resumes).  ``rounds``: run this
+    many rounds instead of the plan's (a longer run keeps the plan's last sigma's and is stopped by
+    PrivacyBudgetExceeded when the budget accountant would exceed ``plan.eps``).
+    """
+    options = options or RunOptions()
+    device = torch.device(options.device)
+    if plan is not None and plan.num_clients != data.num_clients:
+        raise ConfigError(f"the noise plan is for {plan.num_clients} clients, the data has "
+                          f"{data.num_clients}")
+    streams = Streams(options.seed, device)
+    test_t = None
+    if test is not None and len(test[1]):
+        ydtype = options.dtype if np.issubdtype(np.asarray(test[1]).dtype, np.floating) else torch.long
+        test_t = (torch.as_tensor(test[0], dtype=options.dtype, device=device),
+                  torch.as_tensor(test[1], dtype=ydtype, device=device))
+    run_dir = Path(run_dir) if run_dir is not None else None
+    state = ckpt.load(run_dir, run_key, device) if run_dir is not None else None
+    if state is None:
+        if init_params is None:
+            init_params = model.init(streams.generator("init"), options.dtype)
+        total = rounds or (plan.rounds if plan is not None else algorithm.rounds)
+        state = RunState(round=0, rounds=total,
+                         global_params=init_params.to(device=device, dtype=options.dtype), plan=plan)
+        ctx0 = RoundContext(0, state, model, data, streams, options, test_t)
+        state.client_state = algorithm.init_client_state(ctx0)
+        state.algo_state = algorithm.init_algo_state(ctx0)
+    ledger = PrivacyLedger(state.plan) if state.plan is not None else None
+    if ledger is not None and state.ledger:
+        ledger.load_state_dict(state.ledger)
+    chunk = auto_chunk_size(model, data, options)
+    bar = metrics_mod.progress_bar(state.rounds, state.round, options.progress, algorithm.name)
+    try:
+        while state.round < state.rounds and (stop_after is None or state.round < stop_after):
+            t0 = time.perf_counter()
+            ctx = RoundContext(state.round, state, model, data, streams, options, test_t)
+            participants = np.asarray(algorithm.participants(ctx), dtype=np.int64)
+            weights = np.asarray(algorithm.aggregation_weights(ctx, participants), dtype=np.float64)
+            ctx.participants, ctx.weights = participants, weights
+            releases = []
+            if ledger is not None:
+                ledger.plan = state.plan
+                releases = ledger.releases(ctx.round, participants, weights)
+                ledger.check_budget(releases, ctx.round)
+            aggregate = torch.zeros_like(state.global_params)
+            w_t = torch.as_tensor(weights, dtype=options.dtype, device=device)
+            for lo in range(0, len(participants), chunk):
+                clients = participants[lo:lo + chunk]
+                batch = data.gather(clients)
+                start = algorithm.start_models(ctx, clients)
+                local = algorithm.local_update(ctx, clients, start, batch)
+                upload = algorithm.upload(ctx, clients, local)
+                aggregate = aggregate + w_t[lo:lo + chunk] @ upload
+            new_global = algorithm.server_update(ctx, aggregate)
+            state.global_params = new_global.detach()
+            algorithm.after_round(ctx, state.global_params)
+            if ledger is not None:
+                ledger.commit(releases)
+                state.ledger = ledger.state_dict()
+            state.round += 1
+            evaluate = state.round % options.eval_every == 0 or state.round >= state.rounds
+            global_row = metrics_mod.round_rows(ctx, algorithm, ledger, releases, evaluate,
+                                                time.perf_counter() - t0)
+            new_plan = algorithm.end_of_round(ctx, global_row)
+            if new_plan is not None:
+                state.plan = new_plan
+            if run_dir is not None:
+                ckpt.save(run_dir, run_key, state)
+            bar.update(1)
+            bar.total = state.rounds
+            metrics_mod.set_postfix(bar, global_row)
+    finally:
+        bar.close()
+    table = metrics_mod.to_frame(state.rows)
+    summary = metrics_mod.summary(algorithm, state, table, ledger)
+    for w in summary["warnings"]:
+        if w not in state.warnings:
+            state.warnings.append(w)
+            warnings.warn(w, FedboundWarning, stacklevel=2)
+    return RunResult(table, state.global_params, state, summary, run_dir)

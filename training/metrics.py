@@ -1,0 +1,233 @@
+"""Per-round metrics: evaluation, the tidy table, the run summary, the files of a run directory, the bar.
+
+The table has one row per (round, client) plus one global row per round (``client`` empty); the columns
+are described in ``engine.py``.  Missing values (a client row has no test metrics; regression has no
+accuracy; rounds between evaluations) are ``NA``, never NaN from a computation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["evaluate_clients", "evaluate_test", "round_rows", "to_frame", "summary", "write_outputs",
+           "progress_bar", "set_postfix"]
+
+FIRST_COLUMNS = ["round", "client", "loss", "accuracy", "test_loss", "test_accuracy", "sigma",
+                 "epsilon_spent", "epsilon_spent_paper", "participated", "participants"]
+
+
+@torch.no_grad()
+def evaluate_clients(model, params: torch.Tensor, data, max_samples: int = 16384
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Mean loss and accuracy of ``params`` (one model ``(1, d)`` or one per client ``(N, d)``) on each
+    client's training data: two ``(N,)`` arrays (accuracy None for regression)."""
+    n_clients, n_max = data.num_clients, data.n_max
+    step = max(1, max_samples // n_max)
+    losses, correct = [], []
+    for lo in range(0, n_clients, step):
+        hi = min(lo + step, n_clients)
+        x, y, mask = data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi].to(params.dtype)
+        if params.shape[0] == 1:
+            out = model(params, x.reshape(1, -1, *x.shape[2:])).view(hi - lo, n_max, -1)
+        else:
+            out = model(params[lo:hi], x)
+        losses.append((model.per_sample_loss(out, y) * mask).sum(1))
+        hit = model.correct(out, y)
+        if hit is not None:
+            correct.append((hit * mask).sum(1))
+    sizes = torch.as_tensor(data.sizes, dtype=params.dtype, device=params.device)
+    loss = (torch.cat(losses) / sizes).cpu().numpy().astype(np.float64)
+    acc = (torch.cat(correct) / sizes).cpu().numpy().astype(np.float64) if correct else None
+    return loss, acc
+
+
+@torch.no_grad()
+def evaluate_test(model, params: torch.Tensor, test, max_samples: int = 16384) -> tuple[float, float | None]:
+    """Mean loss and accuracy of one model ``(1, d)`` on held-out ``(x, y)`` tensors."""
+    x, y = test
+    total, hits = 0.0, 0.0
+    for lo in range(0, len(y), max_samples):
+        out = model(params[:1], x[lo:lo + max_samples].unsqueeze(0))
+        total += float(model.per_sample_loss(out, y[lo:lo + max_samples].unsqueeze(0)).sum())
+        hit = model.correct(out, y[lo:lo + max_samples].unsqueeze(0))
+        hits = None if hit is None else hits + float(hit.sum())
+    return total / len(y), (None if hits is None else hits / len(y))
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def round_rows(ctx, algorithm, ledger, releases, evaluate: bool, wall_time: float) -> dict[str, Any]:
+    """Append this round's rows to ``ctx.state.rows``; return the global row."""
+    state, data = ctx.state, ctx.data
+    part = ctx.participants
+    n = data.num_clients
+    uplink = np.zeros(n)
+    ups = ctx.noise_std.get("uplink", [])
+    if len(ups) == len(part):
+        uplink[part] = ups
+    server = ctx.noise_std.get("server", [0.0])
+    row: dict[str, Any] = {"round": ctx.round + 1, "client": None, "participants": len(part),
+                           "participated": None, "wall_time": wall_time}
+    row["sigma"] = math.sqrt(float(np.sum(ctx.weights**2 * uplink[part] ** 2)) + float(server[0]) ** 2)
+    for stage, values in ctx.noise_std.items():
+        row[f"sigma_{stage}"] = float(np.mean(values)) if values else 0.0
+    for name, value in ctx.logs.items():
+        row[name] = value
+    if "clipped" in ctx.logs and len(part):
+        row["clipped_fraction"] = ctx.logs["clipped"] / len(part)
+        del row["clipped"]
+    tight = paper = None
+    if ledger is not None:
+        eps = ledger.epsilons()
+        tight = np.max(np.stack(list(eps["tight"].values())), axis=0)
+        row["epsilon_spent"] = float(tight.max())
+        for group, values in eps["tight"].items():
+            row[f"epsilon_{group}"] = float(values.max())
+        if "paper" in eps:
+            paper = np.max(np.stack(list(eps["paper"].values())), axis=0)
+            row["epsilon_spent_paper"] = float(paper.max())
+    client_loss = client_acc = None
+    if evaluate:
+        params = algorithm.eval_models(ctx)
+        client_loss, client_acc = evaluate_clients(ctx.model, params, data)
+        p = data.sizes / data.sizes.sum()
+        row["loss"] = float(p @ client_loss)
+        if algorithm.weight_decay and params.shape[0] == 1:
+            row["loss"] += 0.5 * algorithm.weight_decay * float(params.square().sum())
+        row["accuracy"] = None if client_acc is None else float(p @ client_acc)
+        if ctx.test is not None and params.shape[0] == 1:
+            row["test_loss"], row["test_accuracy"] = evaluate_test(ctx.model, params, ctx.test)
+    state.rows.append(row)
+    if evaluate and ctx.options.eval_clients:
+        took = np.zeros(n, dtype=bool)
+        took[part] = True
+        for i in range(n):
+            state.rows.append({
+                "round": ctx.round + 1, "client": i, "loss": float(client_loss[i]),
+                "accuracy": None if client_acc is None else float(client_acc[i]),
+                "participated": bool(took[i]), "sigma": float(uplink[i]),
+                "epsilon_spent": None if tight is None else float(tight[i]),
+                "epsilon_spent_paper": None if paper is None else float(paper[i])})
+    return row
+
+
+def to_frame(rows: list[dict]):
+    """The tidy pandas table (``client`` as a nullable integer, NA where a value does not apply)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    for col in FIRST_COLUMNS:
+        if col not in frame.columns:
+            frame[col] = None
+    frame = frame[FIRST_COLUMNS + [c for c in frame.columns if c not in FIRST_COLUMNS]]
+    frame["round"] = frame["round"].astype("Int64")
+    frame["client"] = frame["client"].astype("Int64")
+    frame["participants"] = frame["participants"].astype("Int64")
+    frame["participated"] = frame["participated"].astype("boolean")
+    for col in frame.columns:
+        if col not in ("round", "client", "participants", "participated"):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Float64")
+    return frame
+
+
+def get(frame_row, col: str) -> float | None:
+    """``frame_row[col]`` as a float, None when absent or NA."""
+    import pandas as pd
+
+    if frame_row is None or col not in frame_row.index or pd.isna(frame_row[col]):
+        return None
+    return float(frame_row[col])
+
+
+def summary(algorithm, state, table, ledger) -> dict[str, Any]:
+    """The run's headline numbers and its warnings (budget under-delivery, infinite epsilon, plan notes)."""
+    glob = table[table["client"].isna()]
+    last = glob.iloc[-1] if len(glob) else None
+    evaluated = glob.dropna(subset=["loss"])
+    final = evaluated.iloc[-1] if len(evaluated) else None
+
+    out: dict[str, Any] = {
+        "algorithm": algorithm.name, "rounds_done": state.round, "rounds_planned": state.rounds,
+        "final_loss": get(final, "loss"), "final_accuracy": get(final, "accuracy"),
+        "final_test_loss": get(final, "test_loss"), "final_test_accuracy": get(final, "test_accuracy"),
+        "initial_loss": get(evaluated.iloc[0] if len(evaluated) else None, "loss"),
+        "private": state.plan is not None, "warnings": [],
+    }
+    plan = state.plan
+    if plan is not None:
+        tight = get(last, "epsilon_spent")
+        paper = get(last, "epsilon_spent_paper")
+        out.update({"eps_budget": plan.eps, "delta": plan.delta, "budget_accountant": plan.budget_accountant,
+                    "paper_accountant": plan.paper_accountant, "epsilon_spent": _finite_or_none(tight),
+                    "epsilon_spent_paper": _finite_or_none(paper), "plan_source": plan.source})
+        out["warnings"].extend(plan.notes)
+        if tight is not None and not math.isfinite(tight):
+            out["warnings"].append("a release had zero noise: the tight epsilon is unbounded (no privacy)")
+        elif tight is not None and tight > plan.eps * (1 + 1e-9):
+            paper_text = f"; the paper's accountant says {paper:.4g}" if paper is not None else ""
+            out["warnings"].append(
+                f"the noise under-delivers: the tight accountant gives eps = {tight:.4g} at delta = "
+                f"{plan.delta:g} for this run, above the budget eps = {plan.eps:g}{paper_text}")
+    return out
+
+
+def write_outputs(run_dir: str | Path, table, summary_dict: Mapping[str, Any], config_text: str | None = None
+                  ) -> dict[str, Path]:
+    """``metrics.csv``, ``metrics.parquet``, ``summary.json`` (and ``config.toml``) in ``run_dir``."""
+    from fedbound.output import to_jsonable
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": run_dir / "metrics.csv", "parquet": run_dir / "metrics.parquet",
+             "summary": run_dir / "summary.json"}
+    table.to_csv(paths["csv"], index=False)
+    table.to_parquet(paths["parquet"], index=False)
+    paths["summary"].write_text(json.dumps(to_jsonable(dict(summary_dict)), indent=2) + "\n")
+    if config_text is not None:
+        paths["config"] = run_dir / "config.toml"
+        paths["config"].write_text(config_text)
+    return paths
+
+
+class _NoBar:
+    total = 0
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, initial: int, enabled: bool, name: str):
+    """A tqdm bar on stderr (or a silent stand-in)."""
+    if not enabled:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=name, unit="round", file=sys.stderr, dynamic_ncols=True)
+
+
+def set_postfix(bar, row: Mapping[str, Any]) -> None:
+    """``loss=... eps=...`` on the bar's line."""
+    parts = []
+    if row.get("loss") is not None:
+        parts.append(f"loss={row['loss']:.4f}")
+    if row.get("epsilon_spent") is not None:
+        parts.append(f"eps={row['epsilon_spent']:.4g}")
+    if row.get("epsilon_spent_paper") is not None:
+        parts.append(f"eps_paper={row['epsilon_spent_paper']:.4g}")
+    bar.set_postfix_str(" ".join(parts))

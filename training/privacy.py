@@ -1,0 +1,280 @@
+"""The privacy ledger: every round's Gaussian releases, counted by a tight accountant and by the paper's.
+
+Each round the engine turns the plan's views (``plan.View``) into releases: for every client, the noise
+multiplier ``z = sigma / sensitivity`` of each release that depends on its data.  Two accountants run
+side by side, per client and per adversary group (views of one group compose; the reported epsilon of a
+client is its maximum over groups, and ``epsilon_spent`` is the maximum over clients):
+
+Tight (column ``epsilon_spent``), through ``fedbound.accounting``:
+
+* unsampled releases compose exactly: ``k`` Gaussian releases with multipliers ``z_j`` are one Gaussian
+  with ``1/z^2 = sum_j 1/z_j^2`` (Dong, Roth & Su 2019, GDP composition), whose exact ``(eps, delta)`` curve
+  is the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8);
+* sampled releases (``hidden_sampling`` with q < 1) add RDP of the subsampled Gaussian: Poisson sampling
+  (Mironov, Talwar & Zhang 2019) or a fixed-size subset without replacement (Wang, Balle & Kasiviswanathan
+  2019), as ``View.sampling`` says, and convert with ``rdp_to_dp`` (the unsampled part joins as RDP
+  ``alpha / (2 z^2)``).
+
+Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
+
+* ``"classic_linear"``: each release costs the classic Gaussian mechanism's ``eps = c(delta) / z`` with
+  ``c = sqrt(2 ln(1.25/delta))`` (Dwork & Roth Thm A.1; seed 002 F4), summed linearly (seed 002 F10, F11;
+  ``max_releases`` keeps the ``L`` largest).  With ``paper_amplification="lemma4"`` a q-sampled release
+  costs ``-ln(1 - q + q e^{-eps})`` (seed 002 Lemma 4, eq. (56); one-sided, spec 002 E9).
+* ``"udp_moments"``: seed 003's moments accountant, eq. (16) with the (reversed, spec 003 E5) last step
+  of Thm 1: ``eps = sqrt(2 q ln(1/delta) sum_t 1/z_t^2)``, accrued by every client every round.
+* ``"rdp"``: RDP of the (Poisson-)subsampled Gaussian for every release, as Opacus does (spec 000 App. A).
+* ``"none"``: no paper accounting.
+
+Nothing here is silent: an epsilon can be ``inf`` (a release with zero noise), never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from fedbound.accounting import DEFAULT_ORDERS as ORDERS
+from fedbound.training.plan import NoisePlan, View
+
+from fedbound.errors import PrivacyBudgetExceeded
+
+__all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "ORDERS", "PAPER_ACCOUNTANTS"]
+
+PAPER_ACCOUNTANTS = ("classic_linear", "udp_moments", "rdp", "none")
+
+
+def _accounting():
+    import fedbound.accounting as acc
+
+    return acc
+
+
+def gaussian_epsilon(inv_z2: np.ndarray, delta: float) -> np.ndarray:
+    """Exact epsilon at ``delta`` of a Gaussian mechanism with noise multiplier ``1/sqrt(inv_z2)``.
+
+    ``fedbound.accounting.analytic_gaussian_epsilon`` (Balle & Wang 2018, Thm 8, inverted) on the unique
+    values; ``inv_z2 = 0`` (no release) gives 0, ``inv_z2 = inf`` (no noise) gives ``inf``.
+    """
+    inv = np.asarray(inv_z2, dtype=np.float64)
+    values, where = np.unique(inv, return_inverse=True)
+    eps = np.zeros_like(values)
+    eps[np.isinf(values)] = np.inf
+    live = (values > 0) & np.isfinite(values)
+    if live.any():
+        eps[live] = _accounting().analytic_gaussian_epsilon(1.0 / np.sqrt(values[live]), delta)
+    return eps[where].reshape(inv.shape)
+
+
+def _rdp_to_dp(rdp: np.ndarray, delta: float) -> np.ndarray:
+    """Per-row ``rdp_to_dp`` (unique rows only); all-zero rows give 0, rows with ``inf`` give ``inf``."""
+    rows, where = np.unique(rdp, axis=0, return_inverse=True)
+    eps = np.zeros(len(rows))
+    finite = np.all(np.isfinite(rows), axis=1)
+    used = rows.any(axis=1) & finite
+    eps[~finite] = np.inf
+    if used.any():
+        eps[used] = np.atleast_1d(_accounting().rdp_to_dp(ORDERS, rows[used], delta))
+    return eps[np.asarray(where).ravel()]
+
+
+@dataclass(frozen=True)
+class Release:
+    """One view's releases in one round: ``z[i]`` for clients whose data they contain (``inf`` elsewhere),
+    ``z_all[i]``: the multiplier client ``i`` would have had, ``count`` releases each."""
+
+    view: View
+    z: np.ndarray
+    z_all: np.ndarray
+    count: int
+
+
+def _inv(z: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(np.isinf(z), 0.0, 1.0 / np.square(z))
+
+
+class _ViewAccount:
+    """Running sums of one view, per client."""
+
+    def __init__(self, n: int) -> None:
+        self.count = np.zeros(n)
+        self.inv_sum = np.zeros(n)
+        self.inv_max = np.zeros(n)
+        self.rdp = np.zeros((n, len(ORDERS)))
+        self.paper_sum = np.zeros(n)
+        self.paper_max = np.zeros(n)
+        self.paper_count = np.zeros(n)
+        self.paper_rdp = np.zeros((n, len(ORDERS)))
+
+    def copy(self) -> _ViewAccount:
+        new = _ViewAccount.__new__(_ViewAccount)
+        new.__dict__ = {k: v.copy() for k, v in self.__dict__.items()}
+        return new
+
+
+class PrivacyLedger:
+    """Per-client, per-view running privacy accounts of one run (see the module docstring)."""
+
+    def __init__(self, plan: NoisePlan) -> None:
+        self.plan = plan
+        self.accounts = {v.name: _ViewAccount(plan.num_clients) for v in plan.views}
+        self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
+        self.classic_c = float(_accounting().classic_gaussian_constant(plan.delta))
+
+    # --- releases of a round -------------------------------------------------------------------------
+    def releases(self, round_: int, participants: np.ndarray, weights: np.ndarray,
+                 plan: NoisePlan | None = None) -> list[Release]:
+        """The round's releases, from the plan's sigma's, the participants and their aggregation weights."""
+        plan = plan or self.plan
+        n = plan.num_clients
+        part = np.asarray(participants)
+        out = []
+        for view in plan.views:
+            sigma = plan.stage_sigma(view.stage, round_)
+            sens = plan.stage_sensitivity(view.stage)
+            if view.kind == "broadcast":
+                w = np.asarray(weights, dtype=np.float64)
+                server = float(plan.stage_sigma("server", round_)[0])
+                total = math.sqrt(server**2 + float(np.sum(w**2 * sigma[part] ** 2)))
+                sensitivity = float(np.max(np.abs(w) * sens[part])) if len(part) else 0.0
+                z_one = total / sensitivity if sensitivity > 0 else np.inf
+                z_all = np.full(n, z_one)
+            else:
+                with np.errstate(divide="ignore"):
+                    z_all = np.where(sigma > 0, sigma / sens, 0.0)
+            z = np.full(n, np.inf)
+            z[part] = z_all[part]
+            out.append(Release(view, z, z_all, view.releases_per_round))
+        return out
+
+    # --- bookkeeping -----------------------------------------------------------------------------------
+    def _rdp(self, sampling: str, q: float, z: float) -> np.ndarray:
+        key = (sampling, q, z)
+        if key not in self._rdp_cache:
+            acc = _accounting()
+            if z == 0:
+                value = np.full(len(ORDERS), np.inf)
+            elif sampling == "without_replacement" and q < 1.0:
+                value = acc.rdp_sampled_without_replacement(ORDERS, q, z)
+            else:
+                value = acc.rdp_subsampled_gaussian(ORDERS, q, z)
+            self._rdp_cache[key] = np.asarray(value, dtype=np.float64)
+        return self._rdp_cache[key]
+
+    def _rdp_rows(self, sampling: str, q: float, z: np.ndarray) -> np.ndarray:
+        if not len(z):
+            return np.zeros((0, len(ORDERS)))
+        return np.stack([self._rdp(sampling, q, float(v)) for v in z])
+
+    def _record(self, accounts: dict[str, _ViewAccount], releases: list[Release]) -> None:
+        paper = self.plan.paper_accountant
+        for rel in releases:
+            acct, view = accounts[rel.view.name], rel.view
+            sampled = view.hidden_sampling and view.sample_rate < 1.0
+            z_tight = rel.z_all if view.hidden_sampling else rel.z
+            who = np.flatnonzero(~np.isinf(z_tight))
+            if sampled:
+                acct.rdp[who] += rel.count * self._rdp_rows(view.sampling, view.sample_rate, z_tight[who])
+            else:
+                inv = _inv(z_tight[who])
+                acct.count[who] += rel.count
+                acct.inv_sum[who] += rel.count * inv
+                acct.inv_max[who] = np.maximum(acct.inv_max[who], inv)
+            if paper == "classic_linear":
+                with np.errstate(divide="ignore"):
+                    per = self.classic_c / z_tight[who]
+                if view.paper_amplification == "lemma4" and sampled:
+                    per = -np.log1p(view.sample_rate * np.expm1(-per))
+                acct.paper_sum[who] += rel.count * per
+                acct.paper_max[who] = np.maximum(acct.paper_max[who], per)
+                acct.paper_count[who] += rel.count
+            elif paper == "udp_moments":
+                acct.paper_sum += rel.count * view.sample_rate * _inv(rel.z_all)
+            elif paper == "rdp":
+                rate = view.sample_rate if sampled else 1.0
+                acct.paper_rdp[who] += rel.count * self._rdp_rows("poisson", rate, z_tight[who])
+
+    def commit(self, releases: list[Release]) -> None:
+        self._record(self.accounts, releases)
+
+    # --- epsilons ------------------------------------------------------------------------------------
+    def _groups(self) -> dict[str, list[View]]:
+        groups: dict[str, list[View]] = {}
+        for view in self.plan.views:
+            groups.setdefault(view.group_name, []).append(view)
+        return groups
+
+    def _tight(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray]:
+        out = {}
+        for group, views in self._groups().items():
+            inv = np.zeros(self.plan.num_clients)
+            rdp = np.zeros((self.plan.num_clients, len(ORDERS)))
+            for view in views:
+                a = accounts[view.name]
+                if view.max_releases is not None:
+                    inv += np.minimum(a.count, view.max_releases) * a.inv_max
+                else:
+                    inv += a.inv_sum
+                rdp += a.rdp
+            if not rdp.any():
+                out[group] = gaussian_epsilon(inv, self.plan.delta)
+                continue
+            with np.errstate(invalid="ignore"):
+                total = rdp + np.outer(inv, ORDERS) / 2.0
+            out[group] = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta)
+        return out
+
+    def _paper(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray] | None:
+        paper = self.plan.paper_accountant
+        if paper == "none":
+            return None
+        out = {}
+        for group, views in self._groups().items():
+            total = np.zeros(self.plan.num_clients)
+            rdp = np.zeros((self.plan.num_clients, len(ORDERS)))
+            for view in views:
+                a = accounts[view.name]
+                if paper == "classic_linear" and view.max_releases is not None:
+                    total += np.minimum(a.paper_count, view.max_releases) * a.paper_max
+                else:
+                    total += a.paper_sum
+                rdp += a.paper_rdp
+            if paper == "udp_moments":
+                total = np.sqrt(2.0 * math.log(1.0 / self.plan.delta) * total)
+            elif paper == "rdp":
+                total = _rdp_to_dp(rdp, self.plan.delta)
+            out[group] = total
+        return out
+
+    def epsilons(self, accounts: dict[str, _ViewAccount] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """``{"tight": {group: eps per client}, "paper": {...}}`` (``paper`` absent with ``"none"``)."""
+        accounts = self.accounts if accounts is None else accounts
+        out = {"tight": self._tight(accounts)}
+        paper = self._paper(accounts)
+        if paper is not None:
+            out["paper"] = paper
+        return out
+
+    def check_budget(self, releases: list[Release], round_: int) -> None:
+        """Raise PrivacyBudgetExceeded if committing ``releases`` would push the budget accountant's epsilon
+        over ``plan.eps`` (relative tolerance 1e-9 for the float sums of a plan that spends exactly eps)."""
+        trial = {name: a.copy() for name, a in self.accounts.items()}
+        self._record(trial, releases)
+        which = self.plan.budget_accountant
+        eps = self.epsilons(trial).get(which)
+        if eps is None:
+            return
+        worst = max(float(np.max(v)) for v in eps.values())
+        if worst > self.plan.eps * (1 + 1e-9):
+            raise PrivacyBudgetExceeded(
+                f"round {round_ + 1} would spend eps = {worst:.6g} > budget {self.plan.eps:g} under the "
+                f"{which} accountant (the noise plan was computed for {self.plan.rounds} rounds)")
+
+    def state_dict(self) -> dict:
+        return {name: dict(a.__dict__) for name, a in self.accounts.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, values in state.items():
+            self.accounts[name].__dict__.update({k: np.array(v) for k, v in values.items()})
