@@ -22,6 +22,8 @@ __all__ = [
     "FedboundWarning",
     "ClassicGaussianRangeWarning",
     "VacuousBoundWarning",
+    "AssumptionWarning",
+    "UnsupportedError",
 ]
 
 
@@ -70,6 +72,14 @@ class DomainError(ParameterError):
     """
 
 
+class UnsupportedError(ParameterError, NotImplementedError):
+    """A valid combination of options that fedbound (or the library it delegates to) does not implement.
+
+    E.g. PLD accounting of sampling without replacement (dp-accounting 0.6 has no PLD for it).  It is both a
+    ParameterError (naming the option) and a NotImplementedError, so callers may catch either.
+    """
+
+
 class ConfigError(FedboundError):
     """A configuration file or a ``--set KEY=VALUE`` override cannot be used as given."""
 
@@ -96,3 +106,12 @@ class ClassicGaussianRangeWarning(FedboundWarning):
 
 class VacuousBoundWarning(FedboundWarning):
     """A bound is defined but says nothing useful (e.g. it exceeds the trivial bound)."""
+
+
+class AssumptionWarning(FedboundWarning):
+    """A formula is used outside the conditions under which its source proves it.
+
+    E.g. the moments-accountant closed form of Abadi et al. (2016, Thm 1) needs sigma >= 1 and q < 1/(16
+    sigma).
+    The number is still returned (papers use it there); compare with a tight accountant.
+    """

@@ -1,0 +1,74 @@
+"""Numerical helpers shared by the accounting modules: stable log-space primitives and a vectorised root
+finder.
+
+Nothing here is public API; the modules that use these helpers cite the formulas they implement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+LOG_2PI_HALF = 0.5 * np.log(2.0 * np.pi)
+
+
+def log_expm1(x: np.ndarray) -> np.ndarray:
+    """log(exp(x) - 1) = x + log(1 - exp(-x)) for x > 0: accurate for tiny x (expm1) and never overflows."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return x + np.log(-np.expm1(-x))
+
+
+def logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    """log(sum(exp(a), axis=-1)) for finite-or--inf rows (a lean scipy.special.logsumexp)."""
+    m = np.max(a, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(a - m), axis=-1)) + m[..., 0]
+
+
+def log1mexp(x: np.ndarray) -> np.ndarray:
+    """log(1 - exp(x)) for x < 0 (Maechler's switch between log1p and expm1)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > -np.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+
+
+def decreasing_root(f: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                    f_lo: np.ndarray, f_hi: np.ndarray, xtol: float, maxiter: int = 200
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Bracketed roots of many decreasing functions at once (Illinois regula falsi with a bisection guard).
+
+    ``f(x, idx)`` evaluates the functions with indices ``idx`` at the points ``x``.  On entry every bracket
+    satisfies ``f(lo) > 0 >= f(hi)`` and ``lo < hi``; the invariant is kept, so on return ``hi`` is always on
+    the feasible side (``f(hi) <= 0``) and ``hi - lo <= xtol``.  Returns ``(lo, hi)``.
+    """
+    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
+    f_lo, f_hi = np.array(f_lo, dtype=float), np.array(f_hi, dtype=float)
+    last = np.zeros(lo.shape, dtype=np.int8)  # +1: lo moved last time, -1: hi moved, 0: none yet
+    width0 = hi - lo
+    for it in range(maxiter):
+        idx = np.flatnonzero(hi - lo > xtol)
+        if idx.size == 0:
+            break
+        a, b, fa, fb = lo[idx], hi[idx], f_lo[idx], f_hi[idx]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = b - fb * (b - a) / (fb - fa)
+        # Guard: bisect when the secant point is unusable, and every fourth step when the bracket has not
+        # at least halved since the last guard (keeps the worst case at bisection speed).
+        slow = (it % 4 == 3) & ((b - a) > 0.5 * width0[idx])
+        bad = ~np.isfinite(x) | (x <= a) | (x >= b) | slow
+        x = np.where(bad, 0.5 * (a + b), x)
+        if it % 4 == 3:
+            width0[idx] = b - a
+        fx = f(x, idx)
+        pos = fx > 0
+        up, down = idx[pos], idx[~pos]
+        lo[up], f_lo[up] = x[pos], fx[pos]
+        hi[down], f_hi[down] = x[~pos], fx[~pos]
+        # Illinois: when the same end moves twice in a row, halve the value kept at the other end.
+        f_hi[up[last[up] == 1]] *= 0.5
+        f_lo[down[last[down] == -1]] *= 0.5
+        last[up], last[down] = 1, -1
+    return lo, hi

@@ -1,0 +1,282 @@
+"""Tight accounting of T rounds of a (subsampled) Gaussian mechanism: eps, delta, and the noise that meets
+a target.
+
+``epsilon`` / ``delta_for_epsilon`` / ``calibrate_noise`` take a noise multiplier z = std / sensitivity, a
+sample rate q in (0, 1] (q = 1: every round uses everyone, a plain T-fold Gaussian composition), a number of
+rounds ``steps`` and the other privacy parameter.  All arguments broadcast (grids of (eps, q, steps) in one
+call); results are floats for scalar input and arrays otherwise.
+
+Methods:
+
+* ``"rdp"`` (default): Renyi DP, exact subsampled-Gaussian RDP on ``orders`` (default ``DEFAULT_ORDERS``) and
+  the improved conversion (``conversion="classic"`` gives the moments accountant of Abadi et al. 2016 with
+  integer orders).  Calibration is vectorised over all grid points (see ``_calibrate_rdp``).
+* ``"pld"``: dp-accounting's PLD accountant (Poisson only), per grid point; the tightest method.
+* ``"analytic"``: q = 1 only.  T Gaussian releases with std z compose to one Gaussian with std z / sqrt(T)
+  (Dong, Roth & Su 2022, Cor. 3.3), so Balle & Wang's exact formula gives the exact answer.
+
+Sampling (see ``fedbound.accounting.events`` for the neighbouring relations): ``"poisson"`` (add/remove one)
+or ``"without_replacement"`` (K-of-N scheduling, replace-one; RDP via dp-accounting only, per grid point).
+
+Calibration returns the smallest noise multiplier (to ~1e-9 relative, on the private side) whose eps is at
+most the target.  Unreachable targets raise InfeasibleError, never inf or NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from fedbound.accounting import _sgm
+from fedbound.accounting._numerics import decreasing_root
+from fedbound.accounting.analytic import (
+    analytic_gaussian_delta,
+    analytic_gaussian_epsilon,
+    analytic_gaussian_std,
+)
+from fedbound.accounting.events import check_sampling
+from fedbound.accounting.pld import pld_delta, pld_epsilon
+from fedbound.accounting.rdp import (
+    _check_conversion,
+    check_orders,
+    conversion_offset,
+    kl_budget,
+    rdp_sampled_without_replacement,
+    rdp_subsampled_gaussian,
+    rdp_to_delta,
+    rdp_to_dp,
+)
+from numpy.typing import ArrayLike
+
+from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.errors import InfeasibleError, ParameterError, UnsupportedError
+
+__all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon", "calibrate_noise"]
+
+METHODS = ("rdp", "pld", "analytic")
+#: Calibration gives up (InfeasibleError) beyond this noise multiplier.
+MAX_NOISE_MULTIPLIER = 1e12
+_SAFETY = 1e-9  # relative margin added to calibrated noise so that rounding never lands on the wrong side
+
+
+def _check_method(method: str, sampling: str, q: np.ndarray) -> None:
+    if method not in METHODS:
+        raise ParameterError("method", method, f"one of {METHODS}")
+    check_sampling(sampling)
+    if method == "pld" and sampling != "poisson":
+        raise UnsupportedError("sampling", sampling, "'poisson' for method='pld'",
+                             "dp-accounting 0.6 has no PLD for sampling without replacement; "
+                             "use method='rdp'")
+    if method == "analytic" and np.any(q < 1.0):
+        raise ParameterError("sample_rate", float(np.min(q)), "exactly 1 for method='analytic'",
+                             "the analytic Gaussian is exact only without subsampling; use 'rdp' or 'pld'")
+
+
+def _inputs(noise_multiplier, sample_rate, steps, other, other_name, other_check):
+    z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
+    q = check_probability("sample_rate", sample_rate, allow_one=True)
+    t = check_int("steps", steps, 1)
+    o = other_check(other_name, other)
+    return np.broadcast_arrays(z, q, t, o)
+
+
+def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
+            method: str = "rdp", *, sampling: str = "poisson", orders: ArrayLike | None = None,
+            conversion: str = "improved", pld_discretization: float = 1e-4) -> float | np.ndarray:
+    """eps after ``steps`` rounds of the (subsampled) Gaussian with noise multiplier z at ``delta``.
+
+    See the module docstring for methods and sampling; e.g. ``epsilon(1.1, 0.01, 1000, 1e-5)`` (RDP, Poisson).
+    """
+    z, q, t, d = _inputs(noise_multiplier, sample_rate, steps, delta, "delta",
+                         lambda n, v: check_probability(n, v))
+    _check_method(method, sampling, q)
+    _check_conversion(conversion)
+    if method == "analytic":
+        return analytic_gaussian_epsilon(z / np.sqrt(t), d)
+    if method == "pld":
+        return pld_epsilon(z, q, t, d, pld_discretization)
+    o = check_orders(orders)
+    rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
+    rdp = rdp_fn(o.ravel(), q, z, t)
+    return rdp_to_dp(o.ravel(), rdp, d, conversion=conversion)
+
+
+def delta_for_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, eps: ArrayLike,
+                      method: str = "rdp", *, sampling: str = "poisson", orders: ArrayLike | None = None,
+                      conversion: str = "improved", pld_discretization: float = 1e-4) -> float | np.ndarray:
+    """delta after ``steps`` rounds at ``eps`` (at most 1): what a given noise truly delivers.
+
+    Use it to report e.g. "the paper's sigma delivers delta = 0.034, not 0.001".
+    """
+    z, q, t, e = _inputs(noise_multiplier, sample_rate, steps, eps, "eps",
+                         lambda n, v: check_real(n, v, 0.0))
+    _check_method(method, sampling, q)
+    _check_conversion(conversion)
+    if method == "analytic":
+        return analytic_gaussian_delta(e, z / np.sqrt(t))
+    if method == "pld":
+        return pld_delta(z, q, t, e, pld_discretization)
+    o = check_orders(orders)
+    rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
+    return rdp_to_delta(o.ravel(), rdp_fn(o.ravel(), q, z, t), e, conversion=conversion)
+
+
+def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike,
+                    method: str = "rdp", *, sampling: str = "poisson", orders: ArrayLike | None = None,
+                    conversion: str = "improved", pld_discretization: float = 1e-4) -> float | np.ndarray:
+    """The smallest noise multiplier z (std / sensitivity) for which ``steps`` rounds are (target_eps,
+    delta)-DP.
+
+    Vectorised: ``calibrate_noise(eps_grid, 1e-5, q_grid, steps_grid)`` solves every grid point in one call
+    (RDP + Poisson: one vectorised search; PLD and sampling without replacement: a root search per point).
+    The result z satisfies ``epsilon(z, ...) <= target_eps`` and ``epsilon(z * (1 - 1e-4), ...) >
+    target_eps``.
+    """
+    e = check_real("target_eps", target_eps, 0.0, low_open=True)
+    d = check_probability("delta", delta)
+    q = check_probability("sample_rate", sample_rate, allow_one=True)
+    t = check_int("steps", steps, 1)
+    e, d, q, t = np.broadcast_arrays(e, d, q, t)
+    _check_method(method, sampling, q)
+    _check_conversion(conversion)
+    shape = e.shape
+    e, d, q, t = (a.ravel() for a in (e, d, q, t))
+    if method == "analytic":
+        z = np.sqrt(t) * np.asarray(analytic_gaussian_std(e, d)).ravel()
+    elif method == "rdp" and sampling == "poisson":
+        z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+    else:
+        z = _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization)
+    return scalar_or_array(z.reshape(shape))
+
+
+def _infeasible(e: np.ndarray, d: np.ndarray, bad: np.ndarray, orders: np.ndarray) -> InfeasibleError:
+    i = int(np.flatnonzero(bad)[0])
+    return InfeasibleError(
+        f"target_eps = {e[i]:g} cannot be met at delta = {d[i]:g} with Renyi orders up to {orders.max():g}: "
+        f"even infinite noise gives eps >= {float(np.min(conversion_offset(orders, d[i]))):.4g} there "
+        f"(grid point {i}); raise target_eps or delta, or pass larger orders=")
+
+
+def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, orders: np.ndarray,
+                   conversion: str) -> np.ndarray:
+    """Vectorised RDP calibration (Poisson sampling).
+
+    For each point p and order a the target is met iff steps * rdp_a(z) <= eps - offset_a(delta), i.e. the
+    per-step RDP stays within a budget b[p, a] (also met when steps * rdp <= -ln(1 - delta^2), the KL
+    branch of
+    the improved conversion).  rdp_a decreases in z, so z* = min_a z_a with rdp_a(z_a) = b[p, a].
+    1. Upper bracket: the q = 1 solution min_a sqrt(a / (2 b)) (subsampling never increases RDP); exact at
+    q = 1.
+    2. Lower bracket and geometric bisection on all orders at once until hi / lo <= 1.05.
+    3. Per-order roots (Illinois) only for the orders feasible at hi; z* = the smallest root.
+    """
+    budget = (e[:, None] - conversion_offset(orders, d, conversion)) / t[:, None]
+    if conversion == "improved":
+        budget = np.maximum(budget, kl_budget(d)[:, None] / t[:, None])
+    usable = budget > 0
+    if not usable.any(axis=1).all():
+        raise _infeasible(e, d, ~usable.any(axis=1), orders)
+    safe_budget = np.where(usable, budget, 1.0)
+    with np.errstate(divide="ignore"):
+        z_full = np.where(usable, np.sqrt(orders / (2.0 * safe_budget)), np.inf)
+    z = z_full.min(axis=1)
+    part = np.flatnonzero(q < 1.0)
+    if part.size:
+        z[part] = _calibrate_subsampled(q[part], z[part], budget[part], usable[part], orders)
+    if np.any(z > MAX_NOISE_MULTIPLIER):
+        i = int(np.argmax(z))
+        raise InfeasibleError(f"target_eps = {e[i]:g} at delta = {d[i]:g}, q = {q[i]:g}, steps = {t[i]} "
+                              f"needs a noise multiplier above {MAX_NOISE_MULTIPLIER:g}")
+    return z * (1.0 + _SAFETY)
+
+
+def _rdp_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """Per-step RDP of every point (q_p, z_p) at every order, shape (points, orders)."""
+    alpha = np.tile(orders, q.size)
+    log_a = _sgm.log_a(alpha, np.repeat(q, orders.size), np.repeat(z, orders.size))
+    return (log_a / (alpha - 1.0)).reshape(q.size, orders.size)
+
+
+def _calibrate_subsampled(q, z_hi, budget, usable, orders) -> np.ndarray:
+    hi, lo = z_hi.copy(), z_hi * np.clip(0.5 * q, 1e-4, 0.5)
+    r_hi, r_lo = _rdp_grid(q, hi, orders), _rdp_grid(q, lo, orders)
+
+    ok = (usable & (r_lo <= budget)).any(axis=1)
+    while ok.any():  # the lower end is still private enough: move the bracket down
+        hi[ok], r_hi[ok] = lo[ok], r_lo[ok]
+        lo[ok] *= np.clip(0.5 * q[ok], 1e-4, 0.5)
+        r_lo[ok] = _rdp_grid(q[ok], lo[ok], orders)
+        ok[ok] = (usable[ok] & (r_lo[ok] <= budget[ok])).any(axis=1)
+    while True:
+        wide = np.flatnonzero(hi > 1.5 * lo)
+        if wide.size == 0:
+            break
+        mid = np.sqrt(lo[wide] * hi[wide])
+        r_mid = _rdp_grid(q[wide], mid, orders)
+        ok = (usable[wide] & (r_mid <= budget[wide])).any(axis=1)
+        up, down = wide[ok], wide[~ok]
+        hi[up], r_hi[up] = mid[ok], r_mid[ok]
+        lo[down], r_lo[down] = mid[~ok], r_mid[~ok]
+    # Per-order roots in log z for the (point, order) pairs that are feasible at hi.
+    pts, ords = np.nonzero(usable & (r_hi <= budget))
+    alpha, qq, log_b = orders[ords], q[pts], np.log(budget[pts, ords])
+
+    def f(x, idx):
+        with np.errstate(divide="ignore"):
+            return np.log(_sgm.log_a(alpha[idx], qq[idx], np.exp(x)) / (alpha[idx] - 1.0)) - log_b[idx]
+
+    with np.errstate(divide="ignore"):
+        f_lo = np.log(r_lo[pts, ords]) - log_b
+        f_hi = np.log(r_hi[pts, ords]) - log_b
+    _, root = decreasing_root(f, np.log(lo[pts]), np.log(hi[pts]), f_lo, f_hi, xtol=1e-11)
+    z = hi.copy()
+    np.minimum.at(z, pts, np.exp(root))
+    return z
+
+
+def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization) -> np.ndarray:
+    """Root search in log z per grid point for methods without a vectorised calibration (PLD, without
+    replacement).
+
+    Bracket: the RDP-Poisson (for PLD) or q = 1 (without replacement) calibration, widened until it holds;
+    xtol 1e-6 relative for PLD (its eps is discretised), 1e-10 otherwise.
+    """
+    def eps_at(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.atleast_1d(epsilon(np.exp(x), q[idx], t[idx], d[idx], method, sampling=sampling,
+                                     orders=orders, conversion=conversion,
+                                     pld_discretization=pld_discretization))
+
+    def f(x, idx):
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(eps_at(x, idx), 1e-300)) - np.log(e[idx])
+
+    if method == "pld":
+        guess = _calibrate_rdp(e, d, q, t, check_orders(None), "improved")
+    else:
+        guess = _calibrate_rdp(e, d, np.ones_like(q), t, check_orders(orders).ravel(), conversion)
+    everything = np.arange(e.size)
+    lo, hi = _widen(f, np.log(guess) - np.log(1.25), np.log(guess), everything)
+    _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6 if method == "pld" else 1e-10)
+    return np.exp(hi)
+
+
+def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray):
+    """Move [lo, hi] (log z) until f(lo) > 0 >= f(hi); returns ((lo, f_lo), (hi, f_hi))."""
+    f_lo, f_hi = f(lo, idx), f(hi, idx)
+    for _ in range(60):
+        bad_hi = np.flatnonzero(f_hi > 0)
+        if bad_hi.size:
+            lo[bad_hi], f_lo[bad_hi] = hi[bad_hi], f_hi[bad_hi]
+            hi[bad_hi] += np.log(2.0)
+            f_hi[bad_hi] = f(hi[bad_hi], idx[bad_hi])
+        bad_lo = np.flatnonzero(f_lo <= 0)
+        if bad_lo.size:
+            hi[bad_lo], f_hi[bad_lo] = lo[bad_lo], f_lo[bad_lo]
+            lo[bad_lo] -= np.log(2.0)
+            f_lo[bad_lo] = f(lo[bad_lo], idx[bad_lo])
+        if bad_hi.size == 0 and bad_lo.size == 0:
+            return (lo, f_lo), (hi, f_hi)
+        if np.any(hi > np.log(MAX_NOISE_MULTIPLIER)):
+            raise InfeasibleError(f"the target needs a noise multiplier above {MAX_NOISE_MULTIPLIER:g}")
+    raise InfeasibleError("could not bracket the noise multiplier")  # pragma: no cover
