@@ -316,6 +316,7 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
     if plan is not None and plan.num_clients != data.num_clients:
         raise ConfigError(f"the noise plan is for {plan.num_clients} clients, the data has "
                           f"{data.num_clients}")
+    data = data.to(device, options.dtype)
     streams = Streams(options.seed, device)
     test_t = None
     if test is not None and len(test[1]):

@@ -70,6 +70,15 @@ class ClientData:
                      dtype: torch.dtype = torch.float32) -> ClientData:
         return cls.from_partition(dataset.x_train, dataset.y_train, parts, device, dtype)
 
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> ClientData:
+        """This data on ``device``, features (and regression targets) in ``dtype`` (self if already so)."""
+        device = torch.device(device)
+        if self.x.dtype == dtype and self.x.device == device:
+            return self
+        ydtype = dtype if self.y.is_floating_point() else self.y.dtype
+        return ClientData(self.x.to(device, dtype), self.y.to(device, ydtype), self.mask.to(device),
+                          self.sizes)
+
     def gather(self, clients: Sequence[int] | np.ndarray) -> ClientBatch:
         """The batch of the given clients (in that order)."""
         idx = torch.as_tensor(np.asarray(clients), dtype=torch.long, device=self.x.device)

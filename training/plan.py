@@ -156,6 +156,12 @@ class NoisePlan:
         return np.broadcast_to(row, (self.num_clients,))[clients].astype(np.float64) if row.ndim else \
             np.full(len(clients), float(row))
 
+    def stage_matrix(self, stage: str) -> np.ndarray:
+        """``sigma[stage]`` as a ``(rounds, num_clients)`` array (a copy)."""
+        arr = self.sigma[stage]
+        column = arr[:, None] if arr.ndim == 1 else arr
+        return np.array(np.broadcast_to(column, (self.rounds, self.num_clients)))
+
     def stage_sensitivity(self, stage: str, clients: np.ndarray | None = None) -> np.ndarray:
         clients = np.arange(self.num_clients) if clients is None else np.asarray(clients)
         return np.broadcast_to(self.sensitivity[stage], (self.num_clients,))[clients].astype(np.float64)

@@ -107,7 +107,7 @@ class UDP(Algorithm):
     def init_algo_state(self, ctx: RoundContext) -> dict[str, Any]:
         if self.crd is None or ctx.plan is None:
             return {}
-        sigma = np.broadcast_to(ctx.plan.sigma["uplink"], (ctx.plan.rounds, ctx.num_clients))
+        sigma = ctx.plan.stage_matrix("uplink")
         if np.any(sigma <= 0):
             raise ParameterError("uplink sigma", float(sigma.min()), "(0, inf) for CRD")
         return {"phi": (1.0 / sigma**2).sum(axis=0), "inv_var_spent": np.zeros(ctx.num_clients),
@@ -117,7 +117,7 @@ class UDP(Algorithm):
         if self.crd is None or ctx.plan is None:
             return None
         st, t = ctx.algo_state, ctx.round
-        used = np.broadcast_to(ctx.plan.sigma["uplink"][t], (ctx.num_clients,))
+        used = ctx.plan.stage_sigma("uplink", t)
         st["inv_var_spent"] = st["inv_var_spent"] + 1.0 / used**2
         v_new = self._validation_loss(ctx, ctx.global_params)
         total = ctx.state.rounds
@@ -133,7 +133,6 @@ class UDP(Algorithm):
         if remaining <= 0:
             return ctx.plan
         future = np.sqrt(remaining / left)
-        sigma = np.array(np.broadcast_to(ctx.plan.sigma["uplink"], (ctx.plan.rounds, ctx.num_clients)))
-        sigma = sigma[: t + 1] if len(sigma) >= t + 1 else sigma
+        sigma = ctx.plan.stage_matrix("uplink")[: t + 1]
         sigma = np.vstack([sigma, np.tile(future, (remaining, 1))])
         return ctx.plan.with_sigma("uplink", sigma, rounds=total)

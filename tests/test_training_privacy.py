@@ -1,0 +1,188 @@
+"""The privacy ledger against independent oracles (scipy, Opacus, dp-accounting) and the papers' own
+accounting of their plans (seed 002 F10/F11/F27 with Lemma 4, seed 003 eq. (10)/(16))."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+from fedbound.accounting import DEFAULT_ORDERS
+from fedbound.training.plan import NoisePlan, View
+from fedbound.training.privacy import PrivacyLedger
+from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+from scipy import stats
+
+from fedbound.errors import PrivacyBudgetExceeded
+
+
+def ledger_for(views, sigma, sens, n=4, rounds=10, eps=1e9, delta=1e-5, paper="classic_linear",
+               budget="paper"):
+    plan = NoisePlan(rounds=rounds, num_clients=n, sigma=sigma, sensitivity=sens, eps=eps, delta=delta,
+                     views=tuple(views), paper_accountant=paper, budget_accountant=budget)
+    return PrivacyLedger(plan)
+
+
+def play(ledger, rounds, participants, weights=None):
+    for t in range(rounds):
+        part = np.asarray(participants(t) if callable(participants) else participants)
+        w = np.full(len(part), 1.0 / len(part)) if weights is None else weights
+        rel = ledger.releases(t, part, w)
+        ledger.check_budget(rel, t)
+        ledger.commit(rel)
+    return ledger.epsilons()
+
+
+def gaussian_delta(eps, mu):
+    """Exact delta(eps) of a mu-GDP mechanism (Dong, Roth & Su 2019, Cor. 2.13), by scipy."""
+    return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+
+def test_unsampled_uploads_compose_exactly():
+    sigma, sens, T = 0.8, 0.2, 7
+    ledger = ledger_for([View("up", "upload")], {"uplink": np.full(T, sigma)}, {"uplink": sens}, rounds=T)
+    eps = play(ledger, T, [0, 1, 2, 3])["tight"]["up"]
+    mu = math.sqrt(T) * sens / sigma
+    assert gaussian_delta(float(eps[0]), mu) == pytest.approx(1e-5, rel=1e-7)
+    np.testing.assert_allclose(eps, eps[0])
+
+
+def test_uploads_count_only_realised_participations():
+    T = 6
+    ledger = ledger_for([View("up", "upload")], {"uplink": np.full(T, 1.0)}, {"uplink": 0.5}, rounds=T)
+    eps = play(ledger, T, lambda t: [0, 1] if t % 2 == 0 else [0])["tight"]["up"]
+    delta_of = [gaussian_delta(float(eps[i]), math.sqrt(k) * 0.5) for i, k in ((0, 6), (1, 3))]
+    np.testing.assert_allclose(delta_of, 1e-5, rtol=1e-7)
+    assert eps[2] == eps[3] == 0.0
+
+
+def test_max_releases_caps_what_the_adversary_sees():
+    T = 5
+    views = [View("up", "upload", max_releases=2)]
+    capped = play(ledger_for(views, {"uplink": np.full(T, 1.0)}, {"uplink": 1.0}, rounds=T), T, [0, 1, 2, 3])
+    two = play(ledger_for([View("up", "upload")], {"uplink": np.full(2, 1.0)}, {"uplink": 1.0}, rounds=2), 2,
+               [0, 1, 2, 3])
+    np.testing.assert_allclose(capped["tight"]["up"], two["tight"]["up"])
+    np.testing.assert_allclose(capped["paper"]["up"], two["paper"]["up"])
+
+
+def test_hidden_poisson_steps_match_opacus():
+    T, q, z, k = 8, 0.05, 1.3, 3
+    view = View("local", "steps", stage="local", sample_rate=q, hidden_sampling=True, releases_per_round=k)
+    ledger = ledger_for([view], {"local": np.full(T, z * 0.5)}, {"local": 0.5}, rounds=T, paper="rdp")
+    out = play(ledger, T, [0, 1, 2, 3])
+    o = np.asarray(DEFAULT_ORDERS)
+    expected, _ = get_privacy_spent(orders=o, rdp=compute_rdp(q=q, noise_multiplier=z, steps=T * k, orders=o),
+                                    delta=1e-5)
+    np.testing.assert_allclose(out["tight"]["local"], expected, rtol=1e-6)
+    np.testing.assert_allclose(out["paper"]["local"], expected, rtol=1e-6)
+
+
+def test_hidden_k_of_n_broadcast_matches_dp_accounting():
+    """NbAFL's downlink under K-client scheduling: a K-of-N subset without replacement each round."""
+    N, K, T = 50, 20, 25
+    sigma_up, sigma_srv, sens = 0.3, 0.05, 0.4
+    view = View("down", "broadcast", sample_rate=K / N, hidden_sampling=True, sampling="without_replacement")
+    ledger = ledger_for([view], {"uplink": np.full(T, sigma_up), "server": np.full(T, sigma_srv)},
+                        {"uplink": sens}, n=N, rounds=T, delta=0.01)
+    eps = play(ledger, T, lambda t: np.arange(t % 30, t % 30 + K))["tight"]["down"]
+    z = math.sqrt(sigma_srv**2 + sigma_up**2 / K) / (sens / K)
+    acc = dpa.rdp.RdpAccountant([float(a) for a in DEFAULT_ORDERS], dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dpa.SampledWithoutReplacementDpEvent(N, K, dpa.GaussianDpEvent(z)), T)
+    np.testing.assert_allclose(eps, acc.get_epsilon(0.01), rtol=1e-6)
+
+
+def test_classic_linear_costs_c_over_z_per_release():
+    """Seed 002 F4/F10: a release with multiplier z costs c(delta)/z (c(0.01) = 3.10751146, spec 002)."""
+    T, z = 4, 5.0
+    ledger = ledger_for([View("up", "upload")], {"uplink": np.full(T, z)}, {"uplink": 1.0}, rounds=T,
+                        delta=0.01)
+    eps = play(ledger, T, [0, 1, 2, 3])["paper"]["up"]
+    np.testing.assert_allclose(eps, T * 3.10751146009224 / z, rtol=1e-12)
+
+
+def test_nbafl_paper_plan_spends_exactly_eps_under_the_papers_accounting():
+    """Spec 002 TV1 (eps = 60, T = 25 > L sqrt(N)): uplink eps/L per upload, downlink eps/T per broadcast."""
+    from fedbound.bounds import nbafl as nb
+
+    N, T, eps, delta, C, m, L = 50, 25, 60.0, 0.01, 20.0, 100, 1
+    with pytest.warns(UserWarning):
+        up, down = nb.sigma_uplink(eps, delta, C, m, L), nb.sigma_downlink(eps, delta, C, m, N, T, L)
+    np.testing.assert_allclose([up, down], [0.02071674307, 0.009935400946], rtol=1e-9)  # spec 002 Sec. 8
+    views = [View("uplink", "upload", max_releases=L), View("downlink", "broadcast")]
+    ledger = ledger_for(views, {"uplink": np.full(T, up), "server": np.full(T, down)}, {"uplink": 2 * C / m},
+                        n=N, rounds=T, eps=eps, delta=delta)
+    out = play(ledger, T, np.arange(N))
+    np.testing.assert_allclose(out["paper"]["uplink"], eps, rtol=1e-12)
+    np.testing.assert_allclose(out["paper"]["downlink"], eps, rtol=1e-12)
+    with pytest.raises(PrivacyBudgetExceeded):
+        ledger.check_budget(ledger.releases(T, np.arange(N), np.full(N, 1 / N)), T)
+
+
+def test_nbafl_k_scheduling_plan_spends_eps_under_lemma4():
+    """Spec 002 TV3 (eps = 6, K = 20, T = 25): sigma_D^(K) = 0.06708478318, and Lemma 4's one-sided
+    amplification of the classic per-round eps gives exactly eps/T per broadcast."""
+    from fedbound.bounds import nbafl as nb
+
+    N, K, T, eps, delta, C, m, L = 50, 20, 25, 6.0, 0.01, 20.0, 100, 1
+    with pytest.warns(UserWarning):
+        up = nb.sigma_uplink(eps, delta, C, m, L)
+        down = nb.sigma_downlink_k(eps, delta, C, m, N, K, T, L)
+    assert down == pytest.approx(0.06708478318, rel=1e-9)
+    view = View("downlink", "broadcast", sample_rate=K / N, hidden_sampling=True,
+                paper_amplification="lemma4", sampling="without_replacement")
+    ledger = ledger_for([view], {"uplink": np.full(T, up), "server": np.full(T, down)}, {"uplink": 2 * C / m},
+                        n=N, rounds=T, eps=eps, delta=delta)
+    out = play(ledger, T, lambda t: np.sort(np.random.default_rng(t).choice(N, K, replace=False)),
+               weights=np.full(K, 1 / K))
+    np.testing.assert_allclose(out["paper"]["downlink"], eps, rtol=1e-9)
+
+
+def test_udp_paper_sigma_spends_eps_under_its_moments_accountant():
+    """Seed 003 eq. (10) inverted: eps = sqrt(2 q T ln(1/delta)) Delta / sigma, accrued by every client."""
+    from fedbound.accounting import udp_theorem1_std
+
+    U, K, T, eps, delta = 10, 6, 40, 4.0, 1e-3
+    sens = np.linspace(0.01, 0.02, U)
+    sigma = np.asarray(udp_theorem1_std(eps, delta, K / U, T, sens))
+    ledger = ledger_for([View("uplink", "upload", sample_rate=K / U)], {"uplink": np.tile(sigma, (T, 1))},
+                        {"uplink": sens}, n=U, rounds=T, eps=eps, delta=delta, paper="udp_moments")
+    out = play(ledger, T, lambda t: np.sort(np.random.default_rng(t).choice(U, K, replace=False)))
+    np.testing.assert_allclose(out["paper"]["uplink"], eps, rtol=1e-12)
+
+
+def test_udp_paper_sigma_under_delivers_at_eps_8_with_q_1():
+    """Spec 003 E5: at eps = 8, delta = 1e-3, q = 1 the paper's sigma is an exact mu-GDP composition with
+    mu = eps / sqrt(2 ln(1/delta)) = 2.152, which spends more than 8."""
+    from fedbound.accounting import udp_theorem1_std
+
+    U, T, eps, delta = 4, 30, 8.0, 1e-3
+    sigma = float(udp_theorem1_std(eps, delta, 1.0, T, 0.01))
+    ledger = ledger_for([View("uplink", "upload")], {"uplink": np.full(T, sigma)}, {"uplink": 0.01}, n=U,
+                        rounds=T, eps=eps, delta=delta, paper="udp_moments")
+    out = play(ledger, T, np.arange(U))
+    tight = out["tight"]["uplink"]
+    mu = eps / math.sqrt(2 * math.log(1 / delta))
+    assert gaussian_delta(float(tight[0]), mu) == pytest.approx(delta, rel=1e-7)
+    assert tight[0] > 8.3
+    np.testing.assert_allclose(out["paper"]["uplink"], eps, rtol=1e-12)
+
+
+def test_zero_noise_is_infinite_epsilon_and_stops_the_run():
+    ledger = ledger_for([View("up", "upload")], {"uplink": np.zeros(3)}, {"uplink": 1.0}, rounds=3, eps=10.0)
+    rel = ledger.releases(0, np.arange(4), np.full(4, 0.25))
+    with pytest.raises(PrivacyBudgetExceeded, match="inf"):
+        ledger.check_budget(rel, 0)
+    ledger.commit(rel)
+    assert np.isinf(ledger.epsilons()["tight"]["up"]).all()
+
+
+def test_groups_compose_views_seen_by_one_adversary():
+    T = 3
+    views = [View("a", "upload", group="server"), View("b", "upload", stage="other", group="server")]
+    ledger = ledger_for(views, {"uplink": np.full(T, 1.0), "other": np.full(T, 2.0)},
+                        {"uplink": 1.0, "other": 1.0}, rounds=T)
+    eps = play(ledger, T, [0])["tight"]["server"]
+    mu = math.sqrt(T * (1.0 + 0.25))
+    assert gaussian_delta(float(eps[0]), mu) == pytest.approx(1e-5, rel=1e-7)
