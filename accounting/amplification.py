@@ -39,25 +39,27 @@ def amplify_by_subsampling(eps: ArrayLike, delta: ArrayLike, q: ArrayLike) -> Pr
     """(eps', delta') of an (eps, delta)-DP mechanism run on a q-subsample: ln(1 + q(e^eps - 1)), q delta.
 
     Balle, Barthe & Gaboardi 2018, Thm 9 (without replacement, substitution) / Thm 8 (Poisson, add/remove).
-    Computed as logaddexp(log(1-q), log(q) + eps), exact at q = 1 and free of overflow for large eps.
-    eps >= 0, delta in [0, 1], q in (0, 1].
+    Computed as log1p(q expm1(eps)) (exact at eps = 0 and q = 1), or eps + ln(q + (1-q) e^-eps) for eps > 30
+    (no overflow).  eps >= 0, delta in [0, 1], q in (0, 1].
     """
     e = check_real("eps", eps, 0.0)
     d = check_real("delta", delta, 0.0, 1.0)
     qq = check_probability("q", q, allow_one=True)
-    with np.errstate(divide="ignore"):
-        eps_amp = np.logaddexp(np.log1p(-qq), np.log(qq) + e)
+    e, d, qq = np.broadcast_arrays(e, d, qq)
+    big = e > 30.0
+    with np.errstate(over="ignore"):
+        eps_amp = np.where(big, e + np.log(qq + (1.0 - qq) * np.exp(-e)),
+                           np.log1p(qq * np.expm1(np.minimum(e, 30.0))))
     return PrivacyParams(scalar_or_array(eps_amp), scalar_or_array(qq * d))
 
 
 def inverse_amplify_by_subsampling(eps: ArrayLike, delta: ArrayLike, q: ArrayLike) -> PrivacyParams:
     """The per-release (eps0, delta0) whose q-subsampled version is exactly (eps, delta)-DP by BBG 2018.
 
-    eps0 = ln(1 + (e^eps - 1)/q) = eps + ln(1 - (1-q) e^-eps) - ln q, delta0 = delta / q.  This is the
-    budget a
-    mechanism may spend per round when each round samples a q-fraction (K-of-N: q = K/N); e.g. spec 002 E9's
-    two-sided b_std = T/eps * eps0(eps/T, q).  Raises InfeasibleError when delta/q >= 1 (no per-release
-    delta in (0, 1) amplifies to the target).
+    eps0 = ln(1 + (e^eps - 1)/q) (= eps + ln(1 - (1-q) e^-eps) - ln q for large eps), delta0 = delta / q.
+    This is the budget a mechanism may spend per round when each round samples a q-fraction (K-of-N:
+    q = K/N); e.g. spec 002 E9's two-sided b_std = T/eps * eps0(eps/T, q).  Raises InfeasibleError when
+    delta/q >= 1 (no per-release delta in (0, 1) amplifies to the target).
     """
     e = check_real("eps", eps, 0.0)
     d = check_real("delta", delta, 0.0, 1.0, high_open=True)
@@ -67,6 +69,7 @@ def inverse_amplify_by_subsampling(eps: ArrayLike, delta: ArrayLike, q: ArrayLik
         i = np.unravel_index(int(np.argmax(d / qq >= 1.0)), d.shape) if d.ndim else ()
         raise InfeasibleError(f"delta / q = {d[i] / qq[i]:g} >= 1: no per-release delta amplifies to "
                               f"delta = {d[i]:g} at q = {qq[i]:g}")
-    with np.errstate(divide="ignore"):
-        eps0 = e + np.log1p(-(1.0 - qq) * np.exp(-e)) - np.log(qq)
+    big = e > 30.0
+    eps0 = np.where(big, e + np.log1p(-(1.0 - qq) * np.exp(-e)) - np.log(qq),
+                    np.log1p(np.expm1(np.minimum(e, 30.0)) / qq))
     return PrivacyParams(scalar_or_array(eps0), scalar_or_array(d / qq))

@@ -174,8 +174,9 @@ class ClassicGaussianCheck:
 
     ``sigma``: classic sigma; ``valid``: eps < 1 (the theorem's premise); ``delivered_delta``: the exact delta
     of that sigma at eps; ``delivered_epsilon``: the exact eps at delta; ``tight_sigma``: the analytic sigma;
-    ``saving``: 1 - tight_sigma / sigma (fraction of noise the tight calibration saves; negative when the
-    classic sigma is too small); ``warnings``: human-readable validity notes.  Fields are floats for scalar
+    ``saving_percent``: 100 (1 - tight_sigma / sigma), the noise the tight calibration saves (negative when
+    the classic sigma is too small); ``warnings``: human-readable validity notes.  Fields are floats for
+    scalar
     input and arrays otherwise.
     """
 
@@ -186,7 +187,7 @@ class ClassicGaussianCheck:
     delivered_delta: float | np.ndarray
     delivered_epsilon: float | np.ndarray
     tight_sigma: float | np.ndarray
-    saving: float | np.ndarray
+    saving_percent: float | np.ndarray
     warnings: tuple[str, ...]
 
 
@@ -217,4 +218,5 @@ def classic_gaussian_check(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayL
         eps=scalar_or_array(e), delta=scalar_or_array(d), sigma=sigma,
         valid=bool(valid) if valid.ndim == 0 else valid, delivered_delta=delivered_delta,
         delivered_epsilon=analytic_gaussian_epsilon(sigma, d, sensitivity), tight_sigma=tight,
-        saving=scalar_or_array(1.0 - np.asarray(tight) / np.asarray(sigma)), warnings=tuple(notes))
+        saving_percent=scalar_or_array(100.0 * (1.0 - np.asarray(tight) / np.asarray(sigma))),
+        warnings=tuple(notes))

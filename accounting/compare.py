@@ -28,7 +28,8 @@ from fedbound.accounting.moments import (
     udp_theorem1_std,
 )
 
-from fedbound.errors import FedboundError, FedboundWarning
+from fedbound.checks import check_int, check_probability, check_real
+from fedbound.errors import FedboundError, FedboundWarning, ParameterError
 
 __all__ = ["MethodRow", "compare_noise", "compare_epsilon", "ASSUMES"]
 
@@ -57,8 +58,9 @@ LABELS = {"classic": "classic, linear", "classic+bbg": "classic + BBG, linear", 
 class MethodRow:
     """One method's answer: ``value`` is a noise multiplier (compare_noise) or an eps (compare_epsilon).
 
-    ``value`` is None when the method does not apply (``note`` says why); ``saving`` is the percent of noise
-    saved relative to the classic row (compare_noise only); ``tight`` marks accountants (vs closed forms).
+    ``value`` is None when the method does not apply (``note`` says why); ``saving_percent`` is the noise
+    saved relative to the classic row, 100 (1 - value / classic) (compare_noise only); ``tight`` marks
+    accountants (vs closed forms).
     """
 
     method: str
@@ -67,7 +69,7 @@ class MethodRow:
     valid: bool
     tight: bool
     assumes: str
-    saving: float | None = None
+    saving_percent: float | None = None
     note: str = ""
 
 
@@ -92,9 +94,21 @@ def _na(method: str, why: str) -> MethodRow:
                      ASSUMES[method], note=why)
 
 
+def _check_scalars(**values: float) -> None:
+    """Validate the shared inputs up front, so bad input is an error and not a table of n/a rows."""
+    checks = {"eps": lambda n, v: check_real(n, v, 0.0, low_open=True),
+              "noise_multiplier": lambda n, v: check_real(n, v, 0.0, low_open=True),
+              "delta": check_probability, "q": lambda n, v: check_probability(n, v, allow_one=True),
+              "steps": lambda n, v: check_int(n, v, 1)}
+    for name, value in values.items():
+        if checks[name](name, value).ndim:
+            raise ParameterError(name, value, "a scalar (the comparison table is for one setting)")
+
+
 def compare_noise(eps: float, delta: float, q: float, steps: int, *, pld: bool = True,
                   without_replacement: bool = True) -> tuple[MethodRow, ...]:
     """Noise multiplier needed for (eps, delta) after ``steps`` rounds at sample rate q, by every method."""
+    _check_scalars(eps=eps, delta=delta, q=q, steps=steps)
     rows = [
         _row("classic", lambda: classic_composed_std(eps, delta, steps), False, True),
         _row("classic+bbg", lambda: classic_subsampled_std(eps, delta, q, steps), False, True) if q < 1
@@ -114,15 +128,15 @@ def compare_noise(eps: float, delta: float, q: float, steps: int, *, pld: bool =
         rows.append(_row("pld", lambda: calibrate_noise(eps, delta, q, steps, "pld"), True, True))
     classic = rows[0].value
     if classic:
-        rows = [dataclasses.replace(r, saving=None if r.value is None else 100.0 * (1.0 - r.value / classic))
-                for r in rows]
+        rows = [dataclasses.replace(r, saving_percent=None if r.value is None
+                                    else 100.0 * (1.0 - r.value / classic)) for r in rows]
     return tuple(rows)
 
 
 def compare_epsilon(noise_multiplier: float, q: float, steps: int, delta: float, *, pld: bool = True,
                     without_replacement: bool = True) -> tuple[MethodRow, ...]:
-    """eps certified after ``steps`` rounds with noise multiplier z at sample rate q and ``delta``, by
-    every method."""
+    """eps each method certifies after ``steps`` rounds (noise multiplier z, sample rate q, ``delta``)."""
+    _check_scalars(noise_multiplier=noise_multiplier, q=q, steps=steps, delta=delta)
     z = noise_multiplier
     rows = [
         _row("classic", lambda: classic_composed_epsilon(z, delta, steps), False, True),

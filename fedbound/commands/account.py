@@ -103,10 +103,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             print_json({"command": "calibrate", "inputs": inputs, "rows": out})
             return
         table = [[r.label, _fmt(r.value), _fmt(None if r.value is None else r.value * s),
-                  "-" if r.saving is None else f"{r.saving:+.1f} %", _guarantee(r)] for r in rows]
+                  "-" if r.saving_percent is None else f"{r.saving_percent:+.1f} %", _guarantee(r)]
+                 for r in rows]
         _print(f"Noise for (eps = {eps:g}, delta = {delta:g}) over {steps} rounds at q = {q:g}",
-               ["method", "z = sigma/sens.", "sigma", "saving vs classic", "guarantee"], table, rows,
-               "saving = 1 - sigma/sigma_classic (classic = first row); "
+               ["method", "z", "sigma", "saving", "guarantee"], table, rows,
+               "z = sigma / sensitivity; saving = 1 - sigma/sigma_classic (classic = first row); "
                "NOT proven = formula used outside its proof (see warnings)")
 
 
