@@ -2,9 +2,8 @@
 
 Balle, Barthe & Gaboardi (2018), "Privacy Amplification by Subsampling: Tight Analyses via Couplings and
 Divergences", Table 1 / Theorem 9 (sampling without replacement, substitution relation) and Theorem 8 (Poisson
-sampling, add/remove relation): if a mechanism is (eps, delta)-DP, running it on a random subset that
-holds each
-record with probability q is (eps', delta')-DP with
+sampling, add/remove relation): if a mechanism is (eps, delta)-DP, running it on a random subset that holds
+each record with probability q is (eps', delta')-DP with
 
     eps' = ln(1 + q (e^eps - 1)),        delta' = q delta.
 

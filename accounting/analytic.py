@@ -31,8 +31,7 @@ def analytic_gaussian_log_delta(eps: np.ndarray, noise_multiplier: np.ndarray) -
     """log delta(eps) of the Gaussian mechanism with std/sensitivity ``noise_multiplier`` (no input checks).
 
     Balle & Wang 2018, Thm 8, evaluated in log space: log Phi(a) + log(1 - exp(eps + log Phi(b) - log
-    Phi(a))),
-    a = 1/(2z) - eps z, b = -1/(2z) - eps z.
+    Phi(a))), a = 1/(2z) - eps z, b = -1/(2z) - eps z.
     """
     z = noise_multiplier
     a = 0.5 / z - eps * z

@@ -1,5 +1,5 @@
-"""Tight accounting of T rounds of a (subsampled) Gaussian mechanism: eps, delta, and the noise that meets
-a target.
+"""Tight accounting of T rounds of a (subsampled) Gaussian mechanism: eps, delta, and the noise that meets a
+target.
 
 ``epsilon`` / ``delta_for_epsilon`` / ``calibrate_noise`` take a noise multiplier z = std / sensitivity, a
 sample rate q in (0, 1] (q = 1: every round uses everyone, a plain T-fold Gaussian composition), a number of
@@ -128,9 +128,8 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
     delta)-DP.
 
     Vectorised: ``calibrate_noise(eps_grid, 1e-5, q_grid, steps_grid)`` solves every grid point in one call
-    (RDP + Poisson: one vectorised search; PLD and sampling without replacement: a root search per point).
-    The result z satisfies ``epsilon(z, ...) <= target_eps`` and ``epsilon(z * (1 - 1e-4), ...) >
-    target_eps``.
+    (RDP + Poisson: one vectorised search; PLD and sampling without replacement: a root search per point). The
+    result z satisfies ``epsilon(z, ...) <= target_eps`` and ``epsilon(z * (1 - 1e-4), ...) > target_eps``.
     """
     e = check_real("target_eps", target_eps, 0.0, low_open=True)
     d = check_probability("delta", delta)
@@ -163,12 +162,10 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
     """Vectorised RDP calibration (Poisson sampling).
 
     For each point p and order a the target is met iff steps * rdp_a(z) <= eps - offset_a(delta), i.e. the
-    per-step RDP stays within a budget b[p, a] (also met when steps * rdp <= -ln(1 - delta^2), the KL
-    branch of
-    the improved conversion).  rdp_a decreases in z, so z* = min_a z_a with rdp_a(z_a) = b[p, a].
-    1. Upper bracket: the q = 1 solution min_a sqrt(a / (2 b)) (subsampling never increases RDP); exact at
-    q = 1.
-    2. Lower bracket and geometric bisection on all orders at once until hi / lo <= 1.05.
+    per-step RDP stays within a budget b[p, a] (also met when steps * rdp <= -ln(1 - delta^2), the KL branch
+    of the improved conversion).  rdp_a decreases in z, so z* = min_a z_a with rdp_a(z_a) = b[p, a].
+    1. Upper bracket: the q = 1 answer min_a sqrt(a / (2 b)) (subsampling never adds RDP; exact at q = 1).
+    2. Lower bracket and geometric bisection on all orders at once until hi / lo <= 1.5.
     3. Per-order roots (Illinois) only for the orders feasible at hi; z* = the smallest root.
     """
     budget = (e[:, None] - conversion_offset(orders, d, conversion)) / t[:, None]

@@ -9,8 +9,8 @@ delivers (exact delta at eps, exact eps at delta; Balle & Wang 2018) next to the
 
 Composition over rounds is the papers' linear one (basic composition, Dwork & Roth Thm 3.16): T releases of
 (eps0, delta0) give (T eps0, T delta0).  ``split_delta=True`` (default) spends delta/T per release so the
-total
-is delta; the papers keep delta per release (``split_delta=False``; spec 002 E6), which under-counts delta.
+total is delta; the papers keep delta per release (``split_delta=False``; spec 002 E6), which under-counts
+delta.
 
 Results are floats for scalar input and arrays otherwise; validity is reported by the warning (and, in
 ``classic_gaussian_check``, by the ``valid`` field and the ``warnings`` tuple).
@@ -68,8 +68,8 @@ def _warn_range(eps_release: np.ndarray, where: str = "") -> None:
 
 def classic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                          ) -> float | np.ndarray:
-    """sigma = sqrt(2 ln(1.25/delta)) Delta / eps for one release (Dwork & Roth 2014, Thm A.1; proven for
-    eps < 1).
+    """sigma = sqrt(2 ln(1.25/delta)) Delta / eps for one release (Dwork & Roth 2014, Thm A.1; proven for eps
+    < 1).
 
     Warns with ClassicGaussianRangeWarning for eps >= 1.
     """
@@ -106,8 +106,7 @@ def classic_composed_std(eps: ArrayLike, delta: ArrayLike, steps: ArrayLike, sen
 
     Basic composition (Dwork & Roth 2014, Thm 3.16) of classic releases with eps_step = eps / steps and
     delta_step = delta / steps (``split_delta=True``) or delta (``split_delta=False``, as seed 002 eq.
-    (9)-(10)
-    and spec 002 E6).  Warns when eps / steps >= 1.
+    (9)-(10) and spec 002 E6).  Warns when eps / steps >= 1.
     """
     e = check_real("eps", eps, 0.0, low_open=True)
     d_step, t = _per_step_delta(delta, steps, split_delta)
@@ -133,9 +132,8 @@ def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
     composition.
 
     The round budget (eps/steps, delta/steps) is un-amplified with ``inverse_amplify_by_subsampling`` (Balle,
-    Barthe & Gaboardi 2018, two-sided) to the per-release (eps0, delta0 = delta/(steps q)), then
-    calibrated with
-    the classic constant.  This is the rigorous (up to eps0 < 1) version of seed 002 Lemma 4.  Warns when
+    Barthe & Gaboardi 2018, two-sided) to the per-release (eps0, delta0 = delta/(steps q)), then calibrated
+    with the classic constant.  This is the rigorous (up to eps0 < 1) version of seed 002 Lemma 4.  Warns when
     eps0 >= 1; raises InfeasibleError when delta/(steps q) >= 1.
     """
     e = check_real("eps", eps, 0.0, low_open=True)
@@ -149,8 +147,8 @@ def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
 
 def classic_subsampled_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                                sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
-    """Total eps of ``steps`` q-subsampled classic releases: steps * ln(1 + q(e^eps0 - 1)), eps0 =
-    c(delta0) Delta/sigma.
+    """Total eps of ``steps`` q-subsampled classic releases: steps * ln(1 + q(e^eps0 - 1)), eps0 = c(delta0)
+    Delta/sigma.
 
     delta0 = delta / (steps q) per release, so the amplified, linearly composed total is delta.  Inverse of
     ``classic_subsampled_std``.  Raises InfeasibleError when delta/(steps q) >= 1.
@@ -176,8 +174,7 @@ class ClassicGaussianCheck:
     of that sigma at eps; ``delivered_epsilon``: the exact eps at delta; ``tight_sigma``: the analytic sigma;
     ``saving_percent``: 100 (1 - tight_sigma / sigma), the noise the tight calibration saves (negative when
     the classic sigma is too small); ``warnings``: human-readable validity notes.  Fields are floats for
-    scalar
-    input and arrays otherwise.
+    scalar input and arrays otherwise.
     """
 
     eps: float | np.ndarray
@@ -193,8 +190,8 @@ class ClassicGaussianCheck:
 
 def classic_gaussian_check(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                            ) -> ClassicGaussianCheck:
-    """The classic sigma next to what it delivers and the tight sigma (Dwork & Roth Thm A.1 vs Balle &
-    Wang Thm 8).
+    """The classic sigma next to what it delivers and the tight sigma (Dwork & Roth Thm A.1 vs Balle & Wang
+    Thm 8).
 
     Example: eps = 60, delta = 0.01 (NbAFL TV1) gives sigma = 0.0518 Delta, which delivers delta = 1.0 at
     eps = 60, i.e. no guarantee.  Does not emit the warning; it is returned in ``warnings`` instead.

@@ -3,20 +3,17 @@
 Two forms are in use:
 
 * Abadi et al. (2016), "Deep Learning with Differential Privacy", Theorem 1: there are constants c1, c2 such
-  that for eps < c1 q^2 T, noise multiplier sigma >= c2 q sqrt(T log(1/delta)) / eps gives (eps, delta)-DP
-  for T
-  steps with sampling ratio q.  The paper gives no numbers.  Its Lemma 3 (log moment <= q^2 l(l+1) /
-  ((1-q) sigma^2) + O(q^3 l^3 / sigma^3), for sigma >= 1, q < 1/(16 sigma), l <= sigma^2 ln(1/(q sigma)))
-  gives at
+  that for eps < c1 q^2 T, noise multiplier sigma >= c2 q sqrt(T log(1/delta)) / eps gives (eps, delta)-DP for
+  T steps with sampling ratio q.  The paper gives no numbers.  Its Lemma 3 (log moment <= q^2 l(l+1) / ((1-q)
+  sigma^2) + O(q^3 l^3 / sigma^3), for sigma >= 1, q < 1/(16 sigma), l <= sigma^2 ln(1/(q sigma))) gives at
   leading order sigma = 2 q sqrt(T ln(1/delta)) / (eps sqrt(1 - q)), i.e. c2 ~ 2 for small q (spec 003 E10);
   that is our default ``c2=2``.
 * Seed 003 (Wei et al., UDP), Theorem 1, eq. (10): sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps, from a
 per-round
   log moment *linear* in q (eq. (15)), which is an approximation (spec 003 E4) and whose last step runs the
-  wrong way (E5): under the paper's own accountant this sigma delivers delta^((1 - eps/(4 ln(1/delta)))^2)
-  > delta
-  (spec 003 D3).  Seed 003 cites Abadi et al. [3] for the moments accountant but uses this form with its own
-  constant sqrt(2 q), not c2 q (effective c2 = sqrt(2/q); spec 003 E10).
+  wrong way (E5): under the paper's own accountant this sigma delivers delta^((1 - eps/(4 ln(1/delta)))^2) >
+  delta (spec 003 D3).  Seed 003 cites Abadi et al. [3] for the moments accountant but uses this form with its
+  own constant sqrt(2 q), not c2 q (effective c2 = sqrt(2/q); spec 003 E10).
 
 Both are kept so that later issues can show the paper's sigma next to the tight one
 (``fedbound.accounting.calibrate_noise``).  Results are floats for scalar input and arrays otherwise.
@@ -62,8 +59,8 @@ def moments_accountant_conditions(noise_multiplier: ArrayLike, q: ArrayLike) -> 
 
 def moments_accountant_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                            sensitivity: ArrayLike = 1.0, c2: float = 2.0) -> float | np.ndarray:
-    """sigma = c2 q sqrt(T ln(1/delta)) Delta / eps (Abadi et al. 2016, Thm 1; c2 = 2 from Lemma 3,
-    leading order).
+    """sigma = c2 q sqrt(T ln(1/delta)) Delta / eps (Abadi et al. 2016, Thm 1; c2 = 2 from Lemma 3, leading
+    order).
 
     Validity (Abadi et al.): eps < c1 q^2 T for an unspecified c1, and Lemma 3's sigma/Delta >= 1,
     q < 1/(16 sigma/Delta); emits AssumptionWarning when the checkable conditions fail.
@@ -95,11 +92,10 @@ def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: Arra
                      sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps: seed 003 (UDP), Theorem 1, eq. (10); spec 003 Sec. 3.4.
 
-    Delta_l = 2 eta C / |D_i| for one full-batch GD step with per-sample clipping (seed 003 eq. (13)).
-    Not a guarantee (spec 003 E4, E5): under the paper's own accountant it delivers
-    delta^((1 - eps/(4 ln(1/delta)))^2) > delta, and nothing at all for eps >= 2 ln(1/delta).  Regression
-    values:
-    spec 003 Sec. 8.2 (TV1: z = 13.14130442 at eps = 4, delta = 1e-3, q = 1, T = 200).
+    Delta_l = 2 eta C / |D_i| for one full-batch GD step with per-sample clipping (seed 003 eq. (13)). Not a
+    guarantee (spec 003 E4, E5): under the paper's own accountant it delivers delta^((1 - eps/(4
+    ln(1/delta)))^2) > delta, and nothing at all for eps >= 2 ln(1/delta).  Regression values: spec 003 Sec.
+    8.2 (TV1: z = 13.14130442 at eps = 4, delta = 1e-3, q = 1, T = 200).
     """
     e = check_real("eps", eps, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)

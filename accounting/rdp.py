@@ -15,10 +15,9 @@
   ln(1/delta)/(alpha-1)
   (Mironov 2017, Prop. 3), i.e. the moments-accountant tail bound of Abadi et al. 2016 (eq. (17) of seed 003).
 
-Shapes: ``orders`` is a scalar or 1-D array; the RDP functions return an array of shape
-``broadcast(q, noise_multiplier, steps).shape + orders.shape`` (a float for all-scalar input).  The
-conversions
-take RDP arrays whose last axis matches ``orders`` and return one value per leading index.
+Shapes: ``orders`` is a scalar or 1-D array; the RDP functions return an array of shape ``broadcast(q,
+noise_multiplier, steps).shape + orders.shape`` (a float for all-scalar input).  The conversions take RDP
+arrays whose last axis matches ``orders`` and return one value per leading index.
 """
 
 from __future__ import annotations
@@ -73,9 +72,8 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     """RDP of ``steps`` rounds of the Poisson-subsampled Gaussian mechanism (add/remove-one relation).
 
     Exact log(A_alpha)/(alpha - 1) of Mironov, Talwar & Zhang 2019 (Sec. 3.3) at integer and fractional
-    orders,
-    times ``steps``; q = 1 is the plain Gaussian alpha/(2 z^2).  Relative accuracy ~1e-13 (checked against
-    40-digit quadrature, dp-accounting at integer orders and Opacus at fractional orders).
+    orders, times ``steps``; q = 1 is the plain Gaussian alpha/(2 z^2).  Relative accuracy ~1e-13 (checked
+    against 40-digit quadrature, dp-accounting at integer orders and Opacus at fractional orders).
     """
     o = check_orders(orders)
     qq = check_probability("q", q, allow_one=True)
@@ -137,8 +135,8 @@ def conversion_offset(orders: np.ndarray, delta: np.ndarray, conversion: str = "
 
 
 def kl_budget(delta: np.ndarray) -> np.ndarray:
-    """-ln(1 - delta^2): an RDP at most this gives (0, delta)-DP (Bretagnolle-Huber via KL <= rdp); stable
-    at delta ~ 1."""
+    """-ln(1 - delta^2): an RDP at most this gives (0, delta)-DP (Bretagnolle-Huber via KL <= rdp); stable at
+    delta ~ 1."""
     d = np.asarray(delta, dtype=float)
     return -(np.log1p(-d) + np.log1p(d))
 
