@@ -58,6 +58,33 @@ per-client streams, and ``ctx.add_noise(stage, x, clients)`` = ``x + sigma * noi
 the plan's (``"uplink"``, ``"server"``, ``"local"``, or new ones the algorithm and its noise plan agree
 on).  Because the ledger reads the same plan, what is added is what is counted.
 
+A minimal algorithm file
+========================
+
+::
+
+    class ClippedFedAvg(Algorithm):            # "clip the model, noise the upload": NbAFL without prox/server
+        name = "clipped_fedavg"
+
+        def __init__(self, rounds, clip_norm, local):
+            super().__init__(rounds, local)
+            self.clip_norm = clip_norm
+
+        def upload(self, ctx, clients, local):
+            clipped, norms = clip_rows(local, self.clip_norm)
+            ctx.log("clipped", float((norms > self.clip_norm).sum()))
+            return ctx.add_noise("uplink", clipped, clients)
+
+    plan = NoisePlan(rounds=T, num_clients=N, sigma={"uplink": np.full(T, s)},
+                     sensitivity={"uplink": 2 * C / m}, eps=eps, delta=delta,
+                     views=(View("uplink", "upload"),))
+    result = run(ClippedFedAvg(T, C, LocalSGD(steps=5, lr=0.1)), model, data, plan=plan)
+
+``nbafl.py`` and ``udp.py`` are the worked examples (whole-model clipping with uplink + server noise and
+K-of-N scheduling; per-sample clipping with per-client sigma and a plan that changes mid-run).  A paper
+whose own privacy accounting is none of ``privacy.PAPER_ACCOUNTANTS`` adds it there (one branch in
+``PrivacyLedger._record`` and ``_paper``).
+
 How plans come in
 =================
 
@@ -137,6 +164,11 @@ class RunOptions:
     eval_every: int = 1
     eval_clients: bool = True
     progress: bool = False
+
+    def evaluates(self, done: int, total: int) -> bool:
+        """Evaluate after round ``done`` (1-based)?  Every ``eval_every`` rounds and after the last; never
+        with ``eval_every = 0`` (benchmarks, sweeps that only need the final model)."""
+        return self.eval_every > 0 and (done % self.eval_every == 0 or done >= total)
 
 
 class RoundContext:
@@ -367,7 +399,7 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
                 ledger.commit(releases)
                 state.ledger = ledger.state_dict()
             state.round += 1
-            evaluate = state.round % options.eval_every == 0 or state.round >= state.rounds
+            evaluate = options.evaluates(state.round, state.rounds)
             global_row = metrics_mod.round_rows(ctx, algorithm, ledger, releases, evaluate,
                                                 time.perf_counter() - t0)
             new_plan = algorithm.end_of_round(ctx, global_row)

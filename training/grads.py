@@ -16,6 +16,8 @@ from fedbound.training.models import Model
 
 __all__ = ["Tape", "record", "assemble", "batch_gradient", "per_sample_sq_norms"]
 
+_DIRECT_MIN = 4096  # weight entries per client above which assemble() writes the product in place
+
 
 class Tape:
     """Layer inputs ``a`` ``(k, b, L, in)`` and output gradients ``g`` ``(k, b, L, out)`` of one pass."""
@@ -72,7 +74,11 @@ def assemble(model: Model, tape: Tape, coef: torch.Tensor, out: torch.Tensor | N
     for i, (a, g) in enumerate(zip(tape.a, tape.g, strict=True)):
         cg = (coef[:, :, None, None] * g).reshape(k, -1, g.shape[-1])
         weight_view = views[2 * i].view(k, g.shape[-1], -1)
-        torch.bmm(cg.transpose(1, 2), a.reshape(k, -1, a.shape[-1]), out=weight_view)
+        lhs, rhs = cg.transpose(1, 2), a.reshape(k, -1, a.shape[-1])
+        if weight_view[0].numel() >= _DIRECT_MIN:  # large blocks: write in place, no temporary
+            torch.bmm(lhs, rhs, out=weight_view)
+        else:  # small blocks: bmm into a strided view loops over clients; a copy is cheaper
+            weight_view.copy_(torch.bmm(lhs, rhs))
         torch.sum(cg, dim=1, out=views[2 * i + 1])
     return out
 

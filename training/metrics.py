@@ -161,6 +161,7 @@ def summary(algorithm, state, table, ledger) -> dict[str, Any]:
         "final_loss": get(final, "loss"), "final_accuracy": get(final, "accuracy"),
         "final_test_loss": get(final, "test_loss"), "final_test_accuracy": get(final, "test_accuracy"),
         "initial_loss": get(evaluated.iloc[0] if len(evaluated) else None, "loss"),
+        "last_round_sigma": get(last, "sigma"),
         "private": state.plan is not None, "warnings": [],
     }
     plan = state.plan
