@@ -248,12 +248,17 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
         with np.errstate(divide="ignore"):
             return np.log(np.maximum(eps_at(x, idx), 1e-300)) - np.log(e[idx])
 
-    if method == "pld":
+    width = np.full(e.size, np.log(1.25))
+    if method == "pld":  # PLD is tighter than RDP; at q = 1 it approximates the exact analytic answer
         guess = _calibrate_rdp(e, d, q, t, check_orders(None), "improved")
+        full = q >= 1.0
+        if full.any():
+            guess[full] = np.sqrt(t[full]) * np.asarray(analytic_gaussian_std(e[full], d[full])).ravel()
+            width[full] = 2e-3
     else:
         guess = _calibrate_rdp(e, d, np.ones_like(q), t, check_orders(orders).ravel(), conversion)
     everything = np.arange(e.size)
-    lo, hi = _widen(f, np.log(guess) - np.log(1.25), np.log(guess), everything)
+    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + np.where(width < 0.1, width, 0.0), everything)
     _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6 if method == "pld" else 1e-10)
     return np.exp(hi)
 

@@ -124,8 +124,10 @@ def compare_noise(eps: float, delta: float, q: float, steps: int, *, pld: bool =
     if without_replacement and q < 1:
         rows.append(_row("rdp-wor", lambda: calibrate_noise(eps, delta, q, steps, "rdp",
                                                              sampling="without_replacement"), True, True))
-    if pld:
+    if pld and q < 1:
         rows.append(_row("pld", lambda: calibrate_noise(eps, delta, q, steps, "pld"), True, True))
+    elif pld:  # the analytic row is exact; a PLD search would only approximate it, slowly at large eps
+        rows.append(_na("pld", "q = 1: see the analytic row (exact); use epsilon(..., 'pld') to cross-check"))
     classic = rows[0].value
     if classic:
         rows = [dataclasses.replace(r, saving_percent=None if r.value is None
