@@ -197,7 +197,7 @@ def nbafl_round(device: str) -> dict:
          "loop_dp": timed(lambda: loop_round(model, data, init, steps, lr, mu, clip, (sigma_up, sigma_srv))),
          "loop_no_dp": timed(lambda: loop_round(model, data, init, steps, lr, mu))}
     chunks = {}
-    for c in (1, 5, 10, 25, 50):
+    for c in (1, 5, 10, 20, 25, 50):
         chunks[str(c)] = timed(lambda: engine_round(plain, model, data, chunk=c, device=device, init=init),  # noqa: B023
                                2 if not QUICK else 1)
     diff = (engine_round(dp, model, data, plan, device=device, init=init)

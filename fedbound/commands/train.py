@@ -72,6 +72,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                      ("eps spent, paper's accountant", _fmt(s["epsilon_spent_paper"])),
                      ("budget held by", s["budget_accountant"] + " accountant")]
             rows += [(k.replace("_", " "), v) for k, v in s.get("plan", {}).items()]
+        if s["resumed_from_round"]:
+            rows.append(("resumed from round", s["resumed_from_round"]))
         rows += [("wall time (s)", round(s["wall_time_s"], 2)), ("run directory", s["run_dir"])]
         print_table(f"fedbound train {s['algorithm']}", ["quantity", "value"], rows)
         print_warnings(s["warnings"])
