@@ -640,7 +640,7 @@ def sigma_downlink_tight(eps: Number, delta: Number, C: Number, m: Number, N: Nu
 
 
 def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, K: int, T: int, L: int,
-                            method: str = "pld") -> float:
+                            method: str = "rdp") -> float:
     """Tight aggregate std under K-of-N scheduling, by numerical accounting of the T-fold composition.
 
     The server's release each round is a Gaussian with sensitivity Delta s_D = 2C/(mK) applied to a uniformly
@@ -648,6 +648,11 @@ def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, 
     rounds; ``fedbound.accounting.calibrate_noise`` finds the noise multiplier.  The uplink floor
     sigma_U,tight/sqrt(K) applies as in Lemma 4.  Counterpart of spec 002 F29 (paper: one-sided amplification,
     linear composition, classic mechanism).
+
+    ``method="rdp"`` (default) uses the RDP bound for sampling without replacement (Wang, Balle &
+    Kasiviswanathan 2019, replace-one relation, through dp-accounting); dp-accounting 0.6 has no PLD for
+    sampling without replacement, so ``method="pld"`` raises UnsupportedError rather than silently
+    accounting for Poisson sampling instead.
     """
     for name, v in (("eps", eps), ("delta", delta), ("C", C), ("m", m), ("N", N), ("K", K), ("L", L)):
         NOTATION.params[name].check(v)
@@ -671,7 +676,7 @@ def _calibrate(calibrate: Any, eps: float, delta: float, q: float, steps: int, m
 
 
 def sigma_downlink_k_tight(eps: float, delta: float, C: float, m: int, N: int, K: int, T: int, L: int,
-                           method: str = "pld") -> float:
+                           method: str = "rdp") -> float:
     """Tight server std under K-scheduling: sqrt(sigma_A,tight^2 - sigma_U,tight^2/K).  Counterpart of F27."""
     agg = sigma_aggregate_k_tight(eps, delta, C, m, N, K, T, L, method)
     up = float(sigma_uplink_tight(eps, delta, C, m, L)) / math.sqrt(K)

@@ -340,6 +340,7 @@ def _plan_k(s: dict[str, Any], at: dict[str, Any], variant: str, warnings: list[
     T_max = int(max(300, 4 * T_used))
     joint = optimal_TK(s, T_max=T_max, variant=variant)
     out["joint_opt"] = joint.to_dict()
-    out["sigma_downlink_k_tight"] = _tight(nb.sigma_downlink_k_tight, s["eps"], s["delta"], s["C"], s["m"], N,
-                                           K, int(round(max(T_used, 1))), s["L"], warnings=warnings)
+    k_args = (s["eps"], s["delta"], s["C"], s["m"], N, K, int(round(max(T_used, 1))), s["L"])
+    out["sigma_downlink_k_tight"] = _tight(nb.sigma_downlink_k_tight, *k_args, warnings=warnings)
+    out["sigma_aggregate_k_tight"] = _tight(nb.sigma_aggregate_k_tight, *k_args, warnings=warnings)
     return out

@@ -47,8 +47,8 @@ def _print_plan(p: dict[str, Any]) -> None:
         rows += [
             ["K (config)", p["K"], "", f"of N = {p['setting']['N']}"],
             ["sigma_downlink_k (Lemma 4)", p["sigma_downlink_k"], _fmt(p.get("sigma_downlink_k_tight")),
-             "two-sided amplification when tight"],
-            ["sigma_aggregate_k", p["sigma_aggregate_k"], "-", ""],
+             "tight: RDP, K-of-N without replacement"],
+            ["sigma_aggregate_k", p["sigma_aggregate_k"], _fmt(p.get("sigma_aggregate_k_tight")), ""],
             ["Theorem 3 bound at (T, K)", _fmt(p["bound_k_at_T"]), "-", "- = outside (60)"],
         ]
         if p.get("K_opt") is not None:
