@@ -5,7 +5,7 @@ clients, ...) sits in the algorithm's own section (``[nbafl]``, ``[udp]``, ...);
 partition, model, local optimiser, seed, device and evaluation.  :data:`TRAIN_SECTION` declares every key
 with its type, range and default; :func:`build_data`, :func:`build_model_for`, :func:`run_options` turn the
 validated table into engine objects.  Algorithm-specific construction lives in each algorithm module
-(``from_config``) and is dispatched by :func:`make_algorithm`.
+(``from_config``), called by that algorithm's recipe in ``fedbound.validation.train_<algo>``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from fedbound.training import partitions as parts_mod
 from fedbound.training.data import DATASET_NAMES, Dataset, load_dataset, salt_and_pepper
-from fedbound.training.engine import Algorithm, RunOptions
+from fedbound.training.engine import RunOptions
 from fedbound.training.federation import ClientData
 from fedbound.training.local import LocalSGD
 from fedbound.training.models import MODEL_NAMES, Model, build_model
@@ -27,11 +27,10 @@ from fedbound.training.noise import Streams
 from fedbound.config import Field, Section
 from fedbound.errors import ConfigError
 
-__all__ = ["TRAIN_SECTION", "ALGORITHMS", "IMPLEMENTED", "TrainingSetup", "build_data", "build_model_for",
-           "run_options", "local_sgd", "make_algorithm", "resolve_device", "parse_int_list", "dump_toml"]
+__all__ = ["TRAIN_SECTION", "ALGORITHMS", "TrainingSetup", "build_data", "build_model_for",
+           "run_options", "local_sgd", "resolve_device", "parse_int_list", "dump_toml"]
 
 ALGORITHMS = ("nbafl", "udp", "dppfl", "adaptive", "wpfl")
-IMPLEMENTED = ("nbafl", "udp")
 
 TRAIN_SECTION = Section("train", (
     Field("dataset", str, "mnist_subset", "training data", choices=DATASET_NAMES),
@@ -186,22 +185,6 @@ def local_sgd(train: Mapping[str, Any], default_lr: float, **extra: Any) -> Loca
     """The ``[train]`` local optimiser (``lr`` falls back to ``default_lr``)."""
     return LocalSGD(steps=train["local_steps"], lr=train["lr"] or default_lr,
                     batch_size=train["batch_size"] or None, weight_decay=train["weight_decay"], **extra)
-
-
-def make_algorithm(algo: str, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> Algorithm:
-    """The algorithm object for ``fedbound train ALGO`` (ConfigError for the ones not implemented yet)."""
-    if algo not in ALGORITHMS:
-        raise ConfigError(f"algorithm {algo!r} is outside its valid range one of {', '.join(ALGORITHMS)}")
-    if algo not in IMPLEMENTED:
-        raise ConfigError(f"fedbound train {algo}: not implemented yet (the simulator has "
-                          f"{', '.join(IMPLEMENTED)} so far)")
-    if algo == "nbafl":
-        from fedbound.training.nbafl import NbAFL
-
-        return NbAFL.from_config(setting, train, rounds)
-    from fedbound.training.udp import UDP
-
-    return UDP.from_config(setting, train, rounds)
 
 
 def _toml_value(value: Any) -> str:

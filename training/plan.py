@@ -1,6 +1,6 @@
 """The noise plan: what the engine adds, where, and how the privacy of it is counted.
 
-A :class:`NoisePlan` is data, built outside ``training/`` (``fedbound.validation.noise_plans`` turns a
+A :class:`NoisePlan` is data, built outside ``training/`` (``fedbound.validation.train_<algo>`` recipes turn a
 config into one through ``fedbound.bounds`` / ``fedbound.accounting``) and handed to the engine.  It holds
 
 * ``sigma``: per noise *stage* (``"uplink"``: each client's upload; ``"server"``: the server's top-up on the

@@ -47,7 +47,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         summary.json. Running the same command again resumes from the checkpoint with identical numbers.
         """
         from fedbound.output import print_json, print_table, print_warnings
-        from fedbound.validation.noise_plans import train_from_config
+        from fedbound.validation.runner import train_from_config
 
         with warnings.catch_warnings():  # every warning is in the summary, printed once below
             warnings.simplefilter("ignore")

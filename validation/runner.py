@@ -1,0 +1,174 @@
+"""``fedbound train``: from a config to a finished, resumable training run.
+
+This is where prediction meets the simulator.  The noise formulas live in ``fedbound.bounds`` (per paper) and
+``fedbound.accounting``; ``fedbound.training`` only receives their numbers as a
+:class:`~fedbound.training.plan.NoisePlan`.
+
+Each algorithm contributes one *recipe* module, ``fedbound.validation.train_<algo>``, that defines
+``RECIPE = Recipe(...)``: the setting section it reads next to ``[train]``, how many clients and rounds the
+setting means, the noise plan (from the paper's formulas or their tight counterparts), and the algorithm
+object.  :func:`recipe` finds the module by name, so adding an algorithm never edits this file.
+
+:func:`train_from_config` is the whole of ``fedbound train``: load ``[ALGO]`` + ``[train]``, build the data,
+the plan and the algorithm, run (resuming from ``out``'s checkpoint), write the run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedbound.config import Section, load_config
+from fedbound.errors import ConfigError
+
+__all__ = ["Recipe", "recipe", "implemented", "capture", "run_key", "TrainRun", "train_from_config"]
+
+Setting = Mapping[str, Any]
+
+
+def _rounds_from_T(setting: Setting) -> int:
+    return int(setting["T"])
+
+
+def _no_minimum(setting: Setting) -> int | None:
+    return None
+
+
+def _no_summary(setting: Setting) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What ``fedbound train ALGO`` needs to know about one algorithm.
+
+    ``plan(setting, train, client_sizes, rounds)`` returns the NoisePlan (it is only called when
+    ``[train] private = true``); ``algorithm(setting, train, rounds)`` the training.Algorithm;
+    ``min_client_size(setting)`` the smallest client the setting allows (e.g. NbAFL's m), or None;
+    ``summary(setting)`` extra entries for the run summary (e.g. where T came from).
+    """
+
+    section: Section
+    num_clients: Callable[[Setting], int]
+    plan: Callable[..., Any]
+    algorithm: Callable[..., Any]
+    rounds: Callable[[Setting], int] = _rounds_from_T
+    min_client_size: Callable[[Setting], int | None] = _no_minimum
+    summary: Callable[[Setting], dict[str, Any]] = _no_summary
+    doc: str = field(default="", compare=False)
+
+
+def implemented() -> tuple[str, ...]:
+    """The algorithms ``fedbound train`` can run (those with a recipe module)."""
+    from fedbound.training.config import ALGORITHMS
+
+    return tuple(a for a in ALGORITHMS if importlib.util.find_spec(f"fedbound.validation.train_{a}"))
+
+
+def recipe(algo: str) -> Recipe:
+    """The recipe of ``algo``; ConfigError for an unknown algorithm or one without a recipe yet."""
+    from fedbound.training.config import ALGORITHMS
+
+    if algo not in ALGORITHMS:
+        raise ConfigError(f"algorithm {algo!r} is outside its valid range one of {', '.join(ALGORITHMS)}")
+    if algo not in implemented():
+        raise ConfigError(f"fedbound train {algo}: not implemented yet (the simulator has "
+                          f"{', '.join(implemented())} so far)")
+    return importlib.import_module(f"fedbound.validation.train_{algo}").RECIPE
+
+
+def capture(fn: Callable[..., Any], *args: Any, notes: list[str]) -> float:
+    """``fn(*args)`` as a float, its warnings appended to ``notes`` (deduplicated)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = float(fn(*args))
+    for w in caught:
+        text = str(w.message)
+        if text not in notes:
+            notes.append(text)
+    return value
+
+
+def run_key(algo: str, sections: Mapping[str, Mapping[str, Any]]) -> str:
+    """A fingerprint of everything that changes a run's numbers (guards checkpoint resumption)."""
+    from fedbound import __version__
+
+    text = json.dumps({"algo": algo, "sections": sections, "version": __version__}, sort_keys=True,
+                      default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class TrainRun:
+    """What ``fedbound train`` reports: the engine result, the plan, the run directory and a summary."""
+
+    result: Any
+    plan: Any
+    run_dir: Path
+    summary: dict
+    files: dict
+
+
+def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
+                      out: str | Path | None = None, seed: int | None = None, device: str | None = None,
+                      progress: bool = False, overwrite: bool = False) -> TrainRun:
+    """Train ``algo`` as configured; checkpoints, metrics (CSV + Parquet), summary and config in ``out``.
+
+    ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
+    resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
+    """
+    from fedbound.training import config as tc
+    from fedbound.training.engine import run
+    from fedbound.training.metrics import write_outputs
+
+    rec = recipe(algo)
+    section = rec.section
+    extra = list(overrides)
+    if seed is not None:
+        extra.append(f"train.seed={seed}")
+    if device is not None:
+        extra.append(f"train.device={json.dumps(device)}")
+    cfg = load_config(config, [section, tc.TRAIN_SECTION], extra)
+    setting, train = dict(cfg[section.name]), dict(cfg["train"])
+    rounds = rec.rounds(setting)
+    n_clients = rec.num_clients(setting)
+    device_name = tc.resolve_device(train["device"])
+    setup = tc.build_data(train, n_clients, rec.min_client_size(setting), device_name)
+    plan = rec.plan(setting, train, setup.client_sizes, rounds) if train["private"] else None
+    algorithm = rec.algorithm(setting, train, rounds)
+    run_dir = Path(out) if out is not None else Path("runs") / f"{algo}_{Path(config).stem}"
+    if overwrite and run_dir.exists():
+        shutil.rmtree(run_dir)
+    key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
+    t0 = time.perf_counter()
+    result = run(algorithm, setup.model, setup.data, plan=plan, options=tc.run_options(train, progress),
+                 test=setup.test, run_dir=run_dir, run_key=key)
+    summary = dict(result.summary)
+    sizes = np.asarray(setup.client_sizes)
+    summary.update(config=str(config), run_dir=str(run_dir), wall_time_s=time.perf_counter() - t0,
+                   rounds=rounds, num_clients=n_clients, model=setup.model.name,
+                   n_params=setup.model.n_params, dataset=setup.dataset.name,
+                   client_sizes_min=int(sizes.min()), client_sizes_max=int(sizes.max()))
+    if plan is not None:
+        summary["plan"] = dict(plan.info)
+        summary["plan_rounds"] = plan.rounds
+    summary.update(rec.summary(setting))
+    crd = result.state.algo_state.get("discounts")
+    if crd:
+        summary["crd_discounts"] = [list(d) for d in crd]
+    config_text = tc.dump_toml({section.name: setting, "train": train},
+                               f"effective configuration of this run (from {config})\n"
+                               f"fedbound train {algo} <this file> reproduces it")
+    files = write_outputs(run_dir, result.metrics, summary, config_text)
+    return TrainRun(result, plan, run_dir, summary, {k: str(v) for k, v in files.items()})
