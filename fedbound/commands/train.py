@@ -27,7 +27,7 @@ def _fmt(value) -> object:
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("train")
     def train(
-        algo: Annotated[Algo, typer.Argument(help="Algorithm: nbafl, udp (dppfl, adaptive, wpfl: not yet).",
+        algo: Annotated[Algo, typer.Argument(help="Algorithm: nbafl, udp, dppfl, adaptive or wpfl.",
                                              show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
