@@ -25,8 +25,9 @@ Private helpers; ``fedbound.accounting.rdp`` is the public face.
 from __future__ import annotations
 
 import numpy as np
-from fedbound.accounting._numerics import LOG_2PI_HALF, log1mexp, log_expm1, logsumexp_rows
 from scipy.special import gammaln, gammasgn, log_ndtr, logsumexp
+
+from fedbound.accounting._numerics import LOG_2PI_HALF, log1mexp, log_expm1, logsumexp_rows
 
 _CHUNK = 2_000_000  # elements per temporary 2-D array
 _MAX_NODES = 4096

@@ -17,10 +17,10 @@ All functions broadcast their arguments and return a float for scalar input, an 
 from __future__ import annotations
 
 import numpy as np
-from fedbound.accounting._numerics import decreasing_root, log1mexp
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
+from fedbound.accounting._numerics import decreasing_root, log1mexp
 from fedbound.checks import check_probability, check_real, scalar_or_array
 
 __all__ = ["analytic_gaussian_delta", "analytic_gaussian_std", "analytic_gaussian_epsilon",

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
+
 from fedbound.accounting import _sgm
 from fedbound.accounting._numerics import decreasing_root
 from fedbound.accounting.analytic import (
@@ -46,8 +48,6 @@ from fedbound.accounting.rdp import (
     rdp_to_delta,
     rdp_to_dp,
 )
-from numpy.typing import ArrayLike
-
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import InfeasibleError, ParameterError, UnsupportedError
 

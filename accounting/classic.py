@@ -22,14 +22,14 @@ import dataclasses
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
+
 from fedbound.accounting.amplification import amplify_by_subsampling, inverse_amplify_by_subsampling
 from fedbound.accounting.analytic import (
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
     analytic_gaussian_std,
 )
-from numpy.typing import ArrayLike
-
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import ClassicGaussianRangeWarning, InfeasibleError
 

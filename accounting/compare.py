@@ -27,7 +27,6 @@ from fedbound.accounting.moments import (
     udp_theorem1_epsilon,
     udp_theorem1_std,
 )
-
 from fedbound.checks import check_int, check_probability, check_real
 from fedbound.errors import FedboundError, FedboundWarning, ParameterError
 

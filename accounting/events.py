@@ -120,6 +120,7 @@ def make_accountant(method: str = "rdp", sampling: str = "poisson", orders: Arra
     relation = neighboring_relation(sampling)
     if method == "rdp":
         from dp_accounting.rdp import RdpAccountant
+
         from fedbound.accounting.rdp import check_orders
 
         return RdpAccountant(list(check_orders(orders).ravel()), relation)

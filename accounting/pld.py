@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from fedbound.accounting.events import make_accountant, poisson_gaussian_event
 from numpy.typing import ArrayLike
 
+from fedbound.accounting.events import make_accountant, poisson_gaussian_event
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 

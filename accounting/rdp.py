@@ -23,9 +23,9 @@ arrays whose last axis matches ``orders`` and return one value per leading index
 from __future__ import annotations
 
 import numpy as np
-from fedbound.accounting import _sgm
 from numpy.typing import ArrayLike
 
+from fedbound.accounting import _sgm
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import ParameterError
 

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 from _harness import best_time, write_result
+
 from fedbound.accounting import calibrate_noise
 
 ORDERS = np.arange(2.0, 65.0)

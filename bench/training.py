@@ -30,6 +30,7 @@ from torch.func import functional_call, grad, vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import best_time, write_result  # noqa: E402
+
 from fedbound.training.clipping import clip_rows, per_sample_clipped_grad  # noqa: E402
 from fedbound.training.data import digits, mnist_subset  # noqa: E402
 from fedbound.training.engine import Algorithm, RunOptions, run  # noqa: E402

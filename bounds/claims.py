@@ -396,6 +396,7 @@ class ClaimReport:
     detail: str
     fails_in: str = ""
     counterexample: str = ""
+    counterexamples: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -434,7 +435,7 @@ def check_claim(claim: Claim, n: int = 20, seed: int = 0) -> ClaimReport:
     if not detail:
         detail = f"checked on {count} points" if claim.region is not None else "no region declared"
     return ClaimReport(claim.id, claim.statement, status, count, region_ok, counter_ok, detail,
-                       claim.fails_in, "; ".join(shown))
+                       claim.fails_in, "; ".join(shown), tuple(shown))
 
 
 def check_all(claims: Sequence[Claim], n: int = 20, seed: int = 0) -> list[ClaimReport]:

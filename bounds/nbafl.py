@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 import sympy as sp
-from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 from sympy.codegen.cfunctions import expm1, log1p
 
+from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 from fedbound.checks import check_real, scalar_or_array
 from fedbound.config import Field, Section
 from fedbound.errors import ClassicGaussianRangeWarning, DomainError, ParameterError

@@ -75,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="fedbound")
     except FedboundError as exc:
         from rich.console import Console
+        from rich.text import Text
 
-        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        # Text, not markup: messages quote config sections such as "[nbafl]", which rich would swallow
+        Console(stderr=True).print(Text("error: ", style="red") + Text(str(exc)), highlight=False)
         return 2
     except SystemExit as exc:
         if exc.code is None:

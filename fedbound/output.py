@@ -72,17 +72,20 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
                 caption: str | None = None) -> None:
     """A rich table on stdout; floats shown with ``digits`` significant digits."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, caption=caption)
     for i, col in enumerate(columns):
         table.add_column(col, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*(_cell(v, digits) for v in row))
+    for row in rows:  # Text, not str: data such as "[paper]" must not be read as rich markup
+        table.add_row(*(Text(_cell(v, digits)) for v in row))
     console().print(table)
 
 
 def print_warnings(warnings: Sequence[str]) -> None:
     """Validity warnings after a table, one per line, in yellow."""
     con = console()
+    from rich.text import Text
+
     for w in warnings:
-        con.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        con.print(Text("warning: ", style="yellow") + Text(str(w)), highlight=False)

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from fedbound.bounds import nbafl as nb
 from fedbound.bounds.claims import Claim, Computed
-from fedbound.scheduling.integer_search import IntegerOptimum, exhaustive_integer_min, unimodal_integer_min
-
 from fedbound.errors import InfeasibleError, ParameterError
+from fedbound.scheduling.integer_search import IntegerOptimum, exhaustive_integer_min, unimodal_integer_min
 
 __all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "JointOptimum",
            "exhaustive_T", "T_STAR", "CLAIMS", "plan"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
 from fedbound.training.data import digits
 from fedbound.training.federation import ClientData
 from fedbound.training.models import build_model

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from fedbound.accounting import amplify_by_subsampling, inverse_amplify_by_subsampling
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fedbound.accounting import amplify_by_subsampling, inverse_amplify_by_subsampling
 from fedbound.errors import InfeasibleError, ParameterError
 
 

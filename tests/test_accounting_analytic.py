@@ -5,12 +5,12 @@ import warnings
 
 import numpy as np
 import pytest
-from fedbound.accounting import analytic_gaussian_delta, analytic_gaussian_epsilon, analytic_gaussian_std
-from fedbound.tests._accounting_oracles import balle_wang_delta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fedbound.accounting import analytic_gaussian_delta, analytic_gaussian_epsilon, analytic_gaussian_std
 from fedbound.errors import ParameterError
+from fedbound.tests._accounting_oracles import balle_wang_delta
 
 eps_st = st.floats(1e-3, 100.0)
 

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from fedbound.accounting import analytic_gaussian_std, calibrate_noise, delta_for_epsilon, epsilon
-from fedbound.tests._accounting_oracles import balle_wang_delta
 
+from fedbound.accounting import analytic_gaussian_std, calibrate_noise, delta_for_epsilon, epsilon
 from fedbound.errors import DomainError, InfeasibleError, ParameterError, UnsupportedError
+from fedbound.tests._accounting_oracles import balle_wang_delta
 
 INT_ORDERS = np.arange(2.0, 65.0)
 SPEC003_ORDERS = np.arange(2.0, 258.0)  # integer lambda = 1 .. 256, alpha = lambda + 1

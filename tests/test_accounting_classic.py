@@ -6,6 +6,9 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from fedbound.accounting import (
     amplify_by_subsampling,
     analytic_gaussian_std,
@@ -18,11 +21,8 @@ from fedbound.accounting import (
     classic_subsampled_epsilon,
     classic_subsampled_std,
 )
-from fedbound.tests._accounting_oracles import balle_wang_delta
-from hypothesis import given
-from hypothesis import strategies as st
-
 from fedbound.errors import ClassicGaussianRangeWarning, InfeasibleError, ParameterError
+from fedbound.tests._accounting_oracles import balle_wang_delta
 
 
 def _quiet(fn, *args, **kwargs):

@@ -4,8 +4,8 @@ import json
 import math
 
 import pytest
-from fedbound.accounting import calibrate_noise, epsilon
 
+from fedbound.accounting import calibrate_noise, epsilon
 from fedbound.cli import main
 
 

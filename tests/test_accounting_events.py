@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from fedbound.accounting import (
     dp_event,
     epsilon,
@@ -12,7 +13,6 @@ from fedbound.accounting import (
     without_replacement_gaussian_event,
 )
 from fedbound.accounting.events import sample_fraction
-
 from fedbound.errors import ParameterError, UnsupportedError
 
 INT_ORDERS = np.arange(2.0, 65.0)

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+
 from fedbound.accounting import (
     calibrate_noise,
     moments_accountant_epsilon,
@@ -12,7 +13,6 @@ from fedbound.accounting import (
     udp_theorem1_epsilon,
     udp_theorem1_std,
 )
-
 from fedbound.errors import AssumptionWarning, ParameterError
 
 SPEC003_ORDERS = np.arange(2.0, 258.0)

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from fedbound.accounting import calibrate_noise, epsilon
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fedbound.accounting import calibrate_noise, epsilon
 from fedbound.errors import InfeasibleError, ParameterError
 
 eps_st = st.floats(0.05, 100.0)

@@ -6,6 +6,9 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from fedbound.accounting import (
     DEFAULT_ORDERS,
     rdp_gaussian,
@@ -14,11 +17,8 @@ from fedbound.accounting import (
     rdp_to_delta,
     rdp_to_dp,
 )
-from fedbound.tests._accounting_oracles import sgm_log_a
-from hypothesis import given
-from hypothesis import strategies as st
-
 from fedbound.errors import ParameterError
+from fedbound.tests._accounting_oracles import sgm_log_a
 
 INT_ORDERS = np.arange(2.0, 65.0)
 

@@ -8,10 +8,11 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+
 from fedbound.bounds import nbafl as nb
 from fedbound.bounds.claims import Claim, Computed, Region, check_all, check_claim, check_point
 from fedbound.scheduling import nbafl as sched
-from hypothesis import given, settings
 
 CLAIMS = nb.CLAIMS + sched.CLAIMS
 REGION_CLAIMS = [c for c in CLAIMS if c.region is not None]

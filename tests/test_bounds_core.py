@@ -5,9 +5,9 @@ import warnings
 import numpy as np
 import pytest
 import sympy as sp
+
 from fedbound.bounds import nbafl as nb
 from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
-
 from fedbound.errors import (
     ClassicGaussianRangeWarning,
     DomainError,

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-from fedbound.bounds import nbafl as nb
 
+from fedbound.bounds import nbafl as nb
 from fedbound.errors import ClassicGaussianRangeWarning, DomainError, ParameterError, VacuousBoundWarning
 
 CONST = {"Theta": 2.0, "l": 0.1, "beta": 1.0, "rho": 1.0, "B": 1.0, "mu": 4.0}

@@ -10,9 +10,10 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import norm
+
 from fedbound.bounds import nbafl as nb
 from fedbound.scheduling import nbafl as sched
-from scipy.stats import norm
 
 TV1 = dict(nb.TV1)
 

@@ -43,3 +43,20 @@ def test_python_dash_m_entry_point():
 
 def test_unknown_command_is_a_usage_error(capsys):
     assert main(["no-such-command"]) == 2
+
+
+def test_error_messages_keep_bracketed_text(tmp_path, capsys):
+    """Errors quote config sections like [nbafl]; the terminal output must not swallow them as markup."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[nbafl]\nN = 50\n")
+    assert main(["plan", "nbafl", str(cfg)]) == 2
+    assert "[nbafl]" in capsys.readouterr().err
+
+
+def test_table_cells_are_not_markup(capsys):
+    from fedbound.output import print_table, print_warnings
+
+    print_table("t", ["a", "b"], [["x [paper]", 1.0]])
+    print_warnings(["w [two_sided]"])
+    out = capsys.readouterr().out
+    assert "[paper]" in out and "[two_sided]" in out

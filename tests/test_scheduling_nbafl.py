@@ -4,11 +4,11 @@ import warnings
 
 import numpy as np
 import pytest
+
 from fedbound.bounds import nbafl as nb
+from fedbound.errors import DomainError, InfeasibleError
 from fedbound.scheduling import nbafl as sched
 from fedbound.scheduling.integer_search import exhaustive_integer_min, unimodal_integer_min
-
-from fedbound.errors import DomainError, InfeasibleError
 
 TV1 = dict(nb.TV1)
 TV2 = {**TV1, "eps": 6.0, "m": 512}

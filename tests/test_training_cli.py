@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from fedbound.training.config import TRAIN_SECTION
-from fedbound.validation.runner import train_from_config
-from fedbound.validation.train_nbafl import nbafl_plan
-from fedbound.validation.train_udp import UDP_SECTION, udp_plan
 from scipy import stats
 
 from fedbound.cli import main
 from fedbound.config import load_config
 from fedbound.errors import ConfigError
+from fedbound.training.config import TRAIN_SECTION
+from fedbound.validation.runner import train_from_config
+from fedbound.validation.train_nbafl import nbafl_plan
+from fedbound.validation.train_udp import UDP_SECTION, udp_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -8,6 +8,10 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fedbound.errors import ConfigError, ParameterError
 from fedbound.training import partitions as P
 from fedbound.training.data import (
     convex_constants,
@@ -23,10 +27,6 @@ from fedbound.training.data import (
 )
 from fedbound.training.grads import batch_gradient
 from fedbound.training.models import build_model
-from hypothesis import given
-from hypothesis import strategies as st
-
-from fedbound.errors import ConfigError, ParameterError
 
 
 def test_mnist_subset_is_mlxtends_data():

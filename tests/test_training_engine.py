@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from scipy import stats
+
+from fedbound.errors import ConfigError, PrivacyBudgetExceeded
 from fedbound.tests._training_reference import nbafl_reference, tiny_setup, udp_reference
 from fedbound.training.engine import Algorithm, RunOptions, run
 from fedbound.training.local import LocalSGD
@@ -13,9 +16,6 @@ from fedbound.training.noise import Streams
 from fedbound.training.participation import uniform_subset
 from fedbound.training.plan import NoisePlan, View
 from fedbound.training.udp import UDP, CRDSettings
-from scipy import stats
-
-from fedbound.errors import ConfigError, PrivacyBudgetExceeded
 
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 

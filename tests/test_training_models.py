@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fedbound.errors import ConfigError
 from fedbound.training.clipping import (
     clip_rows,
     per_sample_clipped_grad,
@@ -16,10 +20,6 @@ from fedbound.training.grads import batch_gradient
 from fedbound.training.local import LocalSGD, select_minibatch
 from fedbound.training.models import build_model
 from fedbound.training.noise import Streams
-from hypothesis import given
-from hypothesis import strategies as st
-
-from fedbound.errors import ConfigError
 
 ARCHS = [  # (name, input features, image shape, expected parameter count)
     ("logreg", 64, None, 650),

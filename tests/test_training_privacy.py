@@ -8,13 +8,13 @@ import math
 import dp_accounting as dpa
 import numpy as np
 import pytest
-from fedbound.accounting import DEFAULT_ORDERS
-from fedbound.training.plan import NoisePlan, View
-from fedbound.training.privacy import PrivacyLedger
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 from scipy import stats
 
+from fedbound.accounting import DEFAULT_ORDERS
 from fedbound.errors import PrivacyBudgetExceeded
+from fedbound.training.plan import NoisePlan, View
+from fedbound.training.privacy import PrivacyLedger
 
 
 def ledger_for(views, sigma, sens, n=4, rounds=10, eps=1e9, delta=1e-5, paper="classic_linear",

@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.func import functional_call, grad, vmap
+
 from fedbound.training.grads import assemble, per_sample_sq_norms, record
 from fedbound.training.models import Model
-from torch.func import functional_call, grad, vmap
 
 __all__ = ["clip_rows", "clip_factors", "ClippedGradient", "per_sample_clipped_grad",
            "per_sample_grads_vmap", "per_sample_clipped_grad_vmap"]

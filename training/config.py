@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from fedbound.config import Field, Section
+from fedbound.errors import ConfigError
 from fedbound.training import partitions as parts_mod
 from fedbound.training.data import DATASET_NAMES, Dataset, load_dataset, salt_and_pepper
 from fedbound.training.engine import RunOptions
@@ -23,9 +26,6 @@ from fedbound.training.federation import ClientData
 from fedbound.training.local import LocalSGD
 from fedbound.training.models import MODEL_NAMES, Model, build_model
 from fedbound.training.noise import Streams
-
-from fedbound.config import Field, Section
-from fedbound.errors import ConfigError
 
 __all__ = ["TRAIN_SECTION", "ALGORITHMS", "TrainingSetup", "build_data", "build_model_for",
            "run_options", "local_sgd", "resolve_device", "parse_int_list", "dump_toml"]

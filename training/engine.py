@@ -122,6 +122,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from fedbound.errors import ConfigError, FedboundWarning
 from fedbound.training import checkpoint as ckpt
 from fedbound.training import metrics as metrics_mod
 from fedbound.training.federation import ClientBatch, ClientData
@@ -131,8 +133,6 @@ from fedbound.training.noise import Streams, add_gaussian_noise
 from fedbound.training.participation import all_clients
 from fedbound.training.plan import NoisePlan
 from fedbound.training.privacy import PrivacyLedger
-
-from fedbound.errors import ConfigError, FedboundWarning
 
 __all__ = ["Algorithm", "RoundContext", "RunState", "RunOptions", "RunResult", "run"]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from fedbound.training.data import Dataset
 
 __all__ = ["ClientData", "ClientBatch"]

@@ -12,6 +12,7 @@ parameters need no gradient of their own, so autograd never allocates parameter-
 from __future__ import annotations
 
 import torch
+
 from fedbound.training.models import Model
 
 __all__ = ["Tape", "record", "assemble", "batch_gradient", "per_sample_sq_norms"]

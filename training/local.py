@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from fedbound.training.clipping import per_sample_clipped_grad
 from fedbound.training.federation import ClientBatch
 from fedbound.training.grads import batch_gradient

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from fedbound.training.clipping import clip_rows
 from fedbound.training.engine import Algorithm, RoundContext
 from fedbound.training.federation import ClientBatch

@@ -35,10 +35,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from fedbound.accounting import DEFAULT_ORDERS as ORDERS
-from fedbound.training.plan import NoisePlan, View
 
+from fedbound.accounting import DEFAULT_ORDERS as ORDERS
 from fedbound.errors import PrivacyBudgetExceeded
+from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "ORDERS", "PAPER_ACCOUNTANTS"]
 

@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from fedbound.errors import ConfigError, ParameterError
 from fedbound.training.engine import Algorithm, RoundContext
 from fedbound.training.federation import ClientBatch
 from fedbound.training.local import LocalSGD
 from fedbound.training.metrics import evaluate_clients, evaluate_test
 from fedbound.training.participation import uniform_subset
 from fedbound.training.plan import NoisePlan
-
-from fedbound.errors import ConfigError, ParameterError
 
 __all__ = ["UDP", "CRDSettings"]
 

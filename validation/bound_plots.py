@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fedbound.bounds import nbafl as nb
-from fedbound.scheduling import nbafl as sched
 
+from fedbound.bounds import nbafl as nb
 from fedbound.errors import ParameterError
+from fedbound.scheduling import nbafl as sched
 
 __all__ = ["plot_nbafl", "VS_CHOICES"]
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from fedbound.bounds.nbafl import CONFIG_SECTION
-from fedbound.validation.runner import Recipe, capture
 
+from fedbound.bounds.nbafl import CONFIG_SECTION
 from fedbound.errors import ConfigError
+from fedbound.validation.runner import Recipe, capture
 
 __all__ = ["nbafl_plan", "RECIPE"]
 

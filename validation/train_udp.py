@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from fedbound.validation.runner import Recipe
 
 from fedbound.config import Field, Section
 from fedbound.errors import ConfigError
+from fedbound.validation.runner import Recipe
 
 __all__ = ["UDP_SECTION", "udp_plan", "RECIPE"]
 

@@ -33,7 +33,7 @@ def _print(title: str, header: list[str], rows: list[list[Any]], method_rows, ca
     con = console()
     con.print("[bold]What each method assumes[/bold]", highlight=False)
     for r in method_rows:
-        con.print(f"  {r.label}: {r.assumes}", highlight=False)
+        con.print(f"  {r.label}: {r.assumes}", markup=False, highlight=False)
     print_warnings([f"{r.label}: {r.note}" for r in method_rows if r.note and r.value is not None])
 
 

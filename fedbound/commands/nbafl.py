@@ -115,10 +115,27 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         if json_out:
             print_json({"paper": "nbafl", "points_per_claim": points, "claims": reports})
             return
-        rows = [[r.id, r.statement, r.status, r.fails_in or "-", r.counterexample or r.detail]
-                for r in reports]
-        print_table("NbAFL claims (seed 002)", ["id", "claim", "status", "fails in", "evidence"], rows)
+        rows = [[r.id, r.status, r.statement] for r in reports]
+        print_table("NbAFL claims (seed 002)", ["id", "status", "claim"], rows,
+                    caption=f"'holds': checked on {points} random points of the claim's region (--points); "
+                            "'fails in region': the paper's claim, false where shown below")
+        _print_failures(reports)
         bad = [r.id for r in reports if r.status == "CONTRADICTED"]
         if bad:
             typer.echo(f"contradicted: {', '.join(bad)}", err=True)
             raise typer.Exit(1)
+
+
+def _print_failures(reports) -> None:
+    """Each claim that fails somewhere: where, and its counterexamples, readable at 80 columns."""
+    from fedbound.output import console
+
+    con = console()
+    for r in reports:
+        if not r.fails_in and not r.counterexamples:
+            continue
+        con.print(f"\n{r.id} {r.statement}", markup=False, highlight=False, style="bold")
+        if r.fails_in:
+            con.print(f"  fails in: {r.fails_in}", markup=False, highlight=False)
+        for example in r.counterexamples:
+            con.print(f"  counterexample: {example}", markup=False, highlight=False)
