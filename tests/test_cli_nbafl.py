@@ -71,6 +71,25 @@ def test_plot_writes_png_and_svg(tmp_path, capsys, vs):
     assert "<svg" in svg.read_text()[:500]
 
 
+def test_plot_json_gives_the_plotted_curves(tmp_path, capsys):
+    """--json prints the curves; each point is the Theorem 2 bound at that (T, eps), evaluated afresh."""
+    from fedbound.bounds import nbafl as nb
+
+    out = tmp_path / "fig.png"
+    assert main(["plot", "nbafl", str(EXAMPLE), "--vs", "T", "--out", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["files"] == [str(out.with_suffix(".png")), str(out.with_suffix(".svg"))]
+    curves = [c for c in data["curves"] if c["label"].startswith("Thm 2")]
+    assert len(curves) == 4
+    setting = {k: v for k, v in nb.TV1.items() if k not in ("T", "eps")}
+    for curve in curves:
+        eps = float(curve["label"].split("=")[-1])
+        T, y = curve["x"][5], curve["y"][5]
+        assert y == pytest.approx(nb.bound(T, eps, setting["delta"], setting["N"], setting["C"], setting["m"],
+                                           setting["Theta"], setting["l"], setting["beta"], setting["rho"],
+                                           setting["B"], setting["mu"]), rel=1e-9)
+
+
 def test_plot_rejects_unknown_axis(tmp_path, capsys):
     assert main(["plot", "nbafl", str(EXAMPLE), "--vs", "C", "--out", str(tmp_path / "x.png")]) == 2
 

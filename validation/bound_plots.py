@@ -17,7 +17,7 @@ from fedbound.bounds import nbafl as nb
 from fedbound.errors import ParameterError
 from fedbound.scheduling import nbafl as sched
 
-__all__ = ["plot_nbafl", "VS_CHOICES"]
+__all__ = ["plot_nbafl", "plotted_curves", "VS_CHOICES"]
 
 VS_CHOICES = ("T", "eps", "N", "K")
 FACTORS = (0.5, 1.0, 2.0, 4.0)
@@ -42,17 +42,31 @@ def _save(plt: Any, fig: Any, out: Path) -> list[Path]:
     return paths
 
 
+def plotted_curves(ax: Any) -> list[dict[str, Any]]:
+    """The labelled curves drawn on ``ax`` as data: ``label``, ``x``, ``y`` (``None`` where the bound is
+    undefined or its hypotheses fail, the gaps of the figure).  What ``fedbound plot --json`` prints."""
+    curves = []
+    for line in ax.get_lines():
+        label = line.get_label()
+        if label.startswith("_") or len(line.get_xdata()) < 2:
+            continue
+        y = np.asarray(line.get_ydata(), dtype=float)
+        curves.append({"label": label, "x": np.asarray(line.get_xdata(), dtype=float).tolist(),
+                       "y": [float(v) if np.isfinite(v) else None for v in y]})
+    return curves
+
+
 def _masked(ev: Any) -> np.ndarray:
     ok = np.asarray(ev.defined) & np.asarray(ev.admissible)
     return np.where(ok, np.asarray(ev.value, dtype=float), np.nan)
 
 
 def plot_nbafl(settings: Mapping[str, Any], vs: str, out: str | Path, variant: str = "paper",
-               factors: Sequence[float] = FACTORS) -> list[Path]:
+               factors: Sequence[float] = FACTORS, curves: list | None = None) -> list[Path]:
     """Draw the NbAFL bound against ``vs`` (T, eps, N or K) and write ``out`` as .png and .svg.
 
     Curves: the setting's eps times each of ``factors`` (for ``vs="eps"``: N times the factors).  Returns
-    the two paths written.
+    the two paths written; pass a list as ``curves`` to receive the plotted data (:func:`plotted_curves`).
     """
     if vs not in VS_CHOICES:
         raise ParameterError("vs", vs, "one of " + ", ".join(VS_CHOICES))
@@ -64,6 +78,8 @@ def plot_nbafl(settings: Mapping[str, Any], vs: str, out: str | Path, variant: s
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    if curves is not None:
+        curves.extend(plotted_curves(ax))
     return _save(plt, fig, Path(out))
 
 

@@ -88,12 +88,20 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                    vs: Annotated[str, typer.Option("--vs", help="T, eps, N or K")] = "T",
                    out: Annotated[Path | None, typer.Option("--out", help="output file (.png and .svg are "
                                                             "written)")] = None,
-                   overrides: SetOverrides = None, variant: VariantOpt = "paper") -> None:
-        """Plot the NbAFL bound against T, eps, N or K (figures 7-10 of seed 002), optimum marked."""
+                   overrides: SetOverrides = None, variant: VariantOpt = "paper",
+                   json_out: JsonFlag = False) -> None:
+        """Plot the NbAFL bound against T, eps, N or K (figures 7-10 of seed 002), optimum marked.
+
+        --json prints the files and the plotted curves (x, y; null where the bound is undefined)."""
+        from fedbound.output import print_json
         from fedbound.validation.bound_plots import plot_nbafl as draw
 
         settings = _settings(config, overrides)
-        paths = draw(settings, vs, out or Path(f"nbafl_vs_{vs}.png"), variant)
+        curves: list = []
+        paths = draw(settings, vs, out or Path(f"nbafl_vs_{vs}.png"), variant, curves=curves)
+        if json_out:
+            print_json({"paper": "nbafl", "vs": vs, "variant": variant, "files": paths, "curves": curves})
+            return
         for p in paths:
             typer.echo(str(p))
 
