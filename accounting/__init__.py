@@ -17,6 +17,8 @@ eps >= 1
 * ``amplification``  amplification by subsampling for (eps, delta)-DP and its inverse (BBG 2018)
 * ``events``         dp_accounting DpEvents and accountants for our mechanisms
 * ``compare``        every method side by side (the ``fedbound account`` / ``fedbound calibrate`` tables)
+* ``quantized_gaussian``  seed 004's quantization-assisted Gaussian mechanism and its Theorem 1 (pointwise
+  delta_Q, eps_Q, sigma_DP calibration)
 """
 
 from fedbound.accounting.amplification import (
@@ -58,6 +60,17 @@ from fedbound.accounting.moments import (
     udp_theorem1_std,
 )
 from fedbound.accounting.pld import pld_delta, pld_epsilon
+from fedbound.accounting.quantized_gaussian import (
+    SIGMA_DP_BRACKET,
+    calibrate_sigma_dp,
+    qa_gaussian_delta,
+    qa_gaussian_epsilon,
+    qa_gaussian_log_psi,
+    qa_gaussian_mechanism,
+    qa_gaussian_psi,
+    qa_quantize,
+    quantization_max_error,
+)
 from fedbound.accounting.rdp import (
     DEFAULT_ORDERS,
     rdp_gaussian,
@@ -90,4 +103,8 @@ __all__ = [
     "neighboring_relation", "make_accountant",
     # side-by-side tables
     "MethodRow", "compare_epsilon", "compare_noise",
+    # seed 004: quantization-assisted Gaussian mechanism (Theorem 1)
+    "quantization_max_error", "qa_quantize", "qa_gaussian_mechanism", "qa_gaussian_psi",
+    "qa_gaussian_log_psi", "qa_gaussian_delta", "qa_gaussian_epsilon", "calibrate_sigma_dp",
+    "SIGMA_DP_BRACKET",
 ]
