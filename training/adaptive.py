@@ -1,0 +1,142 @@
+"""PADPFL: personalized, possibly adaptive impact factors with client- and server-side DP (seed 001,
+Sec. III-V; spec 001 Sec. 5), including the time-varying impact factors of Sec. V (spec 001 Sec. 3.11).
+
+It is NbAFL (seed 002, ``nbafl.py``) with non-uniform aggregation weights; what differs:
+
+* aggregation: the server's impact factors ``p^(t)`` (seed 001 eq. (3)), given as data: one simplex vector
+  per round (``(N,)`` for fixed p, ``(T, N)`` for an adaptive schedule, e.g. scenario 4's switch
+  ``(0, 1/60, 1/30) -> (1/30, 1/60, 0)`` per part after round 10); rounds past the schedule keep its
+  last row, as the noise plan keeps its last sigma;
+* participation: the clients with ``p_i^(t) > 0``; a client with ``p_i^(t) = 0`` neither trains nor uploads
+  in round ``t`` (spec 001 Sec. 5);
+* noise: the plan's per-round server std ``sigma_S^(t)`` (Theorem 1, F19 evaluated with the round's p,
+  spec 001 E25) on the aggregate; ``sigma_C`` (F12) on every upload, the same for all clients;
+* ``data_schedule`` (optional): client data that changes between phases, ``(first_round, ClientData)``
+  pairs with 0-based first rounds (scenario 4: the parts' image quality swaps after round 10).  Clients
+  train on the latest phase's data; the metrics are computed on the engine's data.
+
+Unchanged (inherited from :class:`~fedbound.training.nbafl.NbAFL`): the FedProx local solve anchored at the
+received model, whole-model clipping to ``B`` (NbAFL's ``C``) followed by the uplink noise, and the server
+noise stage.  The privacy ledger needs nothing new: the broadcast view's sensitivity is
+``max_i p_i Delta_i`` over the round's actual weights, i.e. F14's ``2 B max_i p_i^(t) / min_i m_i``.
+
+Logged per round: ``p_max`` (``max_i p_i^(t)``), ``sigma_aggregated_client`` (``sigma_AC``, F16:
+``sqrt(sum_i p_i^2 sigma_C^2)``) and ``impact_change`` (``||alpha^(t-1)||_1 = ||p^(t) - p^(t-1)||_1``,
+eq. (51); 0 in the first round).  The global row's ``sigma`` is the effective broadcast std (F21).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedbound.errors import ConfigError, ParameterError
+from fedbound.training.engine import RoundContext
+from fedbound.training.federation import ClientBatch, ClientData
+from fedbound.training.local import LocalSGD
+from fedbound.training.nbafl import NbAFL
+
+__all__ = ["PADPFL", "check_impact_factors"]
+
+SIMPLEX_ATOL = 1e-9
+
+
+def check_impact_factors(impact_factors: Any) -> np.ndarray:
+    """``impact_factors`` as a read-only ``(rounds, N)`` array whose rows lie on the simplex (seed 001
+    eq. (2), spec 001 F2: ``0 <= p_i <= 1``, ``sum_i p_i = 1`` to within 1e-9); ParameterError otherwise."""
+    p = np.array(impact_factors, dtype=np.float64)
+    if p.ndim == 1:
+        p = p[None, :]
+    if p.ndim != 2 or p.size == 0:
+        raise ParameterError("impact_factors shape", p.shape, "(N,) or (rounds, N), non-empty")
+    if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
+        raise ParameterError("impact_factors", p, "values in [0, 1] (spec 001 F2)")
+    sums = p.sum(axis=1)
+    bad = np.flatnonzero(np.abs(sums - 1.0) > SIMPLEX_ATOL)
+    if len(bad):
+        raise ParameterError(f"sum of impact_factors in round {int(bad[0]) + 1}", float(sums[bad[0]]),
+                             "1 (to within 1e-9; spec 001 F2)")
+    p.setflags(write=False)
+    return p
+
+
+class PADPFL(NbAFL):
+    """Seed 001's PADPFL: NbAFL with the impact factors ``p^(t)`` as aggregation weights (module docstring).
+
+    ``local.prox_mu`` is the paper's mu; ``clip_norm`` its B.
+    """
+
+    name = "adaptive"
+
+    def __init__(self, rounds: int, clip_norm: float, local: LocalSGD, impact_factors: Any,
+                 data_schedule: Sequence[tuple[int, ClientData]] = ()) -> None:
+        super().__init__(rounds, clip_norm, local)
+        self.impact_factors = check_impact_factors(impact_factors)
+        schedule = sorted(data_schedule, key=lambda entry: entry[0])
+        firsts = [int(first) for first, _ in schedule]
+        if any(f < 0 for f in firsts) or len(set(firsts)) != len(firsts):
+            raise ParameterError("data_schedule first rounds", firsts, "distinct integers >= 0")
+        self.data_schedule = tuple((int(first), data) for first, data in schedule)
+        self._on_device: dict[tuple[int, str, torch.dtype], ClientData] = {}
+
+    @classmethod
+    def from_config(cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int,
+                    impact_factors: Any = None, data_schedule: Sequence[tuple[int, ClientData]] = ()
+                    ) -> PADPFL:
+        """From the [adaptive] setting (B, mu), [train] (local_steps, lr: default the paper's 0.02, seed 001
+        Sec. VI) and the impact-factor schedule (built by ``fedbound.validation.train_adaptive``)."""
+        from fedbound.training.config import local_sgd
+
+        if impact_factors is None:
+            raise ParameterError("impact_factors", None, "an (N,) or (rounds, N) array on the simplex")
+        return cls(rounds, setting["B"], local_sgd(train, 0.02, prox_mu=setting["mu"]), impact_factors,
+                   data_schedule)
+
+    def impact(self, round_: int) -> np.ndarray:
+        """``p^(t)`` of round ``round_`` (0-based); past the schedule its last row."""
+        return self.impact_factors[min(round_, len(self.impact_factors) - 1)]
+
+    def _round_impact(self, ctx: RoundContext) -> np.ndarray:
+        p = self.impact(ctx.round)
+        if len(p) != ctx.num_clients:
+            raise ConfigError(f"the impact factors are for {len(p)} clients, the data has {ctx.num_clients}")
+        return p
+
+    def participants(self, ctx: RoundContext) -> np.ndarray:
+        return np.flatnonzero(self._round_impact(ctx) > 0)
+
+    def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
+        p = self._round_impact(ctx)
+        weights = p[participants]
+        sigma_c = ctx.sigma("uplink", participants).cpu().numpy().astype(np.float64)
+        previous = self.impact(ctx.round - 1) if ctx.round > 0 else p
+        ctx.log("p_max", float(p.max()))
+        ctx.log("sigma_aggregated_client", float(np.sqrt(np.sum(weights**2 * sigma_c**2))))
+        ctx.log("impact_change", float(np.abs(p - previous).sum()))
+        return weights
+
+    def _phase_data(self, ctx: RoundContext) -> ClientData | None:
+        index = None
+        for k, (first, _) in enumerate(self.data_schedule):
+            if first <= ctx.round:
+                index = k
+        if index is None:
+            return None
+        key = (index, str(ctx.device), ctx.dtype)
+        if key not in self._on_device:
+            data = self.data_schedule[index][1]
+            if not np.array_equal(data.sizes, ctx.data.sizes):
+                raise ConfigError("data_schedule: a phase's client sizes differ from the run's; the "
+                                  "sensitivities 2B/m_i assume the same local datasets in every phase")
+            self._on_device[key] = data.to(ctx.device, ctx.dtype)
+        return self._on_device[key]
+
+    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
+                     batch: ClientBatch) -> torch.Tensor:
+        phase = self._phase_data(ctx)
+        if phase is not None:
+            batch = phase.gather(clients)
+        return super().local_update(ctx, clients, start, batch)
