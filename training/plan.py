@@ -54,7 +54,10 @@ class View:
     compose; the reported epsilon is the maximum over groups.  ``paper_amplification``: ``"lemma4"`` uses
     seed 002 Lemma 4's one-sided amplification in the paper accountant.  ``sampling``: how the tight
     accountant models the sampling of a hidden view: ``"poisson"`` (each independently with probability q)
-    or ``"without_replacement"`` (a uniform fixed-size subset, K of N).
+    or ``"without_replacement"`` (a uniform fixed-size subset, K of N).  ``hidden_scope``: who accrues a
+    hidden view's q-subsampled release each round: ``"every_client"`` (the sampling of clients is hidden,
+    as above) or ``"participants"`` (records are sampled inside each upload and the adversary sees who
+    uploads: only the round's participants accrue; seed 004 Thm 1's mini-batch rate q).
     """
 
     name: str
@@ -67,6 +70,7 @@ class View:
     group: str | None = None
     paper_amplification: Literal["none", "lemma4"] = "none"
     sampling: Literal["poisson", "without_replacement"] = "poisson"
+    hidden_scope: Literal["every_client", "participants"] = "every_client"
 
     def __post_init__(self) -> None:
         if self.kind not in VIEW_KINDS:
@@ -77,6 +81,8 @@ class View:
             raise ParameterError("releases_per_round", self.releases_per_round, "integer in [1, inf)")
         if self.sampling not in ("poisson", "without_replacement"):
             raise ParameterError("sampling", self.sampling, "one of 'poisson', 'without_replacement'")
+        if self.hidden_scope not in ("every_client", "participants"):
+            raise ParameterError("hidden_scope", self.hidden_scope, "one of 'every_client', 'participants'")
         if self.max_releases is not None and self.max_releases < 1:
             raise ParameterError("max_releases", self.max_releases, "integer in [1, inf) or None")
 

@@ -24,6 +24,13 @@ Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
 * ``"udp_moments"``: seed 003's moments accountant, eq. (16) with the (reversed, spec 003 E5) last step
   of Thm 1: ``eps = sqrt(2 q ln(1/delta) sum_t 1/z_t^2)``, accrued by every client every round.
 * ``"rdp"``: RDP of the (Poisson-)subsampled Gaussian for every release, as Opacus does (spec 000 App. A).
+* ``"quantized_gaussian"``: seed 004 Theorem 1 per upload, composed by basic composition: a client with
+  ``n`` uploads spends ``n eps_1`` with ``eps_1`` the smallest eps of one release's bound (46) at
+  ``delta_Q / n`` (``fedbound.accounting.qa_gaussian_epsilon`` with ``T0 = 1``, at the client's smallest
+  sigma), so the ``n`` uploads together are ``(eps, delta_Q)``; at ``n = T0`` this is Theorem 1 itself.
+  Needs ``plan.info`` ``"C"``, ``"R"`` and ``"q"``.  Theorem 1's delta is a per-outcome delta (spec 004
+  E17); the tight column counts the Gaussian release before quantization (quantization and bit errors are
+  post-processing).
 * ``"none"``: no paper accounting.
 
 Nothing here is silent: an epsilon can be ``inf`` (a release with zero noise), never NaN.
@@ -37,12 +44,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbound.accounting import DEFAULT_ORDERS as ORDERS
-from fedbound.errors import PrivacyBudgetExceeded
+from fedbound.errors import ParameterError, PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "ORDERS", "PAPER_ACCOUNTANTS"]
 
-PAPER_ACCOUNTANTS = ("classic_linear", "udp_moments", "rdp", "none")
+PAPER_ACCOUNTANTS = ("classic_linear", "udp_moments", "rdp", "quantized_gaussian", "none")
 
 
 def _accounting():
@@ -173,7 +180,7 @@ class PrivacyLedger:
         for rel in releases:
             acct, view = accounts[rel.view.name], rel.view
             sampled = view.hidden_sampling and view.sample_rate < 1.0
-            z_tight = rel.z_all if view.hidden_sampling else rel.z
+            z_tight = rel.z_all if view.hidden_sampling and view.hidden_scope == "every_client" else rel.z
             who = np.flatnonzero(~np.isinf(z_tight))
             if sampled:
                 acct.rdp[who] += rel.count * self._rdp_rows(view.sampling, view.sample_rate, z_tight[who])
@@ -195,6 +202,9 @@ class PrivacyLedger:
             elif paper == "rdp":
                 rate = view.sample_rate if sampled else 1.0
                 acct.paper_rdp[who] += rel.count * self._rdp_rows("poisson", rate, z_tight[who])
+            elif paper == "quantized_gaussian":
+                acct.paper_count[who] += rel.count
+                acct.paper_max[who] = np.maximum(acct.paper_max[who], _inv(z_tight[who]))
 
     def commit(self, releases: list[Release]) -> None:
         self._record(self.accounts, releases)
@@ -234,6 +244,9 @@ class PrivacyLedger:
         for group, views in self._groups().items():
             total = np.zeros(self.plan.num_clients)
             rdp = np.zeros((self.plan.num_clients, len(ORDERS)))
+            if paper == "quantized_gaussian":
+                out[group] = self._quantized_gaussian([accounts[v.name] for v in views], views)
+                continue
             for view in views:
                 a = accounts[view.name]
                 if paper == "classic_linear" and view.max_releases is not None:
@@ -247,6 +260,26 @@ class PrivacyLedger:
                 total = _rdp_to_dp(rdp, self.plan.delta)
             out[group] = total
         return out
+
+    def _quantized_gaussian(self, accounts: list[_ViewAccount], views: list[View]) -> np.ndarray:
+        """Seed 004 Theorem 1 per upload, basic composition at ``delta_Q / n`` each (module docstring)."""
+        info = self.plan.info
+        if not {"C", "R", "q"} <= set(info):
+            raise ParameterError("plan.info", sorted(info), "keys C, R, q (quantized_gaussian accountant)")
+        count = sum(a.paper_count for a in accounts)
+        sigma = np.full(self.plan.num_clients, np.inf)
+        for a, view in zip(accounts, views, strict=True):
+            with np.errstate(divide="ignore"):
+                sigma = np.minimum(sigma, self.plan.stage_sensitivity(view.stage) / np.sqrt(a.paper_max))
+        eps = np.zeros(self.plan.num_clients)
+        eps[(count > 0) & (sigma == 0)] = np.inf
+        live = (count > 0) & (sigma > 0) & np.isfinite(sigma)
+        if live.any():
+            pairs, where = np.unique(np.stack([count[live], sigma[live]]), axis=1, return_inverse=True)
+            per = _accounting().qa_gaussian_epsilon(self.plan.delta / pairs[0], info["C"], pairs[1],
+                                                    int(info["R"]), info["q"], 1)
+            eps[live] = (pairs[0] * np.atleast_1d(per))[np.asarray(where).ravel()]
+        return eps
 
     def epsilons(self, accounts: dict[str, _ViewAccount] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """``{"tight": {group: eps per client}, "paper": {...}}`` (``paper`` absent with ``"none"``)."""
