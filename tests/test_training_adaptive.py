@@ -235,6 +235,8 @@ def test_formula_inputs_are_checked():
         ta.client_noise_sigma(0.0, 0.01, 1, 1, [1])
     with pytest.raises(ParameterError, match="ratios"):
         ta.impact_factors_from_ratios([0, 0], [2, 2])
+    with pytest.raises(ParameterError, match="sum_i p_i = 0.9"):
+        ta.server_noise_sigma(5, 0.01, 30, 1, [0.5, 0.4], 1, [1])
     with pytest.raises(ParameterError, match="sum of impact_factors in round 2"):
         PADPFL(2, 1.0, LocalSGD(), [[0.5, 0.5], [0.5, 0.6]])
     with pytest.raises(ParameterError, match="impact_factors"):

@@ -86,8 +86,10 @@ def _impact(p: Any) -> np.ndarray:
     arr = check_real("p", p, 0.0, 1.0)
     if arr.ndim == 0 or arr.shape[-1] == 0:
         raise ParameterError("p", arr, "a non-empty vector (or rows of vectors) on the simplex")
-    if np.any(arr.max(axis=-1) <= 0):
-        raise ParameterError("max_i p_i", 0.0, "(0, 1]: impact factors sum to 1 (spec 001 F2)")
+    sums = np.atleast_1d(arr.sum(axis=-1))
+    bad = np.abs(sums - 1.0) > 1e-9
+    if bad.any():
+        raise ParameterError("sum_i p_i", float(sums[bad][0]), "1 to within 1e-9 (spec 001 F2)")
     return arr
 
 
