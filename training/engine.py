@@ -236,14 +236,17 @@ class RoundContext:
         clients = np.array([-1]) if clients is None else clients
         return self.streams.normal((stage, self.round, *key), clients, shape, self.dtype)
 
-    def add_noise(self, stage: str, x: torch.Tensor, clients: np.ndarray | None = None) -> torch.Tensor:
-        """``x + sigma N(0, I)`` with the plan's std for ``stage``; ``x``: ``(k, d)`` or ``(d,)`` (server)."""
+    def add_noise(self, stage: str, x: torch.Tensor, clients: np.ndarray | None = None, *key: object
+                  ) -> torch.Tensor:
+        """``x + sigma N(0, I)`` with the plan's std for ``stage``; ``x``: ``(k, d)`` or ``(d,)`` (server).
+
+        ``key`` (e.g. the local step) separates several draws of one stage in one round (DP-SGD steps)."""
         sigma = self.sigma(stage, clients)
         self.noise_std.setdefault(stage, []).extend(sigma.tolist())
         if not bool((sigma > 0).any()):
             return x
         rows = x if x.ndim == 2 else x.unsqueeze(0)
-        noisy = add_gaussian_noise(rows, sigma, self.noise(stage, clients, rows.shape[1:]))
+        noisy = add_gaussian_noise(rows, sigma, self.noise(stage, clients, rows.shape[1:], *key))
         return noisy if x.ndim == 2 else noisy[0]
 
     def log(self, name: str, value: float) -> None:

@@ -13,11 +13,15 @@ config into one through ``fedbound.bounds`` / ``fedbound.accounting``) and hande
 * ``budget_accountant``: ``"paper"`` or ``"tight"``: whose epsilon must stay ``<= eps``.  The engine raises
   ``PrivacyBudgetExceeded`` *before* a round that would push it over;
 * ``paper_accountant``: the paper's composition rule (``"classic_linear"``, ``"udp_moments"``, ``"rdp"``,
-  ``"none"``; see ``privacy.py``).
+  ``"none"``; see ``privacy.py``);
+* ``orders``: the Renyi orders both RDP accountants of the ledger minimise over (None:
+  ``fedbound.accounting.DEFAULT_ORDERS``); a paper that fixes its grid sets it (spec 000 Sec. 3.4: Opacus'
+  151 orders), so that a plan calibrated on that grid spends exactly its eps in the ledger.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -118,6 +122,7 @@ class NoisePlan:
     source: str = ""
     notes: tuple[str, ...] = ()
     info: Mapping[str, float] = field(default_factory=dict)
+    orders: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -149,6 +154,11 @@ class NoisePlan:
         object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "sensitivity", sens)
         object.__setattr__(self, "info", dict(self.info))
+        if self.orders is not None:
+            orders = tuple(float(a) for a in np.ravel(self.orders))
+            if not orders or not all(math.isfinite(a) and a > 1 for a in orders):
+                raise ParameterError("orders", self.orders, "a non-empty set of finite Renyi orders > 1")
+            object.__setattr__(self, "orders", orders)
 
     def stage_sigma(self, stage: str, round_: int, clients: np.ndarray | None = None) -> np.ndarray:
         """Noise std of ``stage`` in round ``round_`` (0-based) for ``clients`` (all when None); 0 if absent.
@@ -186,7 +196,7 @@ class NoisePlan:
                 "sensitivity": {k: v.tolist() for k, v in self.sensitivity.items()},
                 "views": [v.__dict__ for v in self.views], "budget_accountant": self.budget_accountant,
                 "paper_accountant": self.paper_accountant, "source": self.source, "notes": list(self.notes),
-                "info": dict(self.info)}
+                "info": dict(self.info), "orders": None if self.orders is None else list(self.orders)}
 
 
 def _resize(arr: np.ndarray, rounds: int) -> np.ndarray:

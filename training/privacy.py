@@ -31,6 +31,8 @@ Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
   Needs ``plan.info`` ``"C"``, ``"R"`` and ``"q"``.  Theorem 1's delta is a per-outcome delta (spec 004
   E17); the tight column counts the Gaussian release before quantization (quantization and bit errors are
   post-processing).
+
+Both accountants convert RDP to (eps, delta) over ``plan.orders`` (default ``DEFAULT_ORDERS``).
 * ``"none"``: no paper accounting.
 
 Nothing here is silent: an epsilon can be ``inf`` (a release with zero noise), never NaN.
@@ -74,7 +76,7 @@ def gaussian_epsilon(inv_z2: np.ndarray, delta: float) -> np.ndarray:
     return eps[where].reshape(inv.shape)
 
 
-def _rdp_to_dp(rdp: np.ndarray, delta: float) -> np.ndarray:
+def _rdp_to_dp(rdp: np.ndarray, delta: float, orders: np.ndarray = ORDERS) -> np.ndarray:
     """Per-row ``rdp_to_dp`` (unique rows only); all-zero rows give 0, rows with ``inf`` give ``inf``."""
     rows, where = np.unique(rdp, axis=0, return_inverse=True)
     eps = np.zeros(len(rows))
@@ -82,7 +84,7 @@ def _rdp_to_dp(rdp: np.ndarray, delta: float) -> np.ndarray:
     used = rows.any(axis=1) & finite
     eps[~finite] = np.inf
     if used.any():
-        eps[used] = np.atleast_1d(_accounting().rdp_to_dp(ORDERS, rows[used], delta))
+        eps[used] = np.atleast_1d(_accounting().rdp_to_dp(orders, rows[used], delta))
     return eps[np.asarray(where).ravel()]
 
 
@@ -105,15 +107,15 @@ def _inv(z: np.ndarray) -> np.ndarray:
 class _ViewAccount:
     """Running sums of one view, per client."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, n_orders: int = len(ORDERS)) -> None:
         self.count = np.zeros(n)
         self.inv_sum = np.zeros(n)
         self.inv_max = np.zeros(n)
-        self.rdp = np.zeros((n, len(ORDERS)))
+        self.rdp = np.zeros((n, n_orders))
         self.paper_sum = np.zeros(n)
         self.paper_max = np.zeros(n)
         self.paper_count = np.zeros(n)
-        self.paper_rdp = np.zeros((n, len(ORDERS)))
+        self.paper_rdp = np.zeros((n, n_orders))
 
     def copy(self) -> _ViewAccount:
         new = _ViewAccount.__new__(_ViewAccount)
@@ -126,7 +128,8 @@ class PrivacyLedger:
 
     def __init__(self, plan: NoisePlan) -> None:
         self.plan = plan
-        self.accounts = {v.name: _ViewAccount(plan.num_clients) for v in plan.views}
+        self.orders = ORDERS if plan.orders is None else np.asarray(plan.orders, dtype=np.float64)
+        self.accounts = {v.name: _ViewAccount(plan.num_clients, len(self.orders)) for v in plan.views}
         self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
         self.classic_c = float(_accounting().classic_gaussian_constant(plan.delta))
 
@@ -162,17 +165,17 @@ class PrivacyLedger:
         if key not in self._rdp_cache:
             acc = _accounting()
             if z == 0:
-                value = np.full(len(ORDERS), np.inf)
+                value = np.full(len(self.orders), np.inf)
             elif sampling == "without_replacement" and q < 1.0:
-                value = acc.rdp_sampled_without_replacement(ORDERS, q, z)
+                value = acc.rdp_sampled_without_replacement(self.orders, q, z)
             else:
-                value = acc.rdp_subsampled_gaussian(ORDERS, q, z)
+                value = acc.rdp_subsampled_gaussian(self.orders, q, z)
             self._rdp_cache[key] = np.asarray(value, dtype=np.float64)
         return self._rdp_cache[key]
 
     def _rdp_rows(self, sampling: str, q: float, z: np.ndarray) -> np.ndarray:
         if not len(z):
-            return np.zeros((0, len(ORDERS)))
+            return np.zeros((0, len(self.orders)))
         return np.stack([self._rdp(sampling, q, float(v)) for v in z])
 
     def _record(self, accounts: dict[str, _ViewAccount], releases: list[Release]) -> None:
@@ -220,7 +223,7 @@ class PrivacyLedger:
         out = {}
         for group, views in self._groups().items():
             inv = np.zeros(self.plan.num_clients)
-            rdp = np.zeros((self.plan.num_clients, len(ORDERS)))
+            rdp = np.zeros((self.plan.num_clients, len(self.orders)))
             for view in views:
                 a = accounts[view.name]
                 if view.max_releases is not None:
@@ -232,8 +235,8 @@ class PrivacyLedger:
                 out[group] = gaussian_epsilon(inv, self.plan.delta)
                 continue
             with np.errstate(invalid="ignore"):
-                total = rdp + np.outer(inv, ORDERS) / 2.0
-            out[group] = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta)
+                total = rdp + np.outer(inv, self.orders) / 2.0
+            out[group] = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
         return out
 
     def _paper(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray] | None:
@@ -243,7 +246,7 @@ class PrivacyLedger:
         out = {}
         for group, views in self._groups().items():
             total = np.zeros(self.plan.num_clients)
-            rdp = np.zeros((self.plan.num_clients, len(ORDERS)))
+            rdp = np.zeros((self.plan.num_clients, len(self.orders)))
             if paper == "quantized_gaussian":
                 out[group] = self._quantized_gaussian([accounts[v.name] for v in views], views)
                 continue
@@ -257,7 +260,7 @@ class PrivacyLedger:
             if paper == "udp_moments":
                 total = np.sqrt(2.0 * math.log(1.0 / self.plan.delta) * total)
             elif paper == "rdp":
-                total = _rdp_to_dp(rdp, self.plan.delta)
+                total = _rdp_to_dp(rdp, self.plan.delta, self.orders)
             out[group] = total
         return out
 
