@@ -1,0 +1,450 @@
+"""DP-PFL (seed 000): the noise plan against spec 000 Sec. 8.1 and dp-accounting, the batched algorithm
+against a plain per-client loop, clipping bounds, the injected noise, the ledger, the example config."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from torch.func import functional_call
+
+from fedbound.errors import ConfigError, PrivacyBudgetExceeded
+from fedbound.tests._training_reference import client_arrays, flat_grad, module_with, tiny_setup
+from fedbound.training.data import digits
+from fedbound.training.dppfl import DPPFL, MiniBatch, personalize, query_sizes, split_query_support
+from fedbound.training.engine import RoundContext, RunOptions, RunState, run
+from fedbound.training.federation import ClientData
+from fedbound.training.noise import Streams
+from fedbound.training.plan import NoisePlan, View
+from fedbound.validation.runner import train_from_config
+from fedbound.validation.train_dppfl import (
+    OPACUS_ORDERS,
+    dppfl_plan,
+    rdp_pfl_epsilon,
+    rdp_pfl_noise_multiplier,
+    rdp_pfl_rdp,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dppfl_mnist.toml"
+F64 = RunOptions(dtype=torch.float64, eval_clients=False)
+
+# --- the noise plan: spec 000 Sec. 8.1 regression values ----------------------------------------------------
+
+SETTINGS = {  # (eps, delta, T, tau0, q): spec 000 Sec. 8.1 settings A, B, C
+    "A": (2.0, 1e-3, 200, 1, 0.1),
+    "B": (6.0, 1e-3, 200, 2, 0.1),
+    "C": (4.0, 1e-3, 50, 3, 1.0),
+}
+
+
+@pytest.mark.parametrize("name,sigma,alpha", [("A", 3.34841371, 6.0), ("B", 1.9969362, 3.1),
+                                              ("C", 15.6581817, 4.0)])
+def test_sigma_star_reproduces_spec_vectors(name, sigma, alpha):
+    """Spec 000 Sec. 8.1: sigma* (rtol 1e-6) and eps_DP(sigma*) = eps at alpha*."""
+    eps, delta, T, tau0, q = SETTINGS[name]
+    found = rdp_pfl_noise_multiplier(eps, delta, T, tau0, q, q)
+    assert found == pytest.approx(sigma, rel=1e-6)
+    spent, order = rdp_pfl_epsilon(T, tau0, q, found, q, found, delta)
+    assert spent <= eps and spent == pytest.approx(eps, rel=1e-9)
+    assert order == pytest.approx(alpha)
+    assert rdp_pfl_epsilon(T, tau0, q, found * (1 - 1e-8), q, found * (1 - 1e-8), delta)[0] > eps
+
+
+@pytest.mark.parametrize("name,eps,alpha", [("A", 12.2478752, 2.1), ("B", 18.9281859, 1.8),
+                                            ("C", 211.835409, 1.2)])
+def test_epsilon_at_sigma_one(name, eps, alpha):
+    _, delta, T, tau0, q = SETTINGS[name]
+    assert rdp_pfl_epsilon(T, tau0, q, 1.0, q, 1.0, delta) == pytest.approx((eps, alpha), rel=1e-6)
+
+
+def test_fixed_order_rdp_table():
+    """Spec 000 Sec. 8.1, fixed-alpha table at sigma = 1: eps' totals of A and C, each stage half of it."""
+    orders = np.array([2.0, 8.0, 10.5, 32.0])
+    total_a, inner_a, outer_a = rdp_pfl_rdp(orders, 200, 1, 0.1, 1.0, 0.1, 1.0)
+    np.testing.assert_allclose(total_a, [6.81474529, 551.344565, 1082.3144, 5449.25519], rtol=1e-6)
+    np.testing.assert_allclose(inner_a, total_a / 2, rtol=1e-12)
+    np.testing.assert_allclose(outer_a, total_a / 2, rtol=1e-12)
+    total_c, _, _ = rdp_pfl_rdp(orders, 50, 3, 1.0, 1.0, 1.0, 1.0)
+    np.testing.assert_allclose(total_c, [300.0, 1200.0, 1575.0, 4800.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("args,eps,alpha,inner,outer,share", [
+    ((0.05, 1.5, 0.1, 1.5, 1e-3), 3.09628044, 4.3, 0.323933674, 1.38578470, 0.189466),   # D1
+    ((0.1, 1.0, 0.1, 2.0, 1e-3), 6.04643467, 2.8, 2.81672256, 0.405913833, 0.874043),    # D2
+    ((0.01, 1.0, 0.01, 1.0, 1e-5), 1.34011117, 8.6, None, None, 0.5),                     # D3
+])
+def test_budget_allocation_vectors(args, eps, alpha, inner, outer, share):
+    """Spec 000 Sec. 8.1, extra privacy vectors (T = 100, tau0 = 1): unequal rates and noise."""
+    q_in, s_in, q_out, s_out, delta = args
+    assert rdp_pfl_epsilon(100, 1, q_in, s_in, q_out, s_out, delta) == pytest.approx((eps, alpha), rel=1e-6)
+    _, e_in, e_out = rdp_pfl_rdp(np.array([alpha]), 100, 1, q_in, s_in, q_out, s_out)
+    if inner is not None:
+        np.testing.assert_allclose([e_in[0], e_out[0]], [inner, outer], rtol=1e-6)
+    assert e_in[0] / (e_in[0] + e_out[0]) == pytest.approx(share, abs=1e-6)
+
+
+def test_q_one_sigma_scales_with_sqrt_T():
+    """Spec 000 Sec. 8.1, analytic cross-checks for q = 1 (setting C): sigma*(200)/sigma*(50) = 2 exactly,
+    sigma*(T = 1) = 2.21440129."""
+    s50, s200 = (rdp_pfl_noise_multiplier(4.0, 1e-3, t, 3, 1.0, 1.0) for t in (50, 200))
+    assert s200 / s50 == pytest.approx(2.0, rel=1e-8)
+    assert rdp_pfl_noise_multiplier(4.0, 1e-3, 1, 3, 1.0, 1.0) == pytest.approx(2.21440129, rel=1e-6)
+
+
+@pytest.mark.parametrize("T,tau0,q_in,q_out,sigma,delta,expected", [
+    (200, 1, 0.1, 0.1, 1.0, 1e-3, 12.3362062),        # spec: A at sigma = 1, integer orders (alpha 2)
+    (200, 2, 0.1, 0.1, 1.9969362, 1e-3, 6.01052600),  # spec: B at sigma*, integer orders (alpha 3)
+    (100, 1, 0.05, 0.1, 1.5, 1e-3, None),             # D1's unequal rates
+    (7, 3, 0.3, 0.02, 0.9, 1e-5, None),
+])
+def test_composition_matches_dp_accounting_at_integer_orders(T, tau0, q_in, q_out, sigma, delta, expected):
+    """Eq. (12)'s composition of both stages over T tau0 epochs against dp-accounting's RdpAccountant
+    (exact at integer orders, spec 000 Sec. 3.4 backend caveat)."""
+    orders = np.arange(2, 64, dtype=float)
+    acc = dpa.rdp.RdpAccountant([float(a) for a in orders])
+    acc.compose(dpa.PoissonSampledDpEvent(q_in, dpa.GaussianDpEvent(sigma)), T * tau0)
+    acc.compose(dpa.PoissonSampledDpEvent(q_out, dpa.GaussianDpEvent(sigma)), T * tau0)
+    ours, _ = rdp_pfl_epsilon(T, tau0, q_in, sigma, q_out, sigma, delta, orders=orders)
+    assert ours == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
+    if expected is not None:
+        assert ours == pytest.approx(expected, rel=1e-6)
+
+
+def setting(**kw):
+    base = {"U": 4, "K": 0, "T": 3, "tau0": 2, "eta": 0.05, "beta": 0.05, "C": 1.0, "eps": 8.0,
+            "delta": 1e-3, "q_in": 0.5, "q_out": 0.5, "variant": "v2", "g1": "first_order",
+            "query_fraction": 0.5, "power_iterations": 5, "target_samples_per_class": None}
+    return {**base, **kw}
+
+
+def test_plan_stages_views_and_notes():
+    plan = dppfl_plan(setting(), np.full(4, 20), 3)
+    sigma = rdp_pfl_noise_multiplier(8.0, 1e-3, 3, 2, 0.5, 0.5)
+    for stage in ("inner", "outer"):
+        np.testing.assert_allclose(plan.sigma[stage], 1.0 * sigma)
+        assert float(plan.sensitivity[stage]) == 1.0
+    assert [v.releases_per_round for v in plan.views] == [2, 2]
+    assert {v.group for v in plan.views} == {"local"} and all(v.hidden_sampling for v in plan.views)
+    np.testing.assert_array_equal(plan.orders, OPACUS_ORDERS)
+    assert plan.paper_accountant == "rdp" and plan.info["inner_share"] == pytest.approx(0.5)
+    assert not plan.notes
+    assert any("E9" in n for n in dppfl_plan(setting(variant="v1"), np.full(4, 20), 3).notes)
+    assert any("E8" in n for n in dppfl_plan(setting(g1="hessian"), np.full(4, 20), 3).notes)
+    exact = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3, noise="tight")
+    paper = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3)
+    assert exact.budget_accountant == "tight"
+    assert exact.info["noise_multiplier"] < paper.info["noise_multiplier"]  # exact Gaussian composition
+    with pytest.raises(ConfigError, match="U = 4"):
+        dppfl_plan(setting(), np.full(5, 20), 3)
+
+
+# --- the batched algorithm against a plain per-client loop -----------------------------------------------
+
+def split_positions(streams, key, num, n_max, i, n, fraction):
+    keys = streams.uniform_population(key, num, n_max, [i], dtype=torch.float64)[0, :n]
+    order = torch.argsort(keys, stable=True)
+    n_q = min(max(int(math.floor(fraction * n)), 1), n - 1)
+    return order[:n_q], order[n_q:]
+
+
+def poisson(streams, key, num, n_max, i, n, subset, rate):
+    if rate >= 1.0:
+        return subset
+    keys = streams.uniform_population(key, num, n_max, [i], dtype=torch.float64)[0, :n]
+    return subset[keys[subset] < rate]
+
+
+def sample_grads(module, x, y):
+    out = []
+    for b in range(len(y)):
+        module.zero_grad()
+        torch.nn.functional.cross_entropy(module(x[b:b + 1]), y[b:b + 1]).backward()
+        out.append(flat_grad(module).clone())
+    return out
+
+
+def mean_grad(model, w, x, y):
+    if len(y) == 0:
+        return torch.zeros_like(w)
+    module = module_with(model, w)
+    torch.nn.functional.cross_entropy(module(x), y).backward()
+    return flat_grad(module)
+
+
+def hvp_fn(model, w, x, y):
+    """v -> Hessian of the mean loss on (x, y) at w, applied to v (torch.autograd.functional.hvp)."""
+    module = module_with(model, w)
+    names = [n for n, _ in module.named_parameters()]
+    shapes = [p.shape for _, p in module.named_parameters()]
+
+    def loss(flat):
+        params, lo = {}, 0
+        for name, shape in zip(names, shapes, strict=True):
+            params[name] = flat[lo:lo + shape.numel()].view(shape)
+            lo += shape.numel()
+        return torch.nn.functional.cross_entropy(functional_call(module, params, (x,)), y)
+
+    if len(y) == 0:
+        return lambda v: torch.zeros_like(v)
+    return lambda v: torch.autograd.functional.hvp(loss, w, v)[1]
+
+
+def dppfl_reference(model, data, init, rounds, *, variant, g1, tau0, eta, beta, C, q_in, q_out, sigma, seed,
+                    iters=5, fraction=0.5):
+    """Seed 000 Algorithm 1 (spec 000 Sec. 5, V1 / V2, g1 options (a) and (c)) one client at a time."""
+    streams = Streams(seed)
+    N, n_max, d = data.num_clients, data.n_max, len(init)
+    w_global = init.clone()
+    root = math.sqrt(C)
+    for t in range(rounds):
+        agg, weights = torch.zeros_like(w_global), []
+        uploads = []
+        for i in range(N):
+            x, y = client_arrays(data, i)
+            n = len(y)
+            q_idx, s_idx = split_positions(streams, ("query_split",), N, n_max, i, n, fraction)
+            v = w_global.clone()
+            for step in range(tau0):
+                bq = poisson(streams, ("query", t, step), N, n_max, i, n, q_idx, q_in)
+                noise_in = streams.normal(("inner", t, step), [i], (d,), v.dtype)[0] * C * sigma
+                if variant == "v2":
+                    s = sum((g / max(1.0, float(g.norm()) / C) for g in sample_grads(module_with(model, v),
+                                                                                    x[bq], y[bq])),
+                            torch.zeros_like(v))
+                    theta = v - eta * (s + noise_in) / (q_in * len(q_idx))
+                else:
+                    g = mean_grad(model, v, x[bq], y[bq])
+                    theta = v - eta * (g / max(1.0, float(g.norm()) / C) + noise_in)
+                bs = poisson(streams, ("support", t, step), N, n_max, i, n, s_idx, q_out)
+                if variant == "v2":
+                    g2 = sum((g / max(1.0, float(g.norm()) / root) for g in sample_grads(
+                        module_with(model, theta), x[bs], y[bs])), torch.zeros_like(v))
+                else:
+                    g2 = mean_grad(model, theta, x[bs], y[bs])
+                    g2 = g2 / max(1.0, float(g2.norm()) / root)
+                if g1 == "first_order":
+                    meta = min(1.0, root) * g2
+                else:
+                    hvp = hvp_fn(model, v, x[bq], y[bq])
+                    u = streams.normal(("power_iteration", t, step), [i], (d,), v.dtype)[0]
+                    u, rho = u / u.norm(), 0.0
+                    for _ in range(iters):
+                        hu = hvp(u)
+                        rho = float(hu.norm())
+                        u = hu / max(rho, 1e-300)
+                    meta = min(1.0, root / (1.0 + eta * rho)) * (g2 - eta * hvp(g2))
+                noise_out = streams.normal(("outer", t, step), [i], (d,), v.dtype)[0] * C * sigma
+                if variant == "v2":
+                    v = v - beta * (meta + noise_out) / (q_out * len(s_idx))
+                else:
+                    v = v - beta * (meta + noise_out)
+            uploads.append(v)
+            weights.append(len(s_idx))
+        for v, m in zip(uploads, weights, strict=True):
+            agg = agg + m / sum(weights) * v
+        w_global = agg
+    return w_global
+
+
+def personalize_reference(model, w, targets, eta, seed, fraction=0.5):
+    streams = Streams(seed)
+    K, n_max = targets.num_clients, targets.n_max
+    loss = hits = count = 0.0
+    for j in range(K):
+        x, y = client_arrays(targets, j)
+        adapt, test = split_positions(streams, ("target_split",), K, n_max, j, len(y), fraction)
+        theta = w - eta * mean_grad(model, w, x[adapt], y[adapt])
+        with torch.no_grad():
+            out = module_with(model, theta)(x[test])
+        loss += float(torch.nn.functional.cross_entropy(out, y[test], reduction="sum"))
+        hits += float((out.argmax(1) == y[test]).sum())
+        count += len(test)
+    return loss / count, hits / count
+
+
+def dppfl_test_plan(rounds, n, sigma, C, q_in, q_out, tau0, eps=1e9):
+    views = (View("inner", "steps", stage="inner", sample_rate=q_in, hidden_sampling=True,
+                  releases_per_round=tau0, group="local", hidden_scope="participants"),
+             View("outer", "steps", stage="outer", sample_rate=q_out, hidden_sampling=True,
+                  releases_per_round=tau0, group="local", hidden_scope="participants"))
+    return NoisePlan(rounds=rounds, num_clients=n, sigma={"inner": np.full(rounds, C * sigma),
+                     "outer": np.full(rounds, C * sigma)}, sensitivity={"inner": C, "outer": C}, eps=eps,
+                     delta=1e-3, views=views, paper_accountant="rdp", orders=tuple(OPACUS_ORDERS))
+
+
+def target_data(k=3, per_client=14):
+    ds = digits(test_fraction=0.2, seed=0)
+    parts = [np.arange(i * per_client, (i + 1) * per_client) for i in range(k)]
+    return ClientData.from_partition(ds.x_test, ds.y_test, parts, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("variant,g1,q,chunk", [("v2", "first_order", 0.6, 0), ("v2", "hessian", 0.6, 2),
+                                                ("v1", "first_order", 0.6, 2), ("v1", "hessian", 1.0, 0)])
+def test_batched_equals_per_client_reference(variant, g1, q, chunk):
+    _, _, data, model = tiny_setup(num_clients=5, sizes=[10, 13, 9, 12, 11])
+    init = model.init(Streams(0).generator("init"), torch.float64)
+    rounds, tau0, C, sigma = 2, 2, 0.3, 0.05 if variant == "v2" else 0.002
+    targets = target_data()
+    algo = DPPFL(rounds, local_epochs=tau0, inner_lr=0.3, outer_lr=0.4, clip_norm=C, q_in=q, q_out=q,
+                 variant=variant, g1=g1, power_iterations=5, targets=targets)
+    res = run(algo, model, data, plan=dppfl_test_plan(rounds, 5, sigma, C, q, q, tau0),
+              options=RunOptions(dtype=torch.float64, eval_clients=False, chunk_size=chunk), init_params=init)
+    ref = dppfl_reference(model, data, init, rounds, variant=variant, g1=g1, tau0=tau0, eta=0.3, beta=0.4,
+                          C=C, q_in=q, q_out=q, sigma=sigma, seed=0)
+    np.testing.assert_allclose(res.params.numpy(), ref.numpy(), rtol=1e-5, atol=1e-9)
+    assert not torch.allclose(res.params, init)
+    assert res.metrics["clipped_fraction"].iloc[-1] > 0  # clipping is active in the comparison
+    loss, acc = personalize_reference(model, ref, targets, 0.3, seed=0)
+    last = res.metrics.iloc[-1]
+    assert float(last["personalized_test_loss"]) == pytest.approx(loss, rel=1e-6)
+    assert float(last["personalized_test_accuracy"]) == pytest.approx(acc, abs=1e-12)
+
+
+# --- clipping, noise, ledger, resume -----------------------------------------------------------------------
+
+def context_for(model, data, plan, init):
+    state = RunState(round=0, rounds=1, global_params=init, plan=plan)
+    return RoundContext(0, state, model, data, Streams(0), F64, None)
+
+
+def single_example(x, y, rate=1.0):
+    one = torch.ones(x.shape[0], 1, dtype=torch.float64)
+    return MiniBatch(x, y, one, one[:, 0], torch.full((x.shape[0],), rate, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("g1", ["first_order", "hessian"])
+def test_clipped_terms_never_exceed_their_bounds(g1):
+    """One example per client (so a V2 sum is one clipped term), inputs scaled up so every gradient is
+    clipped: the inner term has norm <= C, the outer product clip(g1) clip(g2) <= C (spec 000 Sec. 3.3; with
+    g1 = hessian the clip of g1 rests on the power-method estimate of ||H||_2, here 20 steps)."""
+    _, _, data, model = tiny_setup(num_clients=4, per_client=6)
+    init = model.init(Streams(1).generator("init"), torch.float64)
+    ctx = context_for(model, data, None, init)
+    clients = np.arange(4)
+    x, y = 30.0 * data.x[:, :1], data.y[:, :1]
+    v = init.expand(4, -1).clone()
+    for C in (0.25, 4.0):
+        algo = DPPFL(1, clip_norm=C, inner_lr=0.5, g1=g1, power_iterations=20)
+        theta, (clipped, _) = algo.inner_step(ctx, clients, v, single_example(x, y), 0)
+        inner = (v - theta) / 0.5
+        assert torch.all(torch.linalg.vector_norm(inner, dim=1) <= C * (1 + 1e-12))
+        assert clipped.sum() == 4
+        out, (clipped, _) = algo.outer_step(ctx, clients, v, v, single_example(x, y), single_example(x, y), 0)
+        outer = (v - out) / algo.outer_lr
+        assert torch.all(torch.linalg.vector_norm(outer, dim=1) <= C * (1 + 1e-12))
+        assert clipped.sum() == 4
+        v1 = DPPFL(1, clip_norm=C, variant="v1", g1=g1)
+        theta1, _ = v1.inner_step(ctx, clients, v, single_example(x, y), 0)
+        assert torch.all(torch.linalg.vector_norm(v - theta1, dim=1) / v1.inner_lr <= C * (1 + 1e-12))
+
+
+def test_injected_noise_has_the_configured_std():
+    """Inner stage: theta(noisy) - theta(clean) = -eta C sigma xi / (q_in |D^Q|) per client (V2).  Outer stage
+    (a plan with outer noise only, one round, tau0 = 1): the global models differ by
+    -beta sum_i p_i C sigma xi_i / (q_out |D_i^S|), iid N(0, var) coordinates.  Two-sided chi-square tests of
+    the variances, false-alarm rate 1e-3 each (fixed seed: deterministic)."""
+    _, _, data, model = tiny_setup(num_clients=4, per_client=20, hidden=64)
+    init = model.init(Streams(0).generator("init"), torch.float64)
+    d, C, sigma, q, eta, beta = model.n_params, 0.7, 1.3, 0.5, 0.2, 0.3
+    plan = dppfl_test_plan(1, 4, sigma, C, q, q, 1)
+    algo = DPPFL(1, inner_lr=eta, outer_lr=beta, clip_norm=C, q_in=q, q_out=q)
+    clients = np.arange(4)
+    batch = data.gather(clients)
+    v = init.expand(4, -1).clone()
+    thetas = []
+    for p in (plan, None):
+        ctx = context_for(model, data, p, init)
+        query, _ = split_query_support(ctx.streams, ("query_split",), batch, clients, 4, 0.5)
+        thetas.append(algo.inner_step(ctx, clients, v, algo.sample(ctx, clients, query, "query", q, 0), 0)[0])
+    n_q = query_sizes(data.sizes, 0.5)
+    z = ((thetas[0] - thetas[1]) * torch.as_tensor(q * n_q).unsqueeze(1) / (-eta * C * sigma)).numpy()
+    lo, hi = stats.chi2.ppf([5e-4, 1 - 5e-4], z.size)
+    assert lo < np.sum(z**2) < hi
+
+    outer_only = NoisePlan(rounds=1, num_clients=4, sigma={"outer": np.full(1, C * sigma)},
+                           sensitivity={"outer": C}, eps=1e9, delta=1e-3,
+                           views=(View("outer", "steps", stage="outer", sample_rate=q,
+                                       hidden_sampling=True),),
+                           paper_accountant="rdp")
+    out = [run(DPPFL(1, inner_lr=eta, outer_lr=beta, clip_norm=C, q_in=q, q_out=q), model, data, plan=p,
+               options=F64, init_params=init).params for p in (outer_only, None)]
+    n_s = data.sizes - n_q
+    var = float(np.sum((n_s / n_s.sum()) ** 2 * (beta * C * sigma / (q * n_s)) ** 2))
+    noise = (out[0] - out[1]).numpy()
+    lo, hi = stats.chi2.ppf([5e-4, 1 - 5e-4], d)
+    assert lo < np.sum(noise**2) / var < hi
+    assert abs(noise.mean()) < 4 * math.sqrt(var / d)
+
+
+def test_ledger_spends_exactly_the_planned_eps_and_stops_there():
+    """The plan's sigma* (eq. (12), Opacus orders) spends eps exactly in both accountants (the tight one is
+    the same exact RDP for sampled stages); one more round raises PrivacyBudgetExceeded."""
+    _, _, data, model = tiny_setup(num_clients=4, per_client=12)
+    plan = dppfl_plan(setting(eps=3.0), data.sizes, 3)
+    algo = DPPFL(3, local_epochs=2, inner_lr=0.05, outer_lr=0.05, clip_norm=1.0, q_in=0.5, q_out=0.5)
+    res = run(algo, model, data, plan=plan, options=F64)
+    glob = res.metrics[res.metrics["client"].isna()]
+    assert glob["epsilon_spent_paper"].iloc[-1] == pytest.approx(3.0, rel=1e-8)
+    assert glob["epsilon_spent"].iloc[-1] == pytest.approx(3.0, rel=1e-8)
+    assert glob["sigma_inner"].iloc[-1] == pytest.approx(plan.info["sigma_inner"])
+    assert np.all(np.diff(glob["epsilon_spent"].to_numpy(dtype=float)) > 0)
+    with pytest.raises(PrivacyBudgetExceeded, match="round 4"):
+        run(algo, model, data, plan=plan, options=F64, rounds=4)
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    _, _, data, model = tiny_setup(num_clients=4, per_client=12)
+    plan = dppfl_test_plan(3, 4, 0.5, 1.0, 0.5, 0.5, 1)
+
+    def algo():
+        return DPPFL(3, inner_lr=0.1, outer_lr=0.1, clip_norm=1.0, q_in=0.5, q_out=0.5, g1="hessian",
+                     power_iterations=3)
+
+    full = run(algo(), model, data, plan=plan, options=F64)
+    first = run(algo(), model, data, plan=plan, options=F64, run_dir=tmp_path, run_key="k", stop_after=1)
+    assert first.state.round == 1
+    resumed = run(algo(), model, data, plan=plan, options=F64, run_dir=tmp_path, run_key="k")
+    assert torch.equal(resumed.params, full.params)
+    cols = ["round", "loss", "epsilon_spent", "epsilon_spent_paper", "clipped_fraction"]
+    assert resumed.metrics[cols].equals(full.metrics[cols])
+
+
+def test_personalize_is_one_gradient_step_on_the_query_share():
+    _, _, _, model = tiny_setup()
+    w = model.init(Streams(2).generator("init"), torch.float64)
+    targets = target_data(k=4, per_client=10)
+    got = personalize(model, w, targets, Streams(5), 0.5, 0.5)
+    loss, acc = personalize_reference(model, w, targets, 0.5, seed=5)
+    assert got["personalized_test_loss"] == pytest.approx(loss, rel=1e-10)
+    assert got["personalized_test_accuracy"] == pytest.approx(acc, abs=1e-12)
+    assert got["target_test_loss"] == pytest.approx(personalize_reference(model, w, targets, 0.0, seed=5)[0],
+                                                    rel=1e-10)  # the meta-model, no adaptation step
+    assert got["personalized_test_loss"] != got["target_test_loss"]
+
+
+# --- the example config and [train] clashes ----------------------------------------------------------------
+
+def test_example_config_trains_lowers_the_loss_and_spends_its_budget(tmp_path):
+    done = train_from_config("dppfl", EXAMPLE, ["T=10"], out=tmp_path / "ex")
+    m = done.result.metrics
+    glob = m[m["client"].isna()]
+    loss = glob["loss"].to_numpy(dtype=float)
+    assert loss[-1] < loss[0] - 0.05
+    last = glob.iloc[-1]
+    assert float(last["personalized_test_accuracy"]) > float(last["target_test_accuracy"]) + 0.1
+    assert done.summary["epsilon_spent_paper"] == pytest.approx(6.0, rel=1e-8)
+    assert done.summary["rounds_done"] == 10 and done.summary["num_clients"] == 30
+    assert done.summary["plan"]["noise_multiplier"] == pytest.approx(
+        rdp_pfl_noise_multiplier(6.0, 1e-3, 10, 1, 0.5, 0.5), rel=1e-12)
+
+
+def test_train_section_clashes_and_target_shortage_are_config_errors(tmp_path):
+    for sets, match in ((["train.lr=0.1"], "eta"), (["local_steps=2"], "tau0"), (["batch_size=8"], "Poisson"),
+                        (["K=40", "target_samples_per_class=60"], "target clients")):
+        with pytest.raises(ConfigError, match=match):
+            train_from_config("dppfl", EXAMPLE, ["T=1", *sets], out=tmp_path / "bad")
