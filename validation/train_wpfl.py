@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.config import Field, Section
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, FedboundError
 from fedbound.validation.runner import Recipe, capture
 
 __all__ = ["WPFL_SECTION", "wpfl_setting", "wpfl_schedule", "training_schedule", "wpfl_plan", "RECIPE"]
@@ -123,15 +123,14 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
     from fedbound.training.plan import NoisePlan, View
 
     N, T0, C, R, q, eps, delta = (setting[k] for k in ("N", "T0", "C", "R", "q", "eps_Q", "delta_Q"))
-    q_eff = 1.0 - (1.0 - q) ** local_steps
+    q_eff = q if local_steps == 1 else -math.expm1(local_steps * math.log1p(-q)) if q < 1 else 1.0
     notes: list[str] = []
     if local_steps > 1:
         notes.append(f"local_steps = {local_steps}: a record is in some mini-batch with probability "
                      f"1 - (1 - q)^{local_steps} = {q_eff:.4g}, the rate both accountants use; seed 004's "
                      "Theorem 1 is stated for one local step")
     sigma_paper = capture(acc.calibrate_sigma_dp, eps, delta, C, R, q_eff, T0, notes=notes)
-    z_tight = capture(acc.calibrate_noise, eps, delta, q_eff, T0, notes=notes)
-    sigma_tight = z_tight * 2.0 * C
+    sigma_tight = capture(acc.calibrate_noise, eps, delta, q_eff, T0, notes=notes) * 2.0 * C
     sigma = sigma_paper if noise == "paper" else sigma_tight
     log_psi, log_psi1, _, _ = acc.qa_gaussian_log_psi(C, sigma, R, q_eff)
     if log_psi1 + eps / T0 < log_psi + math.log(1e-12):
@@ -139,7 +138,11 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
                      "negligible, so delta_Q does not depend on eps_Q and the paper's accountant certifies "
                      f"eps = 0 for up to T0 = {T0} uploads (spec 004 S5); its delta_Q is a per-outcome "
                      "delta, not a set-based (eps, delta) guarantee (spec 004 E17)")
-    tight_eps = capture(acc.epsilon, sigma / (2.0 * C), q_eff, T0, delta, notes=notes)
+    try:
+        tight_eps = capture(acc.epsilon, sigma / (2.0 * C), q_eff, T0, delta, notes=notes)
+    except (FedboundError, OverflowError) as exc:  # a sigma so small that even RDP gives up
+        tight_eps = math.inf
+        notes.append(f"the tight accountant cannot bound sigma_DP = {sigma:.4g} over T0 uploads ({exc})")
     if noise == "paper":
         source = ("seed 004 Theorem 1 (eqs. (23)-(24)): sigma_DP = calibrate_sigma_dp(eps_Q, delta_Q, C, R, "
                   "q, T0), fedbound.accounting.quantized_gaussian")
@@ -151,7 +154,7 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
     info = {"C": C, "R": R, "q": q_eff, "T0": T0, "sigma_dp": sigma, "sigma_dp_paper": sigma_paper,
             "sigma_dp_tight": sigma_tight, "sensitivity_uplink": 2.0 * C,
             "delta_Q_theorem1": float(acc.qa_gaussian_delta(eps, C, sigma, R, q_eff, T0)),
-            "epsilon_tight_after_T0_uploads": tight_eps}
+            "epsilon_tight_after_T0_uploads": tight_eps if math.isfinite(tight_eps) else None}
     return NoisePlan(rounds=rounds, num_clients=N, sigma={"uplink": np.full(rounds, sigma)},
                      sensitivity={"uplink": 2.0 * C}, eps=eps, delta=delta, views=(view,),
                      budget_accountant="paper" if noise == "paper" else "tight",
