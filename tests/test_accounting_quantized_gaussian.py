@@ -183,14 +183,19 @@ def test_s4_finer_quantization_lowers_delta_in_its_region(C, sigma, R, q, T0, ep
         1 + 1e-9) + 1e-300
 
 
-@given(**SETTINGS)
-def test_epsilon_inverts_delta(C, sigma, R, q, T0, eps):
+@given(sigma=st.floats(0.05, 5.0), ratio=st.floats(0.02, 2.0), R=st.integers(1, 8), q=st.floats(0.01, 1.0),
+       T0=st.integers(1, 20), eps=st.floats(0.01, 5.0))
+def test_epsilon_inverts_delta(sigma, ratio, R, q, T0, eps):
     """eps(delta) is the smallest eps with delta(eps) <= delta: delta(eps(delta)) <= delta, and a smaller eps
     misses, wherever the inverse is not 0.  Only where eps matters numerically (psi1 e^(eps/T0) is not
-    below psi's rounding; elsewhere delta is flat in eps, spec S5)."""
+    below psi's rounding; elsewhere delta is flat in eps, spec S5): C / sigma up to 2, few bits."""
+    C = ratio * sigma
     delta = qa_gaussian_delta(eps, C, sigma, R, q, T0)
     log_psi, log_psi1, log_psi_p, log_psi1_p = qa_gaussian_log_psi(C, sigma, R, q)
-    assume(delta > 1e-12 and max(log_psi1 - log_psi, log_psi1_p - log_psi_p) + eps / T0 > math.log(1e-6))
+    interior = math.exp(log_psi) - math.exp(log_psi1 + eps / T0)
+    end = math.exp(log_psi_p) - math.exp(log_psi1_p + eps / T0)
+    top, bottom = (log_psi, log_psi1) if interior >= end else (log_psi_p, log_psi1_p)  # the binding branch
+    assume(delta > 1e-12 and bottom - top + eps / T0 > math.log(1e-6))
     back = qa_gaussian_epsilon(delta, C, sigma, R, q, T0)
     assert back <= eps * (1 + 1e-6) + 1e-9
     assert qa_gaussian_delta(back, C, sigma, R, q, T0) <= delta * (1 + 1e-6)
