@@ -43,6 +43,11 @@ demo: $(STAMP)
 	@echo "== 5. The simulator: train NbAFL and UDP+CRD on the embedded MNIST subset"
 	$(FEDBOUND) train nbafl examples/nbafl_mnist.toml --out $(DEMO_OUT)/train_nbafl --no-progress
 	$(FEDBOUND) train udp examples/udp_crd_mnist.toml --out $(DEMO_OUT)/train_udp_crd --no-progress
+	@echo "== 6. The other three papers on the engine: adaptive DP with priority aggregation (PADPFL),"
+	@echo "==    RDP personalised meta-learning (DP-PFL), wireless personalised FL with quantized DP (WPFL)"
+	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress
+	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress
+	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -162,7 +162,7 @@ def test_non_private_run_has_no_accounting(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("name,algo", [("nbafl_mnist.toml", "nbafl"), ("udp_mnist.toml", "udp"),
-                                       ("udp_crd_mnist.toml", "udp")])
+                                       ("udp_crd_mnist.toml", "udp"), ("adaptive_mnist.toml", "adaptive")])
 def test_example_configs_train(name, algo, tmp_path):
     """Every example loads and trains (shortened: 1 local step, few rounds, a linear model)."""
     sets = ["model=logreg", "local_steps=1"] + (["T=2"] if algo == "nbafl" else ["T=3"])

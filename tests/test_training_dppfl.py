@@ -437,6 +437,8 @@ def test_example_config_trains_lowers_the_loss_and_spends_its_budget(tmp_path):
     assert loss[-1] < loss[0] - 0.05
     last = glob.iloc[-1]
     assert float(last["personalized_test_accuracy"]) > float(last["target_test_accuracy"]) + 0.1
+    assert done.summary["final_extra"]["personalized_test_accuracy"] == pytest.approx(
+        float(last["personalized_test_accuracy"]))
     assert done.summary["epsilon_spent_paper"] == pytest.approx(6.0, rel=1e-8)
     assert done.summary["rounds_done"] == 10 and done.summary["num_clients"] == 30
     assert done.summary["plan"]["noise_multiplier"] == pytest.approx(

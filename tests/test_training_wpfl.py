@@ -333,5 +333,8 @@ def test_example_config_trains_and_lowers_the_loss(tmp_path):
     for col in ("pl_test_accuracy", "pl_jain_index", "global_test_accuracy", "pl_max_test_loss"):
         assert glob[col].notna().all()
     assert 0.9 < float(glob["pl_jain_index"].iloc[-1]) <= 1.0
+    # the personalised evaluations reach the summary (last value of each extra *_loss / *_accuracy column)
+    assert s["final_extra"]["pl_test_accuracy"] == pytest.approx(float(glob["pl_test_accuracy"].iloc[-1]))
+    assert "pl_jain_index" not in s["final_extra"] and "loss" not in s["final_extra"]
     with pytest.raises(ConfigError, match="drop \\[train\\] lr"):
         train_from_config("wpfl", EXAMPLE, ["T0=2", "train.lr=0.5"], out=tmp_path / "x")

@@ -149,6 +149,9 @@ def get(frame_row, col: str) -> float | None:
     return float(frame_row[col])
 
 
+STANDARD_LOSS_COLUMNS = ("loss", "accuracy", "test_loss", "test_accuracy")
+
+
 def summary(algorithm, state, table, ledger) -> dict[str, Any]:
     """The run's headline numbers and its warnings (budget under-delivery, infinite epsilon, plan notes)."""
     glob = table[table["client"].isna()]
@@ -164,6 +167,11 @@ def summary(algorithm, state, table, ledger) -> dict[str, Any]:
         "last_round_sigma": get(last, "sigma"),
         "private": state.plan is not None, "warnings": [],
     }
+    # Algorithm-specific evaluations (WPFL's pl_test_accuracy, DP-PFL's personalized_test_loss, ...): the
+    # last value of each extra *_loss / *_accuracy column, so personalised results reach the summary too.
+    out["final_extra"] = {col: get(glob.dropna(subset=[col]).iloc[-1], col)
+                          for col in table.columns if col not in STANDARD_LOSS_COLUMNS
+                          and col.endswith(("_loss", "_accuracy")) and glob[col].notna().any()}
     plan = state.plan
     if plan is not None:
         tight = get(last, "epsilon_spent")

@@ -66,6 +66,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             ("final accuracy", _fmt(s["final_accuracy"])),
             ("final test accuracy", _fmt(s["final_test_accuracy"])),
         ]
+        rows += [(f"final {k.replace('_', ' ')}", v) for k, v in s.get("final_extra", {}).items()]
         if s["private"]:
             rows += [("eps budget (delta)", f"{s['eps_budget']:g} ({s['delta']:g})"),
                      ("eps spent, tight accountant", _fmt(s["epsilon_spent"])),
