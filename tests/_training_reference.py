@@ -110,3 +110,19 @@ def udp_reference(model, data: ClientData, init: torch.Tensor, rounds: int, *, l
             agg = agg + float(p[j]) * w
         w_global = agg
     return w_global
+
+
+def resumed_and_full(make_algorithm, model, data, plan, options, run_dir, stop_after: int, columns):
+    """Run once uninterrupted and once stopped after ``stop_after`` rounds then resumed from the checkpoint;
+    assert the final parameters and the metric ``columns`` are identical.  Returns (resumed, full)."""
+    from fedbound.training.engine import run
+
+    full = run(make_algorithm(), model, data, plan=plan, options=options)
+    first = run(make_algorithm(), model, data, plan=plan, options=options, run_dir=run_dir, run_key="k",
+                stop_after=stop_after)
+    assert first.state.round == stop_after
+    resumed = run(make_algorithm(), model, data, plan=plan, options=options, run_dir=run_dir, run_key="k")
+    assert resumed.summary["resumed_from_round"] == stop_after
+    assert torch.equal(resumed.params, full.params)
+    assert resumed.metrics[list(columns)].equals(full.metrics[list(columns)])
+    return resumed, full

@@ -12,7 +12,13 @@ import torch
 from scipy import stats
 
 from fedbound.errors import ConfigError, ParameterError, PrivacyBudgetExceeded
-from fedbound.tests._training_reference import client_arrays, flat_grad, module_with, tiny_setup
+from fedbound.tests._training_reference import (
+    client_arrays,
+    flat_grad,
+    module_with,
+    resumed_and_full,
+    tiny_setup,
+)
 from fedbound.training.adaptive import PADPFL
 from fedbound.training.data import salt_and_pepper
 from fedbound.training.engine import RunOptions, run
@@ -307,14 +313,8 @@ def test_resume_equals_uninterrupted(tmp_path):
         return PADPFL(4, 2.0, LocalSGD(steps=2, lr=0.2, batch_size=6), SCHEDULE, data_schedule=[(2, phase2)])
 
     plan = plan_for(SCHEDULE, 0.01, [0.003, 0.003, 0.005, 0.0])
-    opts = RunOptions(dtype=torch.float64)
-    full = run(algo(), model, data, plan=plan, options=opts)
-    first = run(algo(), model, data, plan=plan, options=opts, run_dir=tmp_path, run_key="k", stop_after=2)
-    assert first.state.round == 2
-    resumed = run(algo(), model, data, plan=plan, options=opts, run_dir=tmp_path, run_key="k")
-    assert torch.equal(resumed.params, full.params)
     cols = ["round", "client", "loss", "sigma", "epsilon_spent", "epsilon_spent_paper", "impact_change"]
-    assert resumed.metrics[cols].equals(full.metrics[cols])
+    resumed_and_full(algo, model, data, plan, RunOptions(dtype=torch.float64), tmp_path, 2, cols)
 
 
 TINY = """

@@ -14,7 +14,13 @@ from scipy import stats
 from torch.func import functional_call
 
 from fedbound.errors import ConfigError, PrivacyBudgetExceeded
-from fedbound.tests._training_reference import client_arrays, flat_grad, module_with, tiny_setup
+from fedbound.tests._training_reference import (
+    client_arrays,
+    flat_grad,
+    module_with,
+    resumed_and_full,
+    tiny_setup,
+)
 from fedbound.training.data import digits
 from fedbound.training.dppfl import DPPFL, MiniBatch, personalize, query_sizes, split_query_support
 from fedbound.training.engine import RoundContext, RunOptions, RunState, run
@@ -405,13 +411,8 @@ def test_resume_equals_uninterrupted(tmp_path):
         return DPPFL(3, inner_lr=0.1, outer_lr=0.1, clip_norm=1.0, q_in=0.5, q_out=0.5, g1="hessian",
                      power_iterations=3)
 
-    full = run(algo(), model, data, plan=plan, options=F64)
-    first = run(algo(), model, data, plan=plan, options=F64, run_dir=tmp_path, run_key="k", stop_after=1)
-    assert first.state.round == 1
-    resumed = run(algo(), model, data, plan=plan, options=F64, run_dir=tmp_path, run_key="k")
-    assert torch.equal(resumed.params, full.params)
     cols = ["round", "loss", "epsilon_spent", "epsilon_spent_paper", "clipped_fraction"]
-    assert resumed.metrics[cols].equals(full.metrics[cols])
+    resumed_and_full(algo, model, data, plan, F64, tmp_path, 1, cols)
 
 
 def test_personalize_is_one_gradient_step_on_the_query_share():

@@ -8,7 +8,7 @@ import torch
 from scipy import stats
 
 from fedbound.errors import ConfigError, PrivacyBudgetExceeded
-from fedbound.tests._training_reference import nbafl_reference, tiny_setup, udp_reference
+from fedbound.tests._training_reference import nbafl_reference, resumed_and_full, tiny_setup, udp_reference
 from fedbound.training.engine import Algorithm, RunOptions, run
 from fedbound.training.local import LocalSGD
 from fedbound.training.nbafl import NbAFL
@@ -150,14 +150,9 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
     def algo():
         return NbAFL(4, 3.0, LocalSGD(steps=2, lr=0.2, batch_size=6), clients_per_round=4)
 
-    opts = RunOptions(dtype=torch.float64)
-    full = run(algo(), model, data, plan=plan, options=opts)
-    first = run(algo(), model, data, plan=plan, options=opts, run_dir=tmp_path, run_key="k", stop_after=2)
-    assert first.state.round == 2
-    resumed = run(algo(), model, data, plan=plan, options=opts, run_dir=tmp_path, run_key="k")
-    assert torch.equal(resumed.params, full.params)
     cols = ["round", "client", "loss", "sigma", "epsilon_spent", "epsilon_spent_paper"]
-    assert resumed.metrics[cols].equals(full.metrics[cols])
+    opts = RunOptions(dtype=torch.float64)
+    resumed_and_full(algo, model, data, plan, opts, tmp_path, 2, cols)
     with pytest.raises(ConfigError, match="different run"):
         run(algo(), model, data, plan=plan, options=opts, run_dir=tmp_path, run_key="other")
 
