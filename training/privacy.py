@@ -31,9 +31,9 @@ Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
   Needs ``plan.info`` ``"C"``, ``"R"`` and ``"q"``.  Theorem 1's delta is a per-outcome delta (spec 004
   E17); the tight column counts the Gaussian release before quantization (quantization and bit errors are
   post-processing).
+* ``"none"``: no paper accounting.
 
 Both accountants convert RDP to (eps, delta) over ``plan.orders`` (default ``DEFAULT_ORDERS``).
-* ``"none"``: no paper accounting.
 
 Nothing here is silent: an epsilon can be ``inf`` (a release with zero noise), never NaN.
 """
