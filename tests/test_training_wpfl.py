@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from fedbound.accounting import epsilon as tight_epsilon
-from fedbound.accounting import qa_gaussian_epsilon
+from fedbound.accounting import qa_gaussian_epsilon, qa_quantize
 from fedbound.errors import ConfigError, ParameterError, PrivacyBudgetExceeded
 from fedbound.tests._training_reference import (
     client_arrays,
@@ -207,6 +207,15 @@ def test_quantizer_tv0_and_levels():
     assert float((quantize(inside, 1.0, 6) - inside).abs().max()) <= 1.0 / 63 + 1e-15  # E^max = A/(2^R-1)
     with pytest.raises(ParameterError, match="R"):
         quantize(inside, 1.0, 0)
+
+
+def test_torch_quantizer_equals_the_accounting_reference():
+    """training.quantization (torch, the engine's) and accounting.qa_quantize (numpy, the mechanism the
+    privacy analysis and its Monte Carlo use) are one quantizer: equal levels inside and outside the range."""
+    x = np.random.default_rng(3).normal(0.0, 2.0, (3, 4000))
+    for R, A in ((1, 0.5), (4, 1.7), (16, 3.0)):
+        got = quantize(torch.as_tensor(x), A, R).numpy()
+        np.testing.assert_allclose(got, qa_quantize(x, A, R), rtol=0, atol=1e-12 * A)
 
 
 def test_bit_flips_have_the_configured_rates():
