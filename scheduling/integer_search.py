@@ -1,6 +1,7 @@
 """Certified 1-D integer minimisation, vectorised over a grid of settings.
 
-Two methods, both returning an :class:`IntegerOptimum` certificate (like scipy's ``OptimizeResult``):
+Two methods, both returning a :class:`~fedbound.scheduling.results.Optimum` certificate (like scipy's
+``OptimizeResult``):
 
 * :func:`unimodal_integer_min`: for a function known to be strictly quasi-convex (one sign change of its
   derivative, from - to +).  Vectorised bisection on the derivative finds the continuous minimiser, the
@@ -16,14 +17,14 @@ Settings are arrays that broadcast together (shape ``S``); the functions passed 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from fedbound.errors import InfeasibleError
+from fedbound.scheduling.results import Optimum
 
-__all__ = ["IntegerOptimum", "unimodal_integer_min", "exhaustive_integer_min", "expand_bracket",
+__all__ = ["Optimum", "unimodal_integer_min", "exhaustive_integer_min", "expand_bracket",
            "bisect_sign_change"]
 
 ArrayFn = Callable[[np.ndarray], np.ndarray]
@@ -34,56 +35,6 @@ def _scalar(x: Any) -> Any:
     if arr.ndim == 0:
         return arr.item()
     return arr
-
-
-def _json_number(x: Any) -> Any:
-    arr = np.asarray(x, dtype=float) if not isinstance(x, np.ndarray) or x.dtype != bool else x
-    if arr.dtype == bool:
-        return arr.tolist()
-    if arr.ndim == 0:
-        v = float(arr)
-        return v if np.isfinite(v) else None
-    return [_json_number(v) for v in arr]
-
-
-@dataclass(frozen=True)
-class IntegerOptimum:
-    """Certificate of an integer minimisation (scalars, or arrays over a settings grid).
-
-    ``x``: the integer argmin; ``fun``: the value there; ``x_continuous``: the continuous minimiser when the
-    method has one; ``fun_below``/``fun_above``: values at x-1 and x+1 (``inf`` where that point is not
-    feasible); ``success``: the certificate checks (a feasible point exists, and x is no worse than its
-    neighbours); ``at_lower_edge``/``at_upper_edge``: the argmin is the smallest/largest feasible integer;
-    ``bracket``: the interval searched; ``evidence``: method-specific facts.
-    """
-
-    x: Any
-    fun: Any
-    success: Any
-    message: str
-    method: str
-    bracket: tuple[Any, Any]
-    fun_below: Any
-    fun_above: Any
-    at_lower_edge: Any
-    at_upper_edge: Any
-    x_continuous: Any = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"x": _json_number(self.x) if np.ndim(self.x) else int(self.x), "fun": _json_number(self.fun),
-               "success": _json_number(self.success) if np.ndim(self.success) else bool(self.success),
-               "message": self.message, "method": self.method,
-               "bracket": [_json_number(self.bracket[0]), _json_number(self.bracket[1])],
-               "fun_below": _json_number(self.fun_below), "fun_above": _json_number(self.fun_above),
-               "at_lower_edge": _json_number(self.at_lower_edge) if np.ndim(self.at_lower_edge)
-               else bool(self.at_lower_edge),
-               "at_upper_edge": _json_number(self.at_upper_edge) if np.ndim(self.at_upper_edge)
-               else bool(self.at_upper_edge),
-               "x_continuous": None if self.x_continuous is None else _json_number(self.x_continuous)}
-        out["evidence"] = {k: _json_number(v) if isinstance(v, np.ndarray | float | int | np.generic)
-                           and not isinstance(v, bool) else v for k, v in self.evidence.items()}
-        return out
 
 
 def expand_bracket(df: ArrayFn, lo: np.ndarray, hi: np.ndarray, max_doublings: int = 60) -> np.ndarray:
@@ -117,7 +68,7 @@ def bisect_sign_change(df: ArrayFn, lo: np.ndarray, hi: np.ndarray, xtol: float 
 
 
 def unimodal_integer_min(f: ArrayFn, df: ArrayFn, lo: Any, hi: Any, *, x_min: int = 1,
-                         expand: bool = True, proof: str = "") -> IntegerOptimum:
+                         expand: bool = True, proof: str = "") -> Optimum:
     """Integer minimiser of a strictly quasi-convex ``f`` on ``[x_min, inf)`` by bisection on ``df``.
 
     ``[lo, hi]`` should bracket the sign change of ``df`` (``expand=True`` grows ``hi`` if it does not).
@@ -144,7 +95,7 @@ def unimodal_integer_min(f: ArrayFn, df: ArrayFn, lo: Any, hi: Any, *, x_min: in
            "change, then the better of floor/ceil" + (f" ({proof})" if proof else ""))
     if not np.all(success):
         msg += f"; certificate FAILED at {int(np.size(success) - np.sum(success))} setting(s)"
-    return IntegerOptimum(
+    return Optimum(
         x=_scalar(x.astype(np.int64)), fun=_scalar(fun), success=_scalar(success), message=msg,
         method="bisection on f' + integer rounding", bracket=(_scalar(lo_arr), _scalar(hi_arr)),
         fun_below=_scalar(below), fun_above=_scalar(above), at_lower_edge=_scalar(x <= x_min),
@@ -153,7 +104,7 @@ def unimodal_integer_min(f: ArrayFn, df: ArrayFn, lo: Any, hi: Any, *, x_min: in
 
 
 def exhaustive_integer_min(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], lo: int, hi: int,
-                           *, what: str = "x") -> IntegerOptimum:
+                           *, what: str = "x") -> Optimum:
     """Minimise over every integer in ``[lo, hi]``; ``f(x)`` returns ``(values, feasible)``.
 
     ``x`` is passed with shape ``(n, 1, ..., 1)`` so that it broadcasts against the settings; ``f`` returns
@@ -185,7 +136,7 @@ def exhaustive_integer_min(f: Callable[[np.ndarray], tuple[np.ndarray, np.ndarra
         raise InfeasibleError(f"no feasible {what} in [{lo}, {hi}]")
     n_feasible = feasible.sum(axis=0)
     msg = f"exhaustive search over every integer {what} in [{lo}, {hi}]"
-    return IntegerOptimum(
+    return Optimum(
         x=_scalar(x), fun=_scalar(np.where(any_feasible, fun, np.inf)), success=_scalar(any_feasible),
         message=msg, method="exhaustive", bracket=(lo, hi), fun_below=_scalar(below),
         fun_above=_scalar(above), at_lower_edge=_scalar(any_feasible & (idx == first)),

@@ -2,7 +2,7 @@
 
 Seed 002, Remarks 4-5; spec 002 F21, F36, F37.  Every function takes the setting as a mapping of the spec's
 notation names (scalars or broadcastable arrays: one call solves a whole grid of settings) and returns a
-certificate (:class:`~fedbound.scheduling.integer_search.IntegerOptimum` or :class:`JointOptimum`).
+certificate (:class:`~fedbound.scheduling.integer_search.Optimum` or :class:`JointOptimum`).
 
 * :func:`optimal_T`: h(T) is strictly quasi-convex for every admissible setting (spec F21: h' = P^T phi with
   phi strictly increasing), so bisection on h' over the bracket (0, T_Theta] plus integer rounding is exact.
@@ -24,7 +24,7 @@ import numpy as np
 from fedbound.bounds import nbafl as nb
 from fedbound.bounds.claims import Claim, Computed
 from fedbound.errors import InfeasibleError, ParameterError
-from fedbound.scheduling.integer_search import IntegerOptimum, exhaustive_integer_min, unimodal_integer_min
+from fedbound.scheduling.integer_search import Optimum, exhaustive_integer_min, unimodal_integer_min
 
 __all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "JointOptimum",
            "exhaustive_T", "T_STAR", "CLAIMS", "plan"]
@@ -41,7 +41,7 @@ def _shape(values: Mapping[str, np.ndarray]) -> tuple[int, ...]:
     return np.broadcast_shapes(*(v.shape for v in values.values())) if values else ()
 
 
-def optimal_T(settings: Mapping[str, Any], variant: str = "paper") -> IntegerOptimum:
+def optimal_T(settings: Mapping[str, Any], variant: str = "paper") -> Optimum:
     """Integer T >= 1 minimising Theorem 2's bound h(T), with a certificate.  Spec 002 F21, S13.
 
     ``settings`` needs eps, delta, N, C, m, Theta, l, beta, rho, B, mu (plus L for ``regime_aware``/
@@ -89,7 +89,7 @@ def _x_along(x: np.ndarray, ndim: int) -> np.ndarray:
 
 
 def exhaustive_T(settings: Mapping[str, Any], T_max: int, variant: str = "paper",
-                 theorem: Any = None) -> IntegerOptimum:
+                 theorem: Any = None) -> Optimum:
     """Exhaustive search of T in [1, T_max] for Theorem 2 (the test oracle of F21) or another theorem."""
     th = nb.BOUND if theorem is None else theorem
     s = _settings(settings, ("T",))
@@ -103,7 +103,7 @@ def exhaustive_T(settings: Mapping[str, Any], T_max: int, variant: str = "paper"
 
 
 def optimal_K(settings: Mapping[str, Any], variant: str = "paper",
-              K_range: tuple[int, int] | None = None) -> IntegerOptimum:
+              K_range: tuple[int, int] | None = None) -> Optimum:
     """Integer K minimising Theorem 3's bound h_K(T, K) at fixed T, by exhaustive search.  Spec 002 F36.
 
     The feasible set is every K in ``K_range`` (default [1, N], K = N included) where (60) holds and
@@ -126,7 +126,7 @@ def optimal_K(settings: Mapping[str, Any], variant: str = "paper",
     return res
 
 
-def optimal_T_k(settings: Mapping[str, Any], T_max: int = 1000, variant: str = "paper") -> IntegerOptimum:
+def optimal_T_k(settings: Mapping[str, Any], T_max: int = 1000, variant: str = "paper") -> Optimum:
     """Integer T in [1, T_max] minimising h_K(T, K) at fixed K (exhaustive: not unimodal, F37)."""
     if settings.get("K") is None:
         raise ParameterError("K", None, "integer in [1, N]", hint="optimal_T_k works at a fixed K")
