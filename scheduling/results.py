@@ -78,9 +78,10 @@ class Optimum:
             "message": self.message, "method": self.method,
             "bracket": None if self.bracket is None else [json_number(b) for b in self.bracket],
             "fun_below": json_number(self.fun_below), "fun_above": json_number(self.fun_above),
-            "at_lower_edge": json_number(self.at_lower_edge), "at_upper_edge": json_number(self.at_upper_edge),
+            "at_lower_edge": json_number(self.at_lower_edge),
+            "at_upper_edge": json_number(self.at_upper_edge),
             "x_continuous": None if self.x_continuous is None else json_number(self.x_continuous),
-            "evidence": {k: json_number(v) if not isinstance(v, str) else v for k, v in self.evidence.items()},
+            "evidence": {k: v if isinstance(v, str) else json_number(v) for k, v in self.evidence.items()},
         }
         if isinstance(self.x, Mapping):  # a joint optimum also reads as {"T": .., "K": ..}
             out.update({str(k): json_number(v) for k, v in self.x.items()})
