@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -111,21 +112,24 @@ def test_human_output_has_the_summary_table(tiny, tmp_path, capsys):
         assert needle in text
 
 
-def test_an_algorithm_without_a_recipe_says_not_implemented(tiny, capsys, monkeypatch):
-    from fedbound.validation import runner
+def test_an_unknown_paper_or_one_without_a_recipe_is_a_clear_error(tiny, capsys, monkeypatch):
+    from fedbound import registry
 
-    monkeypatch.setattr(runner, "implemented", lambda: ("nbafl",))
+    assert main(["train", "udpp", str(tiny(TINY_NBAFL))]) == 2
+    assert "did you mean 'udp'" in capsys.readouterr().err
+    paper = registry.get("udp")
+    monkeypatch.setitem(registry._REGISTRY, "udp", dataclasses.replace(paper, recipe=None))
     assert main(["train", "udp", str(tiny(TINY_NBAFL))]) == 2
-    assert "not implemented yet" in capsys.readouterr().err
+    assert "has no train" in capsys.readouterr().err
 
 
-def test_every_recipe_module_is_found():
-    from fedbound.training.config import ALGORITHMS
+def test_every_recipe_is_found_through_the_registry():
     from fedbound.validation.runner import implemented, recipe
 
-    assert {"nbafl", "udp"} <= set(implemented()) <= set(ALGORITHMS)
+    assert {"nbafl", "udp", "dppfl", "adaptive", "wpfl"} <= set(implemented())
     for algo in implemented():
-        assert recipe(algo).section.name  # the module defines a usable RECIPE
+        assert callable(recipe(algo).plan)  # the entry points to a usable RECIPE
+
 
 
 def test_unknown_algorithm_is_a_usage_error(tiny):

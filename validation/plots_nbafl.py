@@ -1,89 +1,32 @@
-"""Figures of a paper's bound against one variable, a few curves, the optimum marked (PNG and SVG).
+"""NbAFL's figures: the bound against T, eps, N and K, optimum marked (``PLOTS``, drawn by validation.plots).
 
 Seed 002's figures 7-10 in shape: Theorem 2's bound against T (one curve per eps, T* marked), against eps
 or N (at the setting's T and at the optimal T), and Theorem 3's bound against K (K* marked, the paper's
-one-sided amplification next to the two-sided variant).  matplotlib with the Agg backend: headless.
+one-sided amplification next to the two-sided variant).  Curves: the setting's eps times each of
+``FACTORS`` (for ``vs="eps"``: N times the factors).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from fedbound.bounds import nbafl as nb
-from fedbound.errors import ParameterError
 from fedbound.scheduling import nbafl as sched
+from fedbound.validation.plots import masked as _masked
 
-__all__ = ["plot_nbafl", "plotted_curves", "VS_CHOICES"]
+__all__ = ["PLOTS", "FACTORS"]
 
-VS_CHOICES = ("T", "eps", "N", "K")
 FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 
-def _figure() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-    return plt, fig, ax
-
-
-def _save(plt: Any, fig: Any, out: Path) -> list[Path]:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out.with_suffix(".png"), out.with_suffix(".svg")]
-    for p in paths:
-        fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return paths
-
-
-def plotted_curves(ax: Any) -> list[dict[str, Any]]:
-    """The labelled curves drawn on ``ax`` as data: ``label``, ``x``, ``y`` (``None`` where the bound is
-    undefined or its hypotheses fail, the gaps of the figure).  What ``fedbound plot --json`` prints."""
-    curves = []
-    for line in ax.get_lines():
-        label = line.get_label()
-        if label.startswith("_") or len(line.get_xdata()) < 2:
-            continue
-        y = np.asarray(line.get_ydata(), dtype=float)
-        curves.append({"label": label, "x": np.asarray(line.get_xdata(), dtype=float).tolist(),
-                       "y": [float(v) if np.isfinite(v) else None for v in y]})
-    return curves
-
-
-def _masked(ev: Any) -> np.ndarray:
-    ok = np.asarray(ev.defined) & np.asarray(ev.admissible)
-    return np.where(ok, np.asarray(ev.value, dtype=float), np.nan)
-
-
-def plot_nbafl(settings: Mapping[str, Any], vs: str, out: str | Path, variant: str = "paper",
-               factors: Sequence[float] = FACTORS, curves: list | None = None) -> list[Path]:
-    """Draw the NbAFL bound against ``vs`` (T, eps, N or K) and write ``out`` as .png and .svg.
-
-    Curves: the setting's eps times each of ``factors`` (for ``vs="eps"``: N times the factors).  Returns
-    the two paths written; pass a list as ``curves`` to receive the plotted data (:func:`plotted_curves`).
-    """
-    if vs not in VS_CHOICES:
-        raise ParameterError("vs", vs, "one of " + ", ".join(VS_CHOICES))
-    s = {k: v for k, v in settings.items() if v is not None}
-    plt, fig, ax = _figure()
-    draw = {"T": _vs_T, "eps": _vs_eps, "N": _vs_N, "K": _vs_K}[vs]
-    title = draw(ax, s, variant, factors)
+def _theta_line(ax: Any, s: dict[str, Any]) -> None:
     ax.axhline(s["Theta"], color="grey", lw=0.8, ls=":", label=r"$\Theta$ (vacuous above)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    if curves is not None:
-        curves.extend(plotted_curves(ax))
-    return _save(plt, fig, Path(out))
 
 
-def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) -> str:
+def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     eps_values = [s["eps"] * f for f in factors]
     opts = sched.optimal_T({**s, "eps": np.array(eps_values)}, variant)
     t_max = int(max(3 * np.max(opts.x), 20))
@@ -97,13 +40,14 @@ def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) ->
             ev = nb.K_BOUND.evaluate(s, T=T, eps=eps, variant=variant)
             ax.plot(T, _masked(ev), ls="--", color=line.get_color(), lw=1,
                     label=rf"Thm 3, K={s['K']}, $\epsilon$={eps:g}")
+    _theta_line(ax, s)
     ax.set_ylim(0, 2.5 * s["Theta"])
     ax.set_xlabel("rounds T")
     ax.set_ylabel("bound on E[F(w_T)] - F*")
     return f"NbAFL bound vs T (N={s['N']}, m={s['m']}, C={s['C']:g}, variant {variant}); dots: T*"
 
 
-def _vs_eps(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) -> str:
+def _vs_eps(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     eps = np.geomspace(s["eps"] / 10, s["eps"] * 10, 60)
     for n in sorted({max(1, int(round(s["N"] * f))) for f in factors}):
         opt = sched.optimal_T({**s, "eps": eps, "N": n}, variant)
@@ -115,10 +59,11 @@ def _vs_eps(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) 
     ax.set_xscale("log")
     ax.set_xlabel(r"privacy budget $\epsilon$")
     ax.set_ylabel("bound at the optimal T")
+    _theta_line(ax, s)
     return f"NbAFL bound vs eps (Remark 2; variant {variant}); vertical line: the setting's eps"
 
 
-def _vs_N(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) -> str:
+def _vs_N(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     N = np.arange(2, max(4 * s["N"], 10) + 1, dtype=float)
     for f in factors:
         eps = s["eps"] * f
@@ -127,10 +72,11 @@ def _vs_N(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) ->
     ax.axvline(s["N"], color="k", lw=0.8, ls="--")
     ax.set_xlabel("clients N")
     ax.set_ylabel("bound at the optimal T")
+    _theta_line(ax, s)
     return f"NbAFL bound vs N (Remark 3; variant {variant}); vertical line: the setting's N"
 
 
-def _vs_K(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) -> str:
+def _vs_K(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     if "T" not in s:
         s = {**s, "T": float(sched.optimal_T(s, variant).x)}
     K = np.arange(1, int(s["N"]) + 1, dtype=float)
@@ -146,5 +92,10 @@ def _vs_K(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float]) ->
             ax.plot([K[i]], [values[i]], "o", color=color)
     ax.set_xlabel("clients per round K")
     ax.set_ylabel("Theorem 3 bound")
+    _theta_line(ax, s)
     return (f"NbAFL K-scheduling bound vs K at T={s['T']:g} (N={s['N']}); dots: K*; "
             "dashed: two-sided amplification (E9)")
+
+
+PLOTS = {"T": _vs_T, "eps": _vs_eps, "N": _vs_N, "K": _vs_K}
+"""NbAFL's figures by x-axis variable; each ``draw(ax, settings, variant) -> title``."""
