@@ -47,7 +47,7 @@ from fedbound.errors import ParameterError
 
 SEED = "003"
 SHORT = "UDP (Wei et al. 2021)"
-METHODS = ("paper", "corrected", "numeric", "numeric_exact", "numeric_release", "tight")
+METHODS = ("paper", "corrected", "numeric", "numeric_exact", "numeric_release", "tight", "tight_participation")
 
 _POS = {"low": 0.0, "low_open": True}
 PARAMS = (
@@ -248,19 +248,41 @@ def optimal_T_int(co: Mapping[str, float], T_min: int = 1) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # The one noise function (registry contract)
 # ---------------------------------------------------------------------------------------------------------
+def parse_values(name: str, value: Any, n: int) -> np.ndarray:
+    """Per-client values: a number, a list, or a rule text "2*20, 4*20, 8*10" (value*count, comma separated)
+    or "400,600,800,1000,1200" (cycled over the N clients when it divides N) -> a length-n float array."""
+    if isinstance(value, str):
+        out: list[float] = []
+        try:
+            for part in value.replace(";", ",").split(","):
+                if not part.strip():
+                    continue
+                v, _, count = part.partition("*")
+                out.extend([float(v)] * (int(count) if count.strip() else 1))
+        except ValueError as exc:
+            raise ParameterError(name, value, "numbers, comma separated, each optionally *count") from exc
+        arr = np.asarray(out, dtype=float)
+    else:
+        arr = np.atleast_1d(np.asarray(value, dtype=float))
+    if arr.size == 0 or n % arr.size:
+        raise ParameterError(name, value, f"one value, N = {n} values, or a group pattern whose length divides N")
+    return np.tile(arr, n // arr.size)
+
+
 def client_arrays(setting: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """eps_i, delta_i, |D_i| and Delta_l,i as length-N arrays from a setting (scalars are broadcast)."""
+    """eps_i, delta_i, |D_i| and Delta_l,i as length-N arrays from a setting: ``eps``/``delta`` (numbers or
+    arrays), overridden by ``eps_clients``/``delta_clients`` (see :func:`parse_values`); ``sizes`` (or the
+    smallest local dataset ``m`` for every client), ``eta`` and ``C`` give Delta_l = 2 eta C/|D_i| (eq. (13))."""
     n = int(setting["N"])
     out = {}
     for key in ("eps", "delta"):
-        arr = np.atleast_1d(np.asarray(setting[key], dtype=float))
-        if arr.size not in (1, n):
-            raise ParameterError(key, arr.tolist(), f"one value or N = {n} values")
-        out[key] = np.broadcast_to(arr, (n,)).copy()
-    sizes = np.atleast_1d(np.asarray(setting.get("sizes", setting.get("m")), dtype=float))
-    if sizes.size not in (1, n):
-        raise ParameterError("sizes", sizes.tolist(), f"one value or N = {n} values")
-    out["sizes"] = np.broadcast_to(sizes, (n,)).copy()
+        given = setting.get(f"{key}_clients")
+        out[key] = parse_values(f"{key}_clients" if given is not None else key,
+                                setting[key] if given is None else given, n)
+    out["eps"] = check_real("eps", out["eps"], 0.0, low_open=True)
+    out["delta"] = check_probability("delta", out["delta"])
+    sizes = setting.get("sizes")
+    out["sizes"] = parse_values("sizes" if sizes is not None else "m", setting["m"] if sizes is None else sizes, n)
     out["sens"] = np.asarray(sensitivity(setting["eta"], setting["C"], out["sizes"]), dtype=float)
     return out
 
@@ -274,6 +296,8 @@ def _one(method: str, e: float, d: float, qq: float, t: int, s: float) -> float:
         return float(SIGMA_CORRECTED.evaluate(eps=e, delta=d, q=qq, T=t, sens=s).value)
     if method == "tight":
         return um.sigma_tight(e, d, qq, t, s)
+    if method == "tight_participation":
+        return um.sigma_tight(e, d, 1.0, t, s)
     accountant = {"numeric": "approx", "numeric_exact": "exact", "numeric_release": "release"}[method]
     return um.sigma_numeric(e, d, qq, t, s, accountant)
 
@@ -282,7 +306,9 @@ def noise(setting: Mapping[str, Any], T_: int, method: str = "paper") -> dict[st
     """{"uplink": sigma_i per client} for T rounds: seed 003 Theorem 1 eq. (10) ("paper"), its corrected
     closed form ("corrected"), the numeric calibration under the paper's accountant (16) over integer orders
     ("numeric"; "numeric_exact" and "numeric_release" under the exact moments of (14) and of Algorithm 1's
-    release), or the tight Renyi calibration of the release (``udp_moments.sigma_tight``).
+    release), the tight Renyi calibration of the release (``udp_moments.sigma_tight``, "tight"), or the
+    tight calibration for a client that takes part in every round ("tight_participation": valid for any
+    realised participation pattern, the per-realisation guarantee the simulator's privacy ledger checks).
 
     ``setting``: N, K (default N), eps, delta (scalars or length-N arrays), eta, C and sizes (array) or m.
     """
