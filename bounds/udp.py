@@ -26,6 +26,10 @@ Decisions where spec and seed differ or the seed is silent (seed text re-read):
   takes arrays (S = sum_i Lambda_i/eps_i^2, eq. (22)).
 * Theorem 2's b = kappa_1 N (N - K)/(K (N - 1)) is read as 0 at K = N (also for N = 1).
 * Theorem 2's proof (Appendix B) is not in the seed; (22) is implemented as printed (dimension-free).
+* The sensitivity 2 eta C/|D_i| (eq. (13)) is for ONE full-batch step with per-sample clipping.  With E local
+  steps fedbound multiplies it by E and warns: that is a bound only while clipping never activates (with
+  active per-sample clipping the clipped gradient map can be expansive; a 9-sample convex example reaches
+  0.306 > 3 x 0.1 after 3 steps).
 """
 
 from __future__ import annotations
@@ -272,7 +276,8 @@ def parse_values(name: str, value: Any, n: int) -> np.ndarray:
 def client_arrays(setting: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """eps_i, delta_i, |D_i| and Delta_l,i as length-N arrays from a setting: ``eps``/``delta`` (numbers or
     arrays), overridden by ``eps_clients``/``delta_clients`` (see :func:`parse_values`); ``sizes`` (or the
-    smallest local dataset ``m`` for every client), ``eta`` and ``C`` give Delta_l = 2 eta C/|D_i| (eq. (13))."""
+    smallest local dataset ``m`` for every client), ``eta`` and ``C`` give Delta_l = 2 eta C/|D_i| (eq. (13));
+    ``local_steps`` (default 1) multiplies it, which is not a bound when clipping is active (module doc)."""
     n = int(setting["N"])
     out = {}
     for key in ("eps", "delta"):
@@ -283,7 +288,8 @@ def client_arrays(setting: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out["delta"] = check_probability("delta", out["delta"])
     sizes = setting.get("sizes")
     out["sizes"] = parse_values("sizes" if sizes is not None else "m", setting["m"] if sizes is None else sizes, n)
-    out["sens"] = np.asarray(sensitivity(setting["eta"], setting["C"], out["sizes"]), dtype=float)
+    steps = int(setting.get("local_steps", 1))
+    out["sens"] = steps * np.asarray(sensitivity(setting["eta"], setting["C"], out["sizes"]), dtype=float)
     return out
 
 
@@ -297,7 +303,9 @@ def _one(method: str, e: float, d: float, qq: float, t: int, s: float) -> float:
     if method == "tight":
         return um.sigma_tight(e, d, qq, t, s)
     if method == "tight_participation":
-        return um.sigma_tight(e, d, 1.0, t, s)
+        from fedbound.accounting import calibrate_noise
+
+        return float(calibrate_noise(e, d, 1.0, t, method="analytic")) * s
     accountant = {"numeric": "approx", "numeric_exact": "exact", "numeric_release": "release"}[method]
     return um.sigma_numeric(e, d, qq, t, s, accountant)
 
@@ -308,7 +316,8 @@ def noise(setting: Mapping[str, Any], T_: int, method: str = "paper") -> dict[st
     ("numeric"; "numeric_exact" and "numeric_release" under the exact moments of (14) and of Algorithm 1's
     release), the tight Renyi calibration of the release (``udp_moments.sigma_tight``, "tight"), or the
     tight calibration for a client that takes part in every round ("tight_participation": valid for any
-    realised participation pattern, the per-realisation guarantee the simulator's privacy ledger checks).
+    realised participation pattern, the per-realisation guarantee the simulator's privacy ledger checks; exact
+    T-fold Gaussian composition by ``fedbound.accounting.calibrate_noise``, analytic Gaussian).
 
     ``setting``: N, K (default N), eps, delta (scalars or length-N arrays), eta, C and sizes (array) or m.
     """
