@@ -182,3 +182,38 @@ def heuristic_search_T(objective: Callable[[int], float], grid: Sequence[int]) -
                    fun_above=float(values[i + 1]) if i + 1 < len(g) else math.inf,
                    at_lower_edge=i == 0, at_upper_edge=i == len(g) - 1,
                    evidence={"runs": len(g), "rounds": int(sum(g))})
+
+
+def replay(setting: Any, losses: Sequence[float]) -> dict[str, Any]:
+    """Algorithm 2 replayed on a recorded loss curve (``losses[t]`` = V(w^t), t = 0 the initial model) for a
+    [udp] setting: every client's budget Phi_i (eq. (25); the corrected budget with ``calibration =
+    "corrected"``), the decisions round by round, and what the sigma sequence spends under each accountant."""
+    from fedbound.bounds import udp
+
+    n = int(setting["N"])
+    q = int(setting.get("K") or n) / n
+    if not setting.get("T"):
+        raise ParameterError("T", None, "an integer >= 1 (the initial T of the CRD run)")
+    arr = udp.client_arrays(setting)
+    corrected = setting.get("calibration") == "corrected"
+    phi = (um.budget_phi_corrected if corrected else um.budget_phi)(arr["eps"], arr["delta"], q, arr["sens"])
+    policy = CRDPolicy(float(setting.get("beta", 0.9)), float(setting.get("zeta", 0.001)))
+    trace = run_crd(policy, [float(x) for x in losses], int(setting["T"]), phi)
+    worst = int(np.argmax(np.atleast_1d(-np.log(arr["delta"]) * arr["sens"] ** 2 / arr["eps"] ** 2)))
+    sig = trace.sigmas.reshape(trace.rounds, -1)[:, worst] if trace.rounds else np.zeros(0)
+    rounds = []
+    for t in range(trace.rounds):
+        v0, v1 = trace.losses[t], trace.losses[t + 1]
+        nxt = trace.T_in_force[t + 1] if t + 1 < trace.rounds else trace.T_final
+        rounds.append({"t": t, "T": trace.T_in_force[t], "loss_before": v0, "loss_after": v1,
+                       "improvement": v0 - v1, "discount": policy.should_discount(v0, v1), "T_next": nxt,
+                       "sigma": float(sig[t])})
+    spent = {}
+    if trace.rounds:
+        e, d, s = float(arr["eps"][worst]), float(arr["delta"][worst]), float(arr["sens"][worst])
+        spent = {"eps_spent_paper_accountant": float(um.eps_spent(sig, d, q, s)),
+                 **{f"delta_at_eps_{acc}": um.delta_from_sigmas(e, q, sig, s, acc) for acc in um.ACCOUNTANTS},
+                 "validity_x": um.validity_x(e, q, sig, s)}
+    return {"policy": {"beta": policy.beta, "zeta": policy.zeta}, "T_init": int(setting["T"]),
+            "budget": "corrected" if corrected else "paper", "client": worst, **trace.to_dict(),
+            "rounds_detail": rounds, **spent}

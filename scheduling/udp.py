@@ -26,7 +26,7 @@ from fedbound.errors import ParameterError
 from fedbound.scheduling.crd import CRDPolicy, heuristic_search_T, run_crd
 from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row
 
-__all__ = ["coeffs", "optimal_T", "optimal_T_tight", "plan", "CLAIMS", "TIGHT_ACCOUNTING"]
+__all__ = ["coeffs", "optimal_T", "optimal_T_tight", "bound_tight", "plan", "parse_grid", "CLAIMS", "TIGHT_ACCOUNTING"]
 
 SHORT = udp.SHORT
 TIGHT_ACCOUNTING = ("Renyi DP of Algorithm 1's release (nothing w.p. 1 - q, Gaussian w.p. q; the server sees "
@@ -71,7 +71,7 @@ def _sigma_tight(s: Mapping[str, Any], T: int) -> np.ndarray:
     return udp.noise(s, T, "tight")["uplink"]
 
 
-def _h_tight(s: Mapping[str, Any], co: Mapping[str, float], T: int) -> tuple[float, np.ndarray]:
+def bound_tight(s: Mapping[str, Any], co: Mapping[str, float], T: int) -> tuple[float, np.ndarray]:
     sig = _sigma_tight(s, T)
     noise_term = s["L"] ** 2 / (2.0 * s["mu"]) * float(np.mean(sig**2))
     A_T = math.exp(-co["c"] * T)
@@ -88,9 +88,9 @@ def optimal_T_tight(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[Opti
         sig = _sigma_tight(s, T)
         a_eff = s["L"] ** 2 / (2.0 * s["mu"]) * float(np.mean(sig**2)) / T
         T = udp.optimal_T_int({**co, "a": a_eff})
-    fun, sig = _h_tight(s, co, T)
-    below = _h_tight(s, co, T - 1)[0] if T > 1 else math.inf
-    above = _h_tight(s, co, T + 1)[0]
+    fun, sig = bound_tight(s, co, T)
+    below = bound_tight(s, co, T - 1)[0] if T > 1 else math.inf
+    above = bound_tight(s, co, T + 1)[0]
     ok = fun <= below and fun <= above
     return Optimum(x=T, fun=fun, success=bool(ok), message="fixed point of the effective noise coefficient; "
                    + ("no better integer neighbour" if ok else "an integer neighbour is better: not certified"),
