@@ -38,7 +38,7 @@ from scipy import integrate, optimize
 from scipy.special import gammaln, logsumexp
 
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
-from fedbound.errors import ParameterError, PrivacyBudgetExceeded
+from fedbound.errors import InfeasibleError, ParameterError, PrivacyBudgetExceeded
 
 __all__ = ["ACCOUNTANTS", "log_moment_approx", "log_moment_exact", "log_moment_reverse", "log_moment_release",
            "log_delta_from_sigmas", "delta_from_sigmas", "delta_achieved_paper", "sigma_numeric",
@@ -196,15 +196,21 @@ def _solve_z(log_gap: Any, z0: float) -> float:
         if log_gap(math.exp(hi)) <= 0:
             break
         hi += 1.0
+    else:
+        raise InfeasibleError("no noise std meets the target: the accountant's delta stays above it for "
+                              "every sigma (raise lam_max, eps or delta)")
     root = optimize.brentq(lambda x: log_gap(math.exp(x)), lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps,
                            maxiter=500)
     return math.exp(root)
 
 
 def sigma_numeric(eps: float, delta: float, q: float, T: int, sens: float, accountant: str = "approx",
-                  lam_max: int = LAM_MAX) -> float:
+                  lam_max: int | None = None) -> float:
     """The smallest constant sigma whose T rounds meet (eps, delta) under ``accountant`` over integer orders
-    lambda in [1, lam_max]: seed 003, eqs. (16)-(17) solved numerically instead of (18)-(21)."""
+    lambda in [1, lam_max]: seed 003, eqs. (16)-(17) solved numerically instead of (18)-(21).
+
+    ``lam_max`` defaults to max(256, ceil(4 ln(1/delta)/eps)): the tail bound (17) can only reach delta at
+    orders lambda > ln(1/delta)/eps, which exceed 256 for small eps and delta."""
     _accountant(accountant)
     e = float(check_real("eps", eps, 0.0, low_open=True))
     d = float(check_probability("delta", delta))
@@ -213,7 +219,8 @@ def sigma_numeric(eps: float, delta: float, q: float, T: int, sens: float, accou
     qq = float(check_probability("q", q, allow_one=True))
     z0 = math.sqrt(2.0 * qq * t * math.log(1.0 / d)) / e
     log_target = math.log(d)
-
+    if lam_max is None:
+        lam_max = max(LAM_MAX, math.ceil(4.0 * -log_target / e))
     lams = np.arange(1, int(check_int("lam_max", lam_max, 1)) + 1, dtype=float)
 
     def gap(z: float) -> float:

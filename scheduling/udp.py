@@ -253,7 +253,7 @@ def _t_int_is_brute_force(v: Mapping[str, Any], variant: str) -> tuple[bool, str
 
 
 def _crd_run(v: Mapping[str, Any]) -> tuple[Any, float]:
-    rng = np.random.default_rng(int(v["_seed"]))
+    rng = np.random.default_rng(int(v["seed"]))
     drops = np.abs(rng.normal(0.0, 0.01, 400)) * (rng.random(400) < 0.7)
     curve = np.concatenate([[1.0], 1.0 - np.cumsum(drops)])
     phi = float(um.budget_phi(v["eps"], v["delta"], v["q"], v["sens"]))
@@ -286,7 +286,7 @@ def _schedule_rules(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
 
 def _d13(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
     phi = float(um.budget_phi(v["eps"], v["delta"], v["q"], v["sens"]))
-    T0, t, T1 = int(v["T"]), int(v["_f"] * (int(v["T"]) - 1)), int(v["_T1"])
+    T0, t, T1 = int(v["T"]), int(v["frac"] * (int(v["T"]) - 1)), int(v["T1"])
     T1 = max(T1, t + 1)
     s0 = um.sigma_crd(0, T0, phi, 0.0)
     st = um.sigma_crd(t, T1, phi, t / s0**2)
@@ -298,7 +298,7 @@ def _d13(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
 
 
 _CRD_REGION = Region({"eps": (0.5, 20.0), "delta": (1e-6, 0.1, "log"), "q": (0.05, 1.0), "sens": (1e-4, 0.1, "log"),
-                      "T": (5, 300), "beta": (0.3, 0.95), "_seed": (0, 10**6)}, integers=frozenset({"T", "_seed"}))
+                      "T": (5, 300), "beta": (0.3, 0.95), "seed": (0, 10**6)}, integers=frozenset({"T", "seed"}))
 _INT_REGION = Region({"N": (2, 200), "_k": (0.05, 1.0), "eps": (0.5, 20.0), "delta": (1e-6, 0.1, "log"),
                       "L": (0.5, 5.0), "_m": (0.05, 1.0), "_e": (0.05, 0.99), "sens": (1e-3, 0.05, "log"),
                       "div": (0.0, 1.0), "theta0": (0.1, 10.0)},
@@ -312,7 +312,7 @@ CLAIMS: tuple[Claim, ...] = (
           source="Theorem 4, eqs. (25)-(31)"),
     Claim("P8c", "(D13): after t rounds at sigma^0, a new T' gives sigma^t = sigma^0 sqrt((T'-t)/(T0-t)) and "
           "eps_spent = eps sqrt(t/T0)", _ONE, "predicate",
-          Region({**_CRD_REGION.ranges, "_f": (0.0, 1.0), "_T1": (1, 300)}, integers=frozenset({"T", "_T1"})),
+          Region({**_CRD_REGION.ranges, "frac": (0.0, 1.0), "T1": (1, 300)}, integers=frozenset({"T", "T1", "seed"})),
           other=_d13, source="Theorem 4, derived"),
     Claim("P9", "CRD schedule: T never increases, T_new - t = floor(beta (T - t)) <= T - t - 1, at most T_init "
           "rounds", _ONE, "predicate", _CRD_REGION, other=_schedule_rules, source="Alg. 2"),

@@ -220,7 +220,7 @@ def test_noise_methods_per_client():
     with pytest.raises(ParameterError, match="method"):
         udp.noise(setting, 200, "classic")
     with pytest.raises(ParameterError, match="eps"):
-        udp.noise({**setting, "eps": [1.0, 2.0]}, 200)
+        udp.noise({**setting, "eps": [1.0, 2.0, 3.0]}, 200)
 
 
 def test_tight_sigma_meets_eps_under_release_rdp_and_beats_the_moments_tail():
@@ -265,14 +265,14 @@ def test_moment_orderings_property(lam, q, s):
 
 
 @settings(max_examples=40, deadline=None)
-@given(eps=st.floats(0.1, 30.0), delta=st.floats(1e-9, 0.5), q=st.floats(0.01, 1.0), T=st.integers(1, 2000))
-def test_sigma_numeric_meets_delta_property(eps, delta, q, T):
-    z = um.sigma_numeric(eps, delta, q, T, 1.0, "approx")
+@given(eps=st.floats(0.1, 30.0), delta=st.floats(1e-9, 0.5), q=st.floats(0.01, 1.0), T=st.integers(1, 2000),
+       acc=st.sampled_from(["approx", "release"]))
+def test_sigma_numeric_is_the_smallest_sigma_meeting_delta(eps, delta, q, T, acc):
+    z = um.sigma_numeric(eps, delta, q, T, 1.0, acc)
+    lam_max = max(256, math.ceil(4 * math.log(1 / delta) / eps))
     assert np.isfinite(z) and z > 0
-    assert um.delta_from_sigmas(eps, q, [z], 1.0, "approx") <= 1.0 or T > 1
-    got = um.log_delta_from_sigmas(eps, q, [z] * min(T, 3), 1.0, "approx")[0] if T <= 3 else None
-    if got is not None:
-        assert got <= math.log(delta) + 1e-9
+    assert um.log_delta_from_sigmas(eps, q, [z] * T, 1.0, acc, lam_max)[0] <= math.log(delta) + 1e-9
+    assert um.log_delta_from_sigmas(eps, q, [z * (1 - 1e-6)] * T, 1.0, acc, lam_max)[0] > math.log(delta)
 
 
 @pytest.mark.parametrize("bad", [dict(eps=0.0), dict(delta=1.0), dict(q=1.5), dict(T=-1.0), dict(sens=-1.0)])
