@@ -40,10 +40,24 @@ from scipy.special import gammaln, logsumexp
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import InfeasibleError, ParameterError, PrivacyBudgetExceeded
 
-__all__ = ["ACCOUNTANTS", "log_moment_approx", "log_moment_exact", "log_moment_reverse", "log_moment_release",
-           "log_delta_from_sigmas", "delta_from_sigmas", "delta_achieved_paper", "sigma_numeric",
-           "sigma_tight", "tight_orders", "validity_x", "budget_phi", "budget_phi_corrected", "sigma_crd",
-           "eps_spent"]
+__all__ = [
+    "ACCOUNTANTS",
+    "log_moment_approx",
+    "log_moment_exact",
+    "log_moment_reverse",
+    "log_moment_release",
+    "log_delta_from_sigmas",
+    "delta_from_sigmas",
+    "delta_achieved_paper",
+    "sigma_numeric",
+    "sigma_tight",
+    "tight_orders",
+    "validity_x",
+    "budget_phi",
+    "budget_phi_corrected",
+    "sigma_crd",
+    "eps_spent",
+]
 
 ACCOUNTANTS = ("approx", "exact", "release")
 LAM_MAX = 256
@@ -61,7 +75,7 @@ def _accountant(accountant: str) -> None:
 
 
 def log_moment_approx(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndarray:
-    """alpha(lambda) ~= q lambda (lambda + 1) Delta_l^2 / (2 sigma^2): seed 003, eq. (15) (an approximation)."""
+    """alpha(lambda) ~= q lambda (lambda + 1) Delta_l^2 / (2 sigma^2): seed 003, eq. (15) (approximation)."""
     lam_ = check_int("lam", lam, 1)
     qq = check_probability("q", q, allow_one=True)
     inv_z = _z(sigma, sens)
@@ -69,7 +83,7 @@ def log_moment_approx(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.nda
 
 
 def log_moment_release(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndarray:
-    """ln(1 - q + q e^y), y = lambda (lambda + 1) Delta_l^2 / (2 sigma^2): the exact log-moment of Algorithm 1's
+    """ln(1 - q + q e^y), y = lambda (lambda + 1) Delta_l^2 / (2 sigma^2): the exact log-moment of Alg. 1's
     release (nothing w.p. 1 - q, Gaussian w.p. q; seed 003 Alg. 1, eqs. (5)-(7) applied to it)."""
     lam_ = check_int("lam", lam, 1)
     qq = check_probability("q", q, allow_one=True)
@@ -96,18 +110,22 @@ def _exact(lam: int, q: float, inv_z: float) -> float:
 
 
 def log_moment_exact(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndarray:
-    """alpha(lambda) = ln D_{nu1,nu0}, the binomial sum of seed 003 eq. (14) (exact for the pair of (6)-(8))."""
+    """alpha(lambda) = ln D_{nu1,nu0}, the binomial sum of seed 003 eq. (14) (exact for the pair (6)-(8))."""
     lam_ = check_int("lam", lam, 1)
     qq = check_probability("q", q, allow_one=True)
     inv_z = _z(sigma, sens)
     lam_b, q_b, z_b = np.broadcast_arrays(lam_, qq, inv_z)
-    out = np.array([_exact(int(a), float(b), float(c)) for a, b, c in zip(lam_b.ravel(), q_b.ravel(),
-                                                                          z_b.ravel(), strict=True)])
+    out = np.array(
+        [
+            _exact(int(a), float(b), float(c))
+            for a, b, c in zip(lam_b.ravel(), q_b.ravel(), z_b.ravel(), strict=True)
+        ]
+    )
     return scalar_or_array(out.reshape(lam_b.shape))
 
 
 def log_moment_reverse(lam: int, q: float, sigma: float, sens: float) -> float:
-    """ln D_{nu0,nu1} = ln E_{nu0}[(nu1/nu0)^(-lambda)] by quadrature: seed 003 eq. (8) (Lemma 1's other side).
+    """ln D_{nu0,nu1} = ln E_{nu0}[(nu1/nu0)^(-lambda)] by quadrature: seed 003 eq. (8) (Lemma 1, other side).
 
     In units of sigma the likelihood ratio is 1 - q + q e^{u s - s^2/2} with u ~ N(0, 1), s = Delta_l/sigma
     (eq. (14)'s first line); the integrand is centred between u = 0 and u = -lambda s.
@@ -142,13 +160,20 @@ def _exact_orders(lams: np.ndarray, q: float, inv_z: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         log_binom = gammaln(n + 1) - gammaln(ell + 1) - gammaln(np.maximum(rest, 0) + 1)
         tail = np.where(rest > 0, rest * (np.log1p(-q) if q < 1 else -np.inf), 0.0)
-        terms = np.where(rest >= 0, log_binom + tail + ell * math.log(q) + ell * (ell - 1) * inv_z**2 / 2.0,
-                         -np.inf)
+        terms = np.where(
+            rest >= 0, log_binom + tail + ell * math.log(q) + ell * (ell - 1) * inv_z**2 / 2.0, -np.inf
+        )
     return np.maximum(logsumexp(terms, axis=1), 0.0)
 
 
-def log_delta_from_sigmas(eps: float, q: float, sigmas: Sequence[float] | np.ndarray, sens: float,
-                          accountant: str = "approx", lam_max: int = LAM_MAX) -> tuple[float, int]:
+def log_delta_from_sigmas(
+    eps: float,
+    q: float,
+    sigmas: Sequence[float] | np.ndarray,
+    sens: float,
+    accountant: str = "approx",
+    lam_max: int = LAM_MAX,
+) -> tuple[float, int]:
     """(ln delta, lambda*) = min over integer lambda in [1, lam_max] of sum_t alpha_t(lambda) - lambda eps:
     seed 003, eqs. (16)-(17) (eq. (26) for rounds with different sigma)."""
     _accountant(accountant)
@@ -167,8 +192,14 @@ def log_delta_from_sigmas(eps: float, q: float, sigmas: Sequence[float] | np.nda
     return float(log_d[best]), best + 1
 
 
-def delta_from_sigmas(eps: float, q: float, sigmas: Sequence[float] | np.ndarray, sens: float,
-                      accountant: str = "approx", lam_max: int = LAM_MAX) -> float:
+def delta_from_sigmas(
+    eps: float,
+    q: float,
+    sigmas: Sequence[float] | np.ndarray,
+    sens: float,
+    accountant: str = "approx",
+    lam_max: int = LAM_MAX,
+) -> float:
     """delta achieved by the noise stds ``sigmas`` (one per round) at eps: seed 003, eq. (17), minimised over
     integer orders.  A value >= 1 means no guarantee (kept, not clipped, so the shortfall is visible)."""
     log_d, _ = log_delta_from_sigmas(eps, q, sigmas, sens, accountant, lam_max)
@@ -186,7 +217,7 @@ def delta_achieved_paper(eps: Any, delta: Any) -> float | np.ndarray:
 
 
 def _solve_z(log_gap: Any, z0: float) -> float:
-    """The smallest z > 0 with log_gap(z) <= 0 for a function decreasing in z (bracket, then brentq on ln z)."""
+    """The smallest z > 0 with log_gap(z) <= 0 for log_gap decreasing in z (bracket, then brentq on ln z)."""
     lo, hi = math.log(z0) - 1.0, math.log(z0) + 1.0
     for _ in range(200):
         if log_gap(math.exp(lo)) > 0:
@@ -197,15 +228,25 @@ def _solve_z(log_gap: Any, z0: float) -> float:
             break
         hi += 1.0
     else:
-        raise InfeasibleError("no noise std meets the target: the accountant's delta stays above it for "
-                              "every sigma (raise lam_max, eps or delta)")
-    root = optimize.brentq(lambda x: log_gap(math.exp(x)), lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps,
-                           maxiter=500)
+        raise InfeasibleError(
+            "no noise std meets the target: the accountant's delta stays above it for "
+            "every sigma (raise lam_max, eps or delta)"
+        )
+    root = optimize.brentq(
+        lambda x: log_gap(math.exp(x)), lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500
+    )
     return math.exp(root)
 
 
-def sigma_numeric(eps: float, delta: float, q: float, T: int, sens: float, accountant: str = "approx",
-                  lam_max: int | None = None) -> float:
+def sigma_numeric(
+    eps: float,
+    delta: float,
+    q: float,
+    T: int,
+    sens: float,
+    accountant: str = "approx",
+    lam_max: int | None = None,
+) -> float:
     """The smallest constant sigma whose T rounds meet (eps, delta) under ``accountant`` over integer orders
     lambda in [1, lam_max]: seed 003, eqs. (16)-(17) solved numerically instead of (18)-(21).
 
@@ -255,7 +296,9 @@ def sigma_tight(eps: float, delta: float, q: float, T: int, sens: float) -> floa
     orders = tight_orders()
 
     def gap(z: float) -> float:
-        return math.log(max(float(rdp_to_dp(orders, t * _release_rdp(orders, qq, z), d)), 1e-300)) - math.log(e)
+        return math.log(max(float(rdp_to_dp(orders, t * _release_rdp(orders, qq, z), d)), 1e-300)) - math.log(
+            e
+        )
 
     z0 = math.sqrt(2.0 * qq * t * math.log(1.0 / d)) / e
     return _solve_z(gap, z0) * s
@@ -263,7 +306,8 @@ def sigma_tight(eps: float, delta: float, q: float, T: int, sens: float) -> floa
 
 def validity_x(eps: float, q: float, sigmas: Sequence[float] | np.ndarray, sens: float) -> float:
     """max over rounds of x = lambda* Delta_l^2 / (2 sigma_t^2) at the order lambda* = eps/(2 rho) - 1/2 (at
-    least 1), rho = q Delta_l^2 / 2 sum_t sigma_t^-2: eq. (15) upper-bounds the exact moment only for x <= 0.75
+    least 1), rho = q Delta_l^2 / 2 sum_t sigma_t^-2: eq. (15) upper-bounds the exact moment only for
+    x <= 0.75
     (seed 003, eq. (15)'s premise lambda Delta_l^2/(2 sigma^2) << 1)."""
     sig = check_real("sigmas", np.atleast_1d(np.asarray(sigmas, dtype=float)), 0.0, low_open=True)
     s = float(check_real("sens", sens, 0.0))
@@ -276,8 +320,12 @@ def validity_x(eps: float, q: float, sigmas: Sequence[float] | np.ndarray, sens:
 # Theorem 4: the inverse-variance budget (eq. (25)) and the privacy spent (its inverse)
 # ---------------------------------------------------------------------------------------------------------
 def _budget_inputs(eps: Any, delta: Any, q: Any, sens: Any) -> tuple[np.ndarray, ...]:
-    return (check_real("eps", eps, 0.0, low_open=True), check_probability("delta", delta),
-            check_probability("q", q, allow_one=True), check_real("sens", sens, 0.0, low_open=True))
+    return (
+        check_real("eps", eps, 0.0, low_open=True),
+        check_probability("delta", delta),
+        check_probability("q", q, allow_one=True),
+        check_real("sens", sens, 0.0, low_open=True),
+    )
 
 
 def budget_phi(eps: Any, delta: Any, q: Any, sens: Any) -> float | np.ndarray:
@@ -310,9 +358,11 @@ def sigma_crd(t: int, T: int, phi: Any, past_inverse_variance: Any) -> float | n
     spent = check_real("past_inverse_variance", past_inverse_variance, 0.0)
     left = p - spent
     if np.any(left <= 0):
-        raise PrivacyBudgetExceeded(f"privacy budget exhausted at round t = {tt}: Phi - sum sigma^-2 = "
-                                    f"{float(np.min(left)):.6g} <= 0 (UDP (Wei et al. 2021), eq. (25)); stop "
-                                    "training instead of reusing a sigma")
+        raise PrivacyBudgetExceeded(
+            f"privacy budget exhausted at round t = {tt}: Phi - sum sigma^-2 = "
+            f"{float(np.min(left)):.6g} <= 0 (UDP (Wei et al. 2021), eq. (25)); stop "
+            "training instead of reusing a sigma"
+        )
     return scalar_or_array(np.sqrt((total - tt) / left))
 
 

@@ -1,5 +1,6 @@
-"""Communication-rounds discounting (CRD) as a pure policy, its baselines, and their costs (seed 003, Sec. 4.3,
-Theorem 4, Algorithm 2; Sec. 5's "optimal UDP" heuristic search and Lei et al.'s linear noise decay).
+"""Communication-rounds discounting (CRD) as a pure policy, its baselines, and their costs (seed 003,
+Sec. 4.3, Theorem 4, Algorithm 2; Sec. 5's "optimal UDP" heuristic search and Lei et al.'s linear
+noise decay).
 
 * :class:`CRDPolicy`: given the observed loss sequence, the next T and sigma.  The trigger (Alg. 2, Step 8):
   discount when V(w^t) - V(w^{t+1}) < zeta; the discount: T <- floor(beta (T - t)) + t (0-based t, computed in
@@ -45,8 +46,9 @@ class CRDPolicy:
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.beta) < 1.0:
-            raise ParameterError("beta", self.beta, "(0, 1)", hint="the CRD discount factor of UDP (Wei et al. "
-                                 "2021), Alg. 2")
+            raise ParameterError(
+                "beta", self.beta, "(0, 1)", hint="the CRD discount factor of UDP (Wei et al. 2021), Alg. 2"
+            )
         if not float(self.zeta) > 0.0 or not math.isfinite(float(self.zeta)):
             raise ParameterError("zeta", self.zeta, "(0, inf)", hint="the CRD trigger threshold")
 
@@ -90,14 +92,24 @@ class CRDTrace:
         return um.eps_spent(self.sigmas, delta, q, sens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rounds": self.rounds, "T_final": self.T_final, "T_in_force": list(self.T_in_force),
-                "discounts": [list(d) for d in self.discounts], "stopped": self.stopped,
-                "sigma_first": np.atleast_1d(self.sigmas[0]).tolist() if self.rounds else [],
-                "sigma_last": np.atleast_1d(self.sigmas[-1]).tolist() if self.rounds else []}
+        return {
+            "rounds": self.rounds,
+            "T_final": self.T_final,
+            "T_in_force": list(self.T_in_force),
+            "discounts": [list(d) for d in self.discounts],
+            "stopped": self.stopped,
+            "sigma_first": np.atleast_1d(self.sigmas[0]).tolist() if self.rounds else [],
+            "sigma_last": np.atleast_1d(self.sigmas[-1]).tolist() if self.rounds else [],
+        }
 
 
-def run_crd(policy: CRDPolicy, losses: Callable[[int], float] | Sequence[float], T_init: int, phi: Any,
-            max_rounds: int | None = None) -> CRDTrace:
+def run_crd(
+    policy: CRDPolicy,
+    losses: Callable[[int], float] | Sequence[float],
+    T_init: int,
+    phi: Any,
+    max_rounds: int | None = None,
+) -> CRDTrace:
     """Algorithm 2's control loop: ``losses(t)`` (or ``losses[t]``) is V(w^t), t = 0 the initial model.
 
     ``phi``: each client's inverse-variance budget (eq. (25); scalar or array).  Runs while t < T; a recorded
@@ -139,8 +151,15 @@ def run_crd(policy: CRDPolicy, losses: Callable[[int], float] | Sequence[float],
         if T_new != T:
             discounts.append((t, T, T_new))
         T, v_prev, t = T_new, v_new, t + 1
-    return CRDTrace(tuple(T_force), np.asarray(sigmas, dtype=float), tuple(discounts), T,
-                    np.asarray(spent), stopped, tuple(seen))
+    return CRDTrace(
+        tuple(T_force),
+        np.asarray(sigmas, dtype=float),
+        tuple(discounts),
+        T,
+        np.asarray(spent),
+        stopped,
+        tuple(seen),
+    )
 
 
 def lei_schedule(sigma0: float, k: float, t: int, sigma_min: float = 0.0) -> float:
@@ -152,8 +171,16 @@ def lei_schedule(sigma0: float, k: float, t: int, sigma_min: float = 0.0) -> flo
     return s0 * max(1.0 - kk * int(t), floor_ / s0)
 
 
-def lei_run(sigma0: float, k: float, eps: float, delta: float, q: float, sens: float, T_max: int,
-            sigma_min: float | None = None) -> np.ndarray:
+def lei_run(
+    sigma0: float,
+    k: float,
+    eps: float,
+    delta: float,
+    q: float,
+    sens: float,
+    T_max: int,
+    sigma_min: float | None = None,
+) -> np.ndarray:
     """The sigma's Lei's approach uses: the schedule, stopping before the first round that would make the
     privacy spent (inverse of eq. (25)) exceed eps, or at T_max.  ``sigma_min`` defaults to sigma0/100."""
     floor_ = float(sigma0) / 100.0 if sigma_min is None else float(sigma_min)
@@ -169,19 +196,26 @@ def lei_run(sigma0: float, k: float, eps: float, delta: float, q: float, sens: f
 
 
 def heuristic_search_T(objective: Callable[[int], float], grid: Sequence[int]) -> Optimum:
-    """"Optimal UDP" (seed 003, Sec. 5): run Algorithm 1 for every T of ``grid`` and keep the best final
+    """ "Optimal UDP" (seed 003, Sec. 5): run Algorithm 1 for every T of ``grid`` and keep the best final
     loss.  Cost: len(grid) runs and sum(grid) training rounds (evidence ``runs``, ``rounds``)."""
     g = [int(x) for x in check_int("grid", list(grid), 1)]
     if not g:
         raise ParameterError("grid", list(grid), "a non-empty list of rounds")
     values = np.array([float(objective(T)) for T in g])
     i = int(np.argmin(values))
-    return Optimum(x=g[i], fun=float(values[i]), success=bool(np.isfinite(values[i])),
-                   message=f"best of {len(g)} runs on the grid {g[0]}..{g[-1]}", method="exhaustive grid search",
-                   bracket=(g[0], g[-1]), fun_below=float(values[i - 1]) if i > 0 else math.inf,
-                   fun_above=float(values[i + 1]) if i + 1 < len(g) else math.inf,
-                   at_lower_edge=i == 0, at_upper_edge=i == len(g) - 1,
-                   evidence={"runs": len(g), "rounds": int(sum(g))})
+    return Optimum(
+        x=g[i],
+        fun=float(values[i]),
+        success=bool(np.isfinite(values[i])),
+        message=f"best of {len(g)} runs on the grid {g[0]}..{g[-1]}",
+        method="exhaustive grid search",
+        bracket=(g[0], g[-1]),
+        fun_below=float(values[i - 1]) if i > 0 else math.inf,
+        fun_above=float(values[i + 1]) if i + 1 < len(g) else math.inf,
+        at_lower_edge=i == 0,
+        at_upper_edge=i == len(g) - 1,
+        evidence={"runs": len(g), "rounds": int(sum(g))},
+    )
 
 
 def replay(setting: Any, losses: Sequence[float]) -> dict[str, Any]:
@@ -205,15 +239,32 @@ def replay(setting: Any, losses: Sequence[float]) -> dict[str, Any]:
     for t in range(trace.rounds):
         v0, v1 = trace.losses[t], trace.losses[t + 1]
         nxt = trace.T_in_force[t + 1] if t + 1 < trace.rounds else trace.T_final
-        rounds.append({"t": t, "T": trace.T_in_force[t], "loss_before": v0, "loss_after": v1,
-                       "improvement": v0 - v1, "discount": policy.should_discount(v0, v1), "T_next": nxt,
-                       "sigma": float(sig[t])})
+        rounds.append(
+            {
+                "t": t,
+                "T": trace.T_in_force[t],
+                "loss_before": v0,
+                "loss_after": v1,
+                "improvement": v0 - v1,
+                "discount": policy.should_discount(v0, v1),
+                "T_next": nxt,
+                "sigma": float(sig[t]),
+            }
+        )
     spent = {}
     if trace.rounds:
         e, d, s = float(arr["eps"][worst]), float(arr["delta"][worst]), float(arr["sens"][worst])
-        spent = {"eps_spent_paper_accountant": float(um.eps_spent(sig, d, q, s)),
-                 **{f"delta_at_eps_{acc}": um.delta_from_sigmas(e, q, sig, s, acc) for acc in um.ACCOUNTANTS},
-                 "validity_x": um.validity_x(e, q, sig, s)}
-    return {"policy": {"beta": policy.beta, "zeta": policy.zeta}, "T_init": int(setting["T"]),
-            "budget": "corrected" if corrected else "paper", "client": worst, **trace.to_dict(),
-            "rounds_detail": rounds, **spent}
+        spent = {
+            "eps_spent_paper_accountant": float(um.eps_spent(sig, d, q, s)),
+            **{f"delta_at_eps_{acc}": um.delta_from_sigmas(e, q, sig, s, acc) for acc in um.ACCOUNTANTS},
+            "validity_x": um.validity_x(e, q, sig, s),
+        }
+    return {
+        "policy": {"beta": policy.beta, "zeta": policy.zeta},
+        "T_init": int(setting["T"]),
+        "budget": "corrected" if corrected else "paper",
+        "client": worst,
+        **trace.to_dict(),
+        "rounds_detail": rounds,
+        **spent,
+    }

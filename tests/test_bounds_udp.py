@@ -19,17 +19,36 @@ CLOSED, NUMERIC = 1e-9, 1e-6
 LAM = 6.907755279
 
 # spec 003 section 8.1/8.2: (eps, q, T, sens) -> sigma_paper, rho, lambda*, sigma_corrected,
-# delta_ach (continuous / integer approx / integer exact / integer release), sigma_numeric (approx/exact/release)
+# delta_ach (continuous / integer approx / integer exact / integer release),
+# sigma_numeric (approx/exact/release)
 TV = {
-    "TV1": ((4.0, 1.0, 200, 1e-4), 0.001314130442, 0.5790593092, 2.953877639, 0.001482737496,
-            (0.00639320158, 0.006401081685, 0.006401081685, 0.006401081685),
-            (0.001483130751, 0.001483130751, 0.001483130751)),
-    "TV2": ((8.0, 0.6, 200, 1e-4), 0.0005089605318, 2.316237237, 1.22693882, 0.0006283254287,
-            (0.03059818492, 0.03447483897, 0.0005646967846, 0.03572683651),
-            (0.0006292390869, 0.0004930559355, 0.0006338954063)),
-    "TV3": ((2.0, 0.6, 100, 1.5625e-4), 0.002249309021, 0.1447648273, 6.407755279, 0.002401783598,
-            (0.002621662853, 0.002685529796, 3.096643334e-05, 0.003035045105),
-            (0.002404821304, 0.001874227651, 0.002432226733)),
+    "TV1": (
+        (4.0, 1.0, 200, 1e-4),
+        0.001314130442,
+        0.5790593092,
+        2.953877639,
+        0.001482737496,
+        (0.00639320158, 0.006401081685, 0.006401081685, 0.006401081685),
+        (0.001483130751, 0.001483130751, 0.001483130751),
+    ),
+    "TV2": (
+        (8.0, 0.6, 200, 1e-4),
+        0.0005089605318,
+        2.316237237,
+        1.22693882,
+        0.0006283254287,
+        (0.03059818492, 0.03447483897, 0.0005646967846, 0.03572683651),
+        (0.0006292390869, 0.0004930559355, 0.0006338954063),
+    ),
+    "TV3": (
+        (2.0, 0.6, 100, 1.5625e-4),
+        0.002249309021,
+        0.1447648273,
+        6.407755279,
+        0.002401783598,
+        (0.002621662853, 0.002685529796, 3.096643334e-05, 0.003035045105),
+        (0.002404821304, 0.001874227651, 0.002432226733),
+    ),
 }
 
 
@@ -40,7 +59,9 @@ def test_theorem1_and_accountants_tv(name):
     assert got == pytest.approx(sigma, rel=CLOSED)
     assert T * q * sens**2 / (2 * got**2) == pytest.approx(rho, rel=CLOSED)
     assert eps * got**2 / (T * q * sens**2) - 0.5 == pytest.approx(lam_star, rel=CLOSED)
-    assert udp.SIGMA_CORRECTED(eps=eps, delta=1e-3, q=q, T=T, sens=sens) == pytest.approx(corrected, rel=CLOSED)
+    assert udp.SIGMA_CORRECTED(eps=eps, delta=1e-3, q=q, T=T, sens=sens) == pytest.approx(
+        corrected, rel=CLOSED
+    )
     assert um.delta_achieved_paper(eps, 1e-3) == pytest.approx(deltas[0], rel=CLOSED)
     for acc, want in zip(um.ACCOUNTANTS, deltas[1:], strict=True):
         assert um.delta_from_sigmas(eps, q, [got] * T, sens, acc) == pytest.approx(want, rel=NUMERIC)
@@ -65,8 +86,13 @@ SWEEP = {  # (q, eps): z_paper, z_corrected, z_numeric(exact), delta_ach approx,
     (0.6, 16): (2.544803, 3.589513, 2.868811, 12.5522, 0.0132308),
     (0.6, 20): (2.035842, 3.026942, 2.409784, 7730.78, 0.28382),
 }
-RELEASE_SWEEP = {4: (0.00693528, 11.573294), 8: (0.0357268, 6.338954), 12: (0.247347, 4.651920),
-                 16: (22.1045, 3.659797), 20: (30478.2, 3.059429)}
+RELEASE_SWEEP = {
+    4: (0.00693528, 11.573294),
+    8: (0.0357268, 6.338954),
+    12: (0.247347, 4.651920),
+    16: (22.1045, 3.659797),
+    20: (30478.2, 3.059429),
+}
 
 
 @pytest.mark.parametrize("key", sorted(SWEEP))
@@ -85,12 +111,15 @@ def test_eps_sweep(key):
         assert um.sigma_numeric(eps, 1e-3, q, 200, 1.0, "release") == pytest.approx(z_rel, abs=1e-6)
 
 
-@pytest.mark.parametrize("lam,q,sens,exact,reverse,approx,release", [
-    (1, 0.6, 1.0, 0.4815501226, 0.2614486698, 0.6, 0.7085130669),
-    (4, 0.6, 0.5, 1.170461273, 0.7039069604, 1.5, 2.042452865),
-    (8, 0.1, 0.5, 0.1284903874, 0.08157783322, 0.9, 6.698524979),
-    (3, 1.0, 1.0, 6.0, 6.0, 6.0, 6.0),
-])
+@pytest.mark.parametrize(
+    "lam,q,sens,exact,reverse,approx,release",
+    [
+        (1, 0.6, 1.0, 0.4815501226, 0.2614486698, 0.6, 0.7085130669),
+        (4, 0.6, 0.5, 1.170461273, 0.7039069604, 1.5, 2.042452865),
+        (8, 0.1, 0.5, 0.1284903874, 0.08157783322, 0.9, 6.698524979),
+        (3, 1.0, 1.0, 6.0, 6.0, 6.0, 6.0),
+    ],
+)
 def test_lemma1_moments(lam, q, sens, exact, reverse, approx, release):
     assert um.log_moment_exact(lam, q, 1.0, sens) == pytest.approx(exact, rel=CLOSED)
     assert um.log_moment_reverse(lam, q, 1.0, sens) == pytest.approx(reverse, rel=NUMERIC)
@@ -103,7 +132,9 @@ def test_exact_moment_against_monte_carlo():
     q, s, lam = 0.6, 0.5, 4
     x = rng.standard_normal(2_000_000)
     ratio = 1 - q + q * np.exp(x * s - s * s / 2)
-    assert math.log(np.mean(ratio ** (lam + 1))) == pytest.approx(um.log_moment_exact(lam, q, 1.0, s), rel=5e-3)
+    assert math.log(np.mean(ratio ** (lam + 1))) == pytest.approx(
+        um.log_moment_exact(lam, q, 1.0, s), rel=5e-3
+    )
 
 
 def test_theorem4_vectors():
@@ -132,26 +163,66 @@ def test_theorem4_budget_exhaustion_is_an_error():
 B = {
     "B1": dict(N=50, K=30, eps=2.0, delta=1e-3, L=1.0, mu=0.1, eta=0.1, sens=0.0078125, div=0.5, theta0=1.0),
     "B2": dict(N=50, K=50, eps=4.0, delta=1e-3, L=2.0, mu=0.2, eta=0.25, sens=0.0025, div=0.5, theta0=2.0),
-    "B3": dict(N=50, K=30, eps=np.array([2.0] * 20 + [4.0] * 20 + [8.0] * 10), delta=1e-3, L=1.0, mu=0.1,
-               eta=0.1, sens=0.0078125, div=0.5, theta0=1.0),
+    "B3": dict(
+        N=50,
+        K=30,
+        eps=np.array([2.0] * 20 + [4.0] * 20 + [8.0] * 10),
+        delta=1e-3,
+        L=1.0,
+        mu=0.1,
+        eta=0.1,
+        sens=0.0078125,
+        div=0.5,
+        theta0=1.0,
+    ),
 }
-B_COEFFS = {"B1": (0.981, 86.34694099, 0.0006103515625, 0.025, 0.0006324238842, 0.01700680272),
-            "B2": (0.925, 21.58673525, 0.000125, 0.3125, 5.396683812e-05, 0.0),
-            "B3": (0.981, 44.25280726, 0.0006103515625, 0.025, 0.0003241172406, 0.01700680272)}
+B_COEFFS = {
+    "B1": (0.981, 86.34694099, 0.0006103515625, 0.025, 0.0006324238842, 0.01700680272),
+    "B2": (0.925, 21.58673525, 0.000125, 0.3125, 5.396683812e-05, 0.0),
+    "B3": (0.981, 44.25280726, 0.0006103515625, 0.025, 0.0003241172406, 0.01700680272),
+}
 B_VALUES = {  # h(1), h(50), h(100), h(200), T*, T*_int, h(T*_int), T_c, h''(100)
-    "B1": (0.9813351453, 0.4132146249, 0.2153229285, 0.1619643959, 172.7724358, 173, 0.1580420338, 1658.586453,
-           5.32678e-05),
-    "B2": (1.850004048, 0.04320536238, 0.006217091668, 0.01079370416, 102.1828733, 102, 0.006206540975,
-           37085.44946, 4.9899e-06),
-    "B3": (0.9813292875, 0.4037067863, 0.1890200264, 0.101632953, 209.061088, 209, 0.1013570737, 3137.09214,
-           5.31968e-05),
+    "B1": (
+        0.9813351453,
+        0.4132146249,
+        0.2153229285,
+        0.1619643959,
+        172.7724358,
+        173,
+        0.1580420338,
+        1658.586453,
+        5.32678e-05,
+    ),
+    "B2": (
+        1.850004048,
+        0.04320536238,
+        0.006217091668,
+        0.01079370416,
+        102.1828733,
+        102,
+        0.006206540975,
+        37085.44946,
+        4.9899e-06,
+    ),
+    "B3": (
+        0.9813292875,
+        0.4037067863,
+        0.1890200264,
+        0.101632953,
+        209.061088,
+        209,
+        0.1013570737,
+        3137.09214,
+        5.31968e-05,
+    ),
 }
 
 
 def _coeffs(name):
     b = B[name]
-    return udp.bound_coeffs(b["N"], b["K"], b["eps"], b["delta"], b["L"], b["mu"], b["eta"], b["sens"], b["div"],
-                            b["theta0"])
+    return udp.bound_coeffs(
+        b["N"], b["K"], b["eps"], b["delta"], b["L"], b["mu"], b["eta"], b["sens"], b["div"], b["theta0"]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(B))
@@ -184,17 +255,37 @@ def test_printed_second_derivative_is_wrong_by_the_spec_value():
     assert fd == pytest.approx(udp.bound_d2(t, co), rel=1e-4)
 
 
-@pytest.mark.parametrize("name,points", [
-    ("B1", ((1, 98.1463, 0.37709275), (2, 172.7724, 0.15804203), (4, 247.5866, 0.0643227),
-            (8, 320.9527, 0.03174909), (16, 393.6075, 0.02141116))),
-    ("B2", ((1, 66.3504, 0.06830854), (2, 84.3327, 0.02097065), (4, 102.1829, 0.00620654),
-            (8, 119.9863, 0.00179186), (16, 137.7747, 0.00050797))),
-])
+@pytest.mark.parametrize(
+    "name,points",
+    [
+        (
+            "B1",
+            (
+                (1, 98.1463, 0.37709275),
+                (2, 172.7724, 0.15804203),
+                (4, 247.5866, 0.0643227),
+                (8, 320.9527, 0.03174909),
+                (16, 393.6075, 0.02141116),
+            ),
+        ),
+        (
+            "B2",
+            (
+                (1, 66.3504, 0.06830854),
+                (2, 84.3327, 0.02097065),
+                (4, 102.1829, 0.00620654),
+                (8, 119.9863, 0.00179186),
+                (16, 137.7747, 0.00050797),
+            ),
+        ),
+    ],
+)
 def test_T_opt_against_eps(name, points):
     for eps, t_star, h_int in points:
         b = {**B[name], "eps": float(eps)}
-        co = udp.bound_coeffs(*(b[k] for k in ("N", "K", "eps", "delta", "L", "mu", "eta", "sens", "div",
-                                               "theta0")))
+        co = udp.bound_coeffs(
+            *(b[k] for k in ("N", "K", "eps", "delta", "L", "mu", "eta", "sens", "div", "theta0"))
+        )
         assert udp.optimal_T(co) == pytest.approx(t_star, abs=1e-4)
         assert udp.bound(udp.optimal_T_int(co), co) == pytest.approx(h_int, abs=5e-9)  # printed digits
 
@@ -212,7 +303,9 @@ def test_noise_methods_per_client():
     assert paper.shape == (50,) and paper[0] == pytest.approx(0.0005089605318, rel=CLOSED)
     assert udp.noise(setting, 200, "corrected")["uplink"][7] == pytest.approx(0.0006283254287, rel=CLOSED)
     assert udp.noise(setting, 200, "numeric")["uplink"][3] == pytest.approx(0.0006292390869, rel=NUMERIC)
-    assert udp.noise(setting, 200, "numeric_release")["uplink"][0] == pytest.approx(0.0006338954063, rel=NUMERIC)
+    assert udp.noise(setting, 200, "numeric_release")["uplink"][0] == pytest.approx(
+        0.0006338954063, rel=NUMERIC
+    )
     tight = udp.noise(setting, 200, "tight")["uplink"]
     assert np.all(tight < udp.noise(setting, 200, "numeric_release")["uplink"])
     uneven = udp.noise({**setting, "sizes": [400, 800] * 25}, 200)["uplink"]
@@ -265,8 +358,13 @@ def test_moment_orderings_property(lam, q, s):
 
 
 @settings(max_examples=40, deadline=None)
-@given(eps=st.floats(0.1, 30.0), delta=st.floats(1e-9, 0.5), q=st.floats(0.01, 1.0), T=st.integers(1, 2000),
-       acc=st.sampled_from(["approx", "release"]))
+@given(
+    eps=st.floats(0.1, 30.0),
+    delta=st.floats(1e-9, 0.5),
+    q=st.floats(0.01, 1.0),
+    T=st.integers(1, 2000),
+    acc=st.sampled_from(["approx", "release"]),
+)
 def test_sigma_numeric_is_the_smallest_sigma_meeting_delta(eps, delta, q, T, acc):
     z = um.sigma_numeric(eps, delta, q, T, 1.0, acc)
     lam_max = max(256, math.ceil(4 * math.log(1 / delta) / eps))

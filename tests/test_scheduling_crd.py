@@ -28,8 +28,28 @@ def test_crd1_vectors():
     assert (trace.rounds, trace.T_final, len(trace.discounts)) == (111, 110, 21)
     assert trace.discounts[0][:2] == (90, 200)
     assert trace.T_in_force[:91] == (200,) * 91
-    assert trace.T_in_force[91:] == (189, 179, 170, 162, 155, 149, 143, 138, 134, 130, 127, 124, 121, 119, 117,
-                                     115, 114, 113, 112, 111)
+    assert trace.T_in_force[91:] == (
+        189,
+        179,
+        170,
+        162,
+        155,
+        149,
+        143,
+        138,
+        134,
+        130,
+        127,
+        124,
+        121,
+        119,
+        117,
+        115,
+        114,
+        113,
+        112,
+        111,
+    )
     s = trace.sigmas
     np.testing.assert_allclose(s[:91], 0.001314130442, rtol=1e-9)
     assert s[91] == pytest.approx(0.00124605802, rel=1e-9)
@@ -88,7 +108,9 @@ def test_recorded_curve_that_ends_early():
 @given(beta=st.floats(0.05, 0.95), T=st.integers(1, 300), seed=st.integers(0, 10**6))
 def test_schedule_property(beta, T, seed):
     rng = np.random.default_rng(seed)
-    curve = np.concatenate([[1.0], 1.0 - np.cumsum(np.abs(rng.normal(0, 0.01, 400)) * (rng.random(400) < 0.6))])
+    curve = np.concatenate(
+        [[1.0], 1.0 - np.cumsum(np.abs(rng.normal(0, 0.01, 400)) * (rng.random(400) < 0.6))]
+    )
     phi = um.budget_phi(2.0, 1e-3, 0.5, 1e-3)
     trace = run_crd(CRDPolicy(beta, 0.003), curve, T, phi)
     Ts = trace.T_in_force
@@ -106,9 +128,21 @@ def test_heuristic_search_vectors_on_the_bound_surrogate():
     assert (coarse.x, coarse.evidence["runs"], coarse.evidence["rounds"]) == (160, 6, 810)
     assert coarse.fun == pytest.approx(0.1591597151, rel=1e-9)
     for name, grid_T, grid_h in (("B2", 100, 0.006217091668), ("B3", 210, 0.1013598351)):
-        b = {"B2": (50, 50, 4.0, 1e-3, 2.0, 0.2, 0.25, 0.0025, 0.5, 2.0),
-             "B3": (50, 30, np.array([2.0] * 20 + [4.0] * 20 + [8.0] * 10), 1e-3, 1.0, 0.1, 0.1, 0.0078125,
-                    0.5, 1.0)}[name]
+        b = {
+            "B2": (50, 50, 4.0, 1e-3, 2.0, 0.2, 0.25, 0.0025, 0.5, 2.0),
+            "B3": (
+                50,
+                30,
+                np.array([2.0] * 20 + [4.0] * 20 + [8.0] * 10),
+                1e-3,
+                1.0,
+                0.1,
+                0.1,
+                0.0078125,
+                0.5,
+                1.0,
+            ),
+        }[name]
         c = udp.bound_coeffs(*b)
         r = heuristic_search_T(lambda T, c=c: udp.bound(T, c), range(10, 301, 10))
         assert r.x == grid_T and r.fun == pytest.approx(grid_h, rel=1e-9)

@@ -19,10 +19,32 @@ from fedbound.output import to_jsonable
 from fedbound.registry import get
 from fedbound.scheduling import udp as sched
 
-QUESTION = {"N": 50, "K": 30, "eps": 8.0, "delta": 1e-3, "m": 80, "eta": 0.5, "C": 1.0, "L": 1.0, "mu": 0.1,
-            "div": 0.5, "theta0": 1.0}
-KEYS = ("sigma", "sigma_corrected", "sigma_numeric", "sigma_tight", "delta_achieved_by_paper_sigma", "T_opt",
-        "T_opt_continuous", "T_convexity_limit", "bound_at_T_opt", "recommendation", "warnings")
+QUESTION = {
+    "N": 50,
+    "K": 30,
+    "eps": 8.0,
+    "delta": 1e-3,
+    "m": 80,
+    "eta": 0.5,
+    "C": 1.0,
+    "L": 1.0,
+    "mu": 0.1,
+    "div": 0.5,
+    "theta0": 1.0,
+}
+KEYS = (
+    "sigma",
+    "sigma_corrected",
+    "sigma_numeric",
+    "sigma_tight",
+    "delta_achieved_by_paper_sigma",
+    "T_opt",
+    "T_opt_continuous",
+    "T_convexity_limit",
+    "bound_at_T_opt",
+    "recommendation",
+    "warnings",
+)
 
 
 def test_the_designers_question():
@@ -36,7 +58,9 @@ def test_the_designers_question():
     sens = 2 * 0.5 * 1.0 / 80
     assert d["sigma"][0] == pytest.approx(udp.SIGMA(eps=8.0, delta=1e-3, q=0.6, T=T, sens=sens), rel=1e-12)
     assert d["sigma_corrected"][0] == pytest.approx(d["sigma"][0] * 1.234526824, rel=1e-9)
-    assert d["delta_achieved_by_paper_sigma"]["approx"] == pytest.approx(0.0344748, rel=1e-5)  # depends on z only
+    assert d["delta_achieved_by_paper_sigma"]["approx"] == pytest.approx(
+        0.0344748, rel=1e-5
+    )  # depends on z only
     rec = d["recommendation"]
     assert rec["T"] == plan.optima["T_opt_tight"].x and rec["K"] == 30
     z = rec["sigma"]["uplink"][0] / sens
@@ -67,8 +91,14 @@ def test_optimal_T_certificate_matches_brute_force():
 
 
 def test_heterogeneous_budgets_and_sizes_and_grid_and_crd_preview():
-    s = {**QUESTION, "eps_clients": "2*20, 4*20, 8*10", "sizes": "80,160", "T_grid": "10:300:10", "crd": True,
-         "T": 120}
+    s = {
+        **QUESTION,
+        "eps_clients": "2*20, 4*20, 8*10",
+        "sizes": "80,160",
+        "T_grid": "10:300:10",
+        "crd": True,
+        "T": 120,
+    }
     plan = sched.plan(s)
     d = plan.to_dict()
     sig = np.asarray(d["sigma"])
@@ -98,11 +128,28 @@ def test_scheduling_claims_hold():
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(1, 80), kf=st.floats(0.01, 1.0), eps=st.floats(0.05, 40.0), delta=st.floats(1e-10, 0.5),
-       m=st.integers(1, 2000), eta=st.floats(1e-4, 1.0), C=st.floats(1e-3, 50.0), theta0=st.floats(1e-3, 100.0))
+@given(
+    n=st.integers(1, 80),
+    kf=st.floats(0.01, 1.0),
+    eps=st.floats(0.05, 40.0),
+    delta=st.floats(1e-10, 0.5),
+    m=st.integers(1, 2000),
+    eta=st.floats(1e-4, 1.0),
+    C=st.floats(1e-3, 50.0),
+    theta0=st.floats(1e-3, 100.0),
+)
 def test_planner_fuzz_no_nan_no_hang(n, kf, eps, delta, m, eta, C, theta0):
-    s = {**QUESTION, "N": n, "K": max(1, round(kf * n)), "eps": eps, "delta": delta, "m": m, "eta": eta, "C": C,
-         "theta0": theta0}
+    s = {
+        **QUESTION,
+        "N": n,
+        "K": max(1, round(kf * n)),
+        "eps": eps,
+        "delta": delta,
+        "m": m,
+        "eta": eta,
+        "C": C,
+        "theta0": theta0,
+    }
     try:
         d = to_jsonable(sched.plan(s).to_dict())
     except ParameterError:

@@ -8,6 +8,7 @@ import torch
 from scipy import stats
 
 from fedbound.errors import ConfigError, PrivacyBudgetExceeded
+from fedbound.scheduling.crd import CRDPolicy
 from fedbound.tests._training_reference import nbafl_reference, resumed_and_full, tiny_setup, udp_reference
 from fedbound.training.engine import Algorithm, RunOptions, run
 from fedbound.training.local import LocalSGD
@@ -15,7 +16,6 @@ from fedbound.training.nbafl import NbAFL
 from fedbound.training.noise import Streams
 from fedbound.training.participation import uniform_subset
 from fedbound.training.plan import NoisePlan, View
-from fedbound.scheduling.crd import CRDPolicy
 from fedbound.training.udp import UDP
 
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)

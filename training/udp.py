@@ -54,38 +54,67 @@ class UDP(Algorithm):
 
     name = "udp"
 
-    def __init__(self, rounds: int, clip_norm: float, lr: float, clients_per_round: int, local_steps: int = 1,
-                 crd: CRDRule | None = None, weight_decay: float = 0.0) -> None:
-        super().__init__(rounds, LocalSGD(steps=local_steps, lr=lr, per_sample_clip=clip_norm,
-                                          weight_decay=weight_decay))
+    def __init__(
+        self,
+        rounds: int,
+        clip_norm: float,
+        lr: float,
+        clients_per_round: int,
+        local_steps: int = 1,
+        crd: CRDRule | None = None,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            rounds, LocalSGD(steps=local_steps, lr=lr, per_sample_clip=clip_norm, weight_decay=weight_decay)
+        )
         self.clients_per_round = clients_per_round
         self.crd = crd
         self.weight_decay = weight_decay
 
     @classmethod
-    def from_config(cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int,
-                    crd: CRDRule | None = None) -> UDP:
+    def from_config(
+        cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int, crd: CRDRule | None = None
+    ) -> UDP:
         """From the [udp] setting (N, K, eta, C), [train] (local_steps, weight_decay) and a CRD policy.
 
         The learning rate is [udp] eta (it sets the sensitivity, eq. (13)); the local step is full-batch.
         """
         if train["lr"] is not None and train["lr"] != setting["eta"]:
-            raise ConfigError(f"[train] lr = {train['lr']} differs from [udp] eta = {setting['eta']}: UDP's "
-                              "learning rate is eta (it sets the sensitivity 2 eta C / |D_i|); drop [train] "
-                              "lr")
+            raise ConfigError(
+                f"[train] lr = {train['lr']} differs from [udp] eta = {setting['eta']}: UDP's "
+                "learning rate is eta (it sets the sensitivity 2 eta C / |D_i|); drop [train] "
+                "lr"
+            )
         if train["batch_size"]:
-            raise ConfigError("[train] batch_size must be 0 for UDP: its sensitivity (seed 003 eq. (13)) "
-                              "is for full-batch local steps")
-        return cls(rounds, setting["C"], setting["eta"], setting["K"] or setting["N"], train["local_steps"],
-                   crd, train["weight_decay"])
+            raise ConfigError(
+                "[train] batch_size must be 0 for UDP: its sensitivity (seed 003 eq. (13)) "
+                "is for full-batch local steps"
+            )
+        return cls(
+            rounds,
+            setting["C"],
+            setting["eta"],
+            setting["K"] or setting["N"],
+            train["local_steps"],
+            crd,
+            train["weight_decay"],
+        )
 
     def participants(self, ctx: RoundContext) -> np.ndarray:
         return uniform_subset(ctx.rng("participation"), ctx.num_clients, self.clients_per_round)
 
-    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
-                     batch: ClientBatch) -> torch.Tensor:
-        return self.local.run(ctx.model, start, batch, streams=ctx.streams, round_=ctx.round, clients=clients,
-                              num_clients=ctx.num_clients)
+    def local_update(
+        self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor, batch: ClientBatch
+    ) -> torch.Tensor:
+        return self.local.run(
+            ctx.model,
+            start,
+            batch,
+            streams=ctx.streams,
+            round_=ctx.round,
+            clients=clients,
+            num_clients=ctx.num_clients,
+        )
 
     def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
         return ctx.add_noise("uplink", local, clients)
@@ -103,8 +132,12 @@ class UDP(Algorithm):
         sigma = ctx.plan.stage_matrix("uplink")
         if np.any(sigma <= 0):
             raise ParameterError("uplink sigma", float(sigma.min()), "(0, inf) for CRD")
-        return {"phi": (1.0 / sigma**2).sum(axis=0), "inv_var_spent": np.zeros(ctx.num_clients),
-                "v_prev": self._validation_loss(ctx, ctx.global_params), "discounts": []}
+        return {
+            "phi": (1.0 / sigma**2).sum(axis=0),
+            "inv_var_spent": np.zeros(ctx.num_clients),
+            "v_prev": self._validation_loss(ctx, ctx.global_params),
+            "discounts": [],
+        }
 
     def end_of_round(self, ctx: RoundContext, metrics: Mapping[str, Any]) -> NoisePlan | None:
         if self.crd is None or ctx.plan is None:

@@ -74,10 +74,16 @@ def _by_q(ax: Any, settings: Mapping[str, Any], variant: str) -> str:
     co = sched.coeffs(settings)
     T = int(settings.get("T") or sched.optimal_T(co).x)
     ks = np.unique(np.linspace(1, n, min(n, 16)).round().astype(int))
-    for method, label in (("paper", "sigma (10), paper"), ("corrected", "sigma corrected"),
-                          ("tight", "sigma tight (release RDP)")):
-        ax.plot(ks / n, [float(np.max(udp.noise(_setting(settings, K=int(k)), T, method)["uplink"]))
-                         for k in ks], label=label)
+    for method, label in (
+        ("paper", "sigma (10), paper"),
+        ("corrected", "sigma corrected"),
+        ("tight", "sigma tight (release RDP)"),
+    ):
+        ax.plot(
+            ks / n,
+            [float(np.max(udp.noise(_setting(settings, K=int(k)), T, method)["uplink"])) for k in ks],
+            label=label,
+        )
     ax.set_xlabel("sampling ratio q = K/N")
     ax.set_ylabel(f"noise std per client at T = {T}")
     return f"{udp.SHORT}: noise std against q"

@@ -33,8 +33,9 @@ def calibration(setting: Mapping[str, Any], noise: str) -> str:
     return setting.get("calibration") or noise
 
 
-def udp_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, local_steps: int = 1,
-             noise: str = "paper"):
+def udp_plan(
+    setting: Mapping[str, Any], client_sizes: np.ndarray, local_steps: int = 1, noise: str = "paper"
+):
     """UDP's noise plan (module docstring); per-client sigma because ``Delta_i`` depends on ``|D_i|``."""
     from fedbound.bounds import udp
     from fedbound.training.plan import NoisePlan, View
@@ -53,18 +54,32 @@ def udp_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, local_steps: 
     sens = udp.client_arrays(s)["sens"]
     notes: list[str] = []
     if local_steps > 1:
-        notes.append(f"local_steps = {local_steps}: {udp.SHORT}'s sensitivity 2 eta C/|D_i| (eq. (13)) is for "
-                     "one full-batch step; the plan uses local_steps x that, which is not a bound when "
-                     "per-sample clipping is active")
+        notes.append(
+            f"local_steps = {local_steps}: {udp.SHORT}'s sensitivity 2 eta C/|D_i| (eq. (13)) is for "
+            "one full-batch step; the plan uses local_steps x that, which is not a bound when "
+            "per-sample clipping is active"
+        )
     q = K / N
     views = (View("uplink", "upload", stage="uplink", sample_rate=q, hidden_sampling=False),)
-    return NoisePlan(rounds=T, num_clients=N, sigma={"uplink": np.tile(sigma, (T, 1))},
-                     sensitivity={"uplink": sens}, eps=float(setting["eps"]), delta=float(setting["delta"]),
-                     views=views, budget_accountant="paper" if method in PAPER_BUDGET else "tight",
-                     paper_accountant="udp_moments",
-                     source=f"fedbound.bounds.udp.noise(method={train_method!r})", notes=tuple(notes),
-                     info={"sigma_uplink_min": float(sigma.min()), "sigma_uplink_max": float(sigma.max()),
-                           "sample_rate": q, "calibration": method})
+    return NoisePlan(
+        rounds=T,
+        num_clients=N,
+        sigma={"uplink": np.tile(sigma, (T, 1))},
+        sensitivity={"uplink": sens},
+        eps=float(setting["eps"]),
+        delta=float(setting["delta"]),
+        views=views,
+        budget_accountant="paper" if method in PAPER_BUDGET else "tight",
+        paper_accountant="udp_moments",
+        source=f"fedbound.bounds.udp.noise(method={train_method!r})",
+        notes=tuple(notes),
+        info={
+            "sigma_uplink_min": float(sigma.min()),
+            "sigma_uplink_max": float(sigma.max()),
+            "sample_rate": q,
+            "calibration": method,
+        },
+    )
 
 
 def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int):
@@ -83,8 +98,10 @@ def _section():
 
 def _check_single_budget(setting: Mapping[str, Any]) -> None:
     if setting.get("eps_clients") or setting.get("delta_clients"):
-        raise ConfigError("[udp] eps_clients / delta_clients: fedbound train udp needs one (eps, delta) for "
-                          "all clients (the privacy ledger holds one budget); plan with them instead")
+        raise ConfigError(
+            "[udp] eps_clients / delta_clients: fedbound train udp needs one (eps, delta) for "
+            "all clients (the privacy ledger holds one budget); plan with them instead"
+        )
 
 
 def _plan(setting, train, sizes, rounds):
@@ -92,6 +109,11 @@ def _plan(setting, train, sizes, rounds):
     return udp_plan(setting, sizes, train["local_steps"], train["noise"])
 
 
-RECIPE = Recipe(section=_section(), num_clients=lambda setting: int(setting["N"]), plan=_plan,
-                algorithm=_algorithm, min_client_size=lambda setting: int(setting["m"]),
-                doc="UDP (seed 003), optionally with communication-rounds discounting")
+RECIPE = Recipe(
+    section=_section(),
+    num_clients=lambda setting: int(setting["N"]),
+    plan=_plan,
+    algorithm=_algorithm,
+    min_client_size=lambda setting: int(setting["m"]),
+    doc="UDP (seed 003), optionally with communication-rounds discounting",
+)
