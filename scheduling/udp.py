@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -426,26 +427,7 @@ _CRD_REGION = Region(
     },
     integers=frozenset({"T", "seed"}),
 )
-_INT_REGION = Region(
-    {
-        "N": (2, 200),
-        "_k": (0.05, 1.0),
-        "eps": (0.5, 20.0),
-        "delta": (1e-6, 0.1, "log"),
-        "L": (0.5, 5.0),
-        "_m": (0.05, 1.0),
-        "_e": (0.05, 0.99),
-        "sens": (1e-3, 0.05, "log"),
-        "div": (0.0, 1.0),
-        "theta0": (0.1, 10.0),
-    },
-    derived=(
-        ("K", lambda v: max(1, int(round(v["_k"] * v["N"])))),
-        ("mu", lambda v: v["_m"] * v["L"]),
-        ("eta", lambda v: v["_e"] / v["L"]),
-    ),
-    integers=frozenset({"N"}),
-)
+_INT_REGION = replace(udp.ADMISSIBLE, ranges={**udp.ADMISSIBLE.ranges, "sens": (1e-3, 0.05, "log")})
 _ONE = Computed("crd", lambda v, var: np.asarray(1.0), "a CRD run")
 
 CLAIMS: tuple[Claim, ...] = (
