@@ -366,6 +366,29 @@ def sigma_crd(t: int, T: int, phi: Any, past_inverse_variance: Any) -> float | n
     return scalar_or_array(np.sqrt((total - tt) / left))
 
 
+def sigma_after(
+    t: int,
+    T: int,
+    eps: Any,
+    delta: Any,
+    q: Any,
+    sens: Any,
+    past_sigmas: Sequence[float] | np.ndarray,
+    calibration: str = "paper",
+) -> float | np.ndarray:
+    """Theorem 4 as the paper states it (seed 003, eq. (25)): the noise std of round t for a (new) total T,
+    given the stds of rounds 0..t-1 (rows: rounds; columns: clients, optional).  ``calibration="corrected"``
+    uses the budget under which eq. (16) really meets (eps, delta) (:func:`budget_phi_corrected`)."""
+    if calibration not in ("paper", "corrected"):
+        raise ParameterError("calibration", calibration, "one of paper, corrected")
+    phi = (budget_phi if calibration == "paper" else budget_phi_corrected)(eps, delta, q, sens)
+    past = np.asarray(past_sigmas, dtype=float)
+    if past.shape[:1] != (int(t),):
+        raise ParameterError("past_sigmas", past.shape, f"t = {int(t)} rows, one per past round")
+    spent = np.sum(check_real("past_sigmas", past, 0.0, low_open=True) ** -2.0, axis=0) if t else 0.0
+    return sigma_crd(t, T, phi, spent)
+
+
 def eps_spent(sigmas: Sequence[float] | np.ndarray, delta: Any, q: Any, sens: Any) -> float | np.ndarray:
     """eps_spent = Delta_l sqrt(2 q ln(1/delta) sum_tau sigma_tau^-2): the inverse of eq. (25)'s budget (seed
     003, eqs. (26)-(29) with the corrected last step read as the paper's)."""

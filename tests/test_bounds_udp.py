@@ -152,6 +152,27 @@ def test_theorem4_vectors():
     assert um.sigma_crd(0, 200, corr, 0.0) == pytest.approx(0.001482737496, rel=CLOSED)
 
 
+def test_theorem4_from_past_sigmas():
+    s0 = 0.001314130442439233
+    assert um.sigma_after(0, 200, 4.0, 1e-3, 1.0, 1e-4, []) == pytest.approx(s0, rel=CLOSED)
+    after = um.sigma_after(50, 150, 4.0, 1e-3, 1.0, 1e-4, [s0] * 50)
+    assert after == pytest.approx(0.001072983013, rel=CLOSED)
+    per_client = um.sigma_after(50, 150, [4.0, 8.0], 1e-3, 1.0, 1e-4, np.full((50, 2), s0))
+    assert per_client.shape == (2,) and per_client[0] == pytest.approx(0.001072983013, rel=CLOSED)
+    with pytest.raises(ParameterError, match="past_sigmas"):
+        um.sigma_after(3, 10, 4.0, 1e-3, 1.0, 1e-4, [s0])
+
+
+def test_corrected_closed_form_against_the_numeric_calibration():
+    """Spec 003 D4: the continuous-order closed form slightly under-shoots the integer-order calibration."""
+    for eps, q in ((4.0, 1.0), (8.0, 0.6), (2.0, 0.6), (12.0, 1.0)):
+        corr = udp.SIGMA_CORRECTED(eps=eps, delta=1e-3, q=q, T=200, sens=1.0)
+        num = um.sigma_numeric(eps, 1e-3, q, 200, 1.0, "approx")
+        assert corr <= num <= corr * 1.03
+    corr = udp.SIGMA_CORRECTED(eps=4.0, delta=1e-3, q=1.0, T=200, sens=1e-4)
+    assert um.delta_from_sigmas(4.0, 1.0, [corr] * 200, 1e-4, "approx") == pytest.approx(0.00100484, rel=1e-5)
+
+
 def test_theorem4_budget_exhaustion_is_an_error():
     phi = um.budget_phi(4.0, 1e-3, 1.0, 1e-4)
     with pytest.raises(PrivacyBudgetExceeded, match="eq. \\(25\\)"):
