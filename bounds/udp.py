@@ -624,6 +624,11 @@ def _convex_everywhere(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
     return d2 > 0, f"h''(2 T_c = {2 * tc:.6g}) = {d2:.4g}"
 
 
+def _t_opt_falls_with_div(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    lo, hi = (float(T_OPT.fn({**v, "div": x}, variant)) for x in (v["div"], v["div"] + 0.05))
+    return hi < lo, f"T*(xi-bar = {v['div']:.4g}) = {lo:.8g}, T*(xi-bar + 0.05) = {hi:.8g}"
+
+
 def _no_interior(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
     co = bound_coeffs(*(v[k] for k in _BOUND_KEYS))
     t_int = optimal_T_int(co)
@@ -956,6 +961,22 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim("P15b", "T* increases with Theta", T_OPT, "increasing", INTERIOR, wrt="theta0", source="Theorem 3"),
     Claim("P15c", "T* decreases with Delta_l", T_OPT, "decreasing", INTERIOR, wrt="sens", source="Theorem 3"),
+    Claim("P15d", "T* increases with delta", T_OPT, "increasing", INTERIOR, wrt="delta", source="Theorem 3"),
+    Claim(
+        "P15e",
+        "T* decreases with the divergence xi-bar",
+        T_OPT,
+        "predicate",
+        replace(
+            INTERIOR,
+            ranges={**_LOSS, "div": (0.0, 0.1), "theta0": (2.0, 10.0)},
+            derived=(("K", lambda v: max(1, min(v["N"] - 1, int(round(v["_k"] * v["N"]))))),) + _DERIVED[1:],
+        ),
+        other=_t_opt_falls_with_div,
+        source="Theorem 3",
+        fails_in="K = N: b = 0 and T* does not depend on xi-bar",
+        counterexamples=(({**_B1, "K": 50}, "paper"),),
+    ),
     Claim(
         "P16",
         "Theta <= b: the best integer T is 1",
