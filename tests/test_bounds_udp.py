@@ -408,3 +408,35 @@ def test_assumptions_checked():
         udp.check_assumptions(1.0, 0.5, 2.0)
     with pytest.raises(ParameterError, match="A = 0"):
         udp.bound_coeffs(10, 5, 1.0, 1e-3, 1.0, 1.0, 1.0, 1e-3, 0.1, 1.0)
+
+
+@pytest.mark.parametrize(
+    "q,size,lam,exact,bound",
+    [
+        (0.9, 800, 1, 5.0628e-4, 5.625e-4),
+        (0.9, 800, 10, 0.0278595, 0.0309375),
+        (0.9, 800, 50, 0.647278, 0.717187),
+        (0.9, 800, 100, 2.57081, 2.84062),
+        (0.1, 800, 1, 6.25193e-6, 6.25e-5),
+        (0.1, 800, 100, 0.0317494, 0.315625),
+        (0.9, 400, 100, 10.4475, 11.3625),
+    ],
+)
+def test_fig2_reproduction(q, size, lam, exact, bound):
+    """Spec 003 section 6, Fig. 2 with sigma = 0.01 and the assumed eta C = 0.1: ln of the exact moment (14)
+    against the paper's bound (15); the bound is 10x too large at q = 0.1."""
+    sens = 2 * 0.1 / size
+    assert um.log_moment_exact(lam, q, 0.01, sens) == pytest.approx(exact, rel=1e-5)
+    assert um.log_moment_approx(lam, q, 0.01, sens) == pytest.approx(bound, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "q,T,eps,approx,release,exact",
+    [(0.01, 10**4, 1.0, 49.02, 50.36, 4.974), (0.1, 10**3, 2.0, 24.99, 25.66, 7.997)],
+)
+def test_small_q_calibrations(q, T, eps, approx, release, exact):
+    """Spec 003 E10 table (delta = 1e-5): eq. (16)'s numeric z, the release moment's, the hidden pair's.
+    Printed to 4 significant digits (the release z is 50.35499, which the spec rounds to 50.36)."""
+    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "approx") == pytest.approx(approx, rel=1e-4)
+    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "release") == pytest.approx(release, rel=1e-4)
+    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "exact") == pytest.approx(exact, rel=1e-4)
