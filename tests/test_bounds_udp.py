@@ -436,7 +436,7 @@ def test_fig2_reproduction(q, size, lam, exact, bound):
 )
 def test_small_q_calibrations(q, T, eps, approx, release, exact):
     """Spec 003 E10 table (delta = 1e-5): eq. (16)'s numeric z, the release moment's, the hidden pair's.
-    Printed to 4 significant digits (the release z is 50.35499, which the spec rounds to 50.36)."""
-    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "approx") == pytest.approx(approx, rel=1e-4)
-    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "release") == pytest.approx(release, rel=1e-4)
-    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "exact") == pytest.approx(exact, rel=1e-4)
+    Printed to 2 (3) decimals; the release z is 50.35499, which the spec prints as 50.36."""
+    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "approx") == pytest.approx(approx, abs=0.0051)
+    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "release") == pytest.approx(release, abs=0.0051)
+    assert um.sigma_numeric(eps, 1e-5, q, T, 1.0, "exact") == pytest.approx(exact, abs=0.0005)
