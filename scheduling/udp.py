@@ -47,6 +47,9 @@ PREMISES = (
     "one full-batch gradient step per round with per-sample clipping to C, so Delta_l = 2 eta C/|D_i| "
     f"({SHORT}, eq. (13))",
     "replace-one adjacency of a client's local dataset; the server is honest-but-curious",
+    "the guarantee counts the server's random K-of-N selection (independent of the data); a guarantee for "
+    "every realised participation pattern needs noise(..., 'tight_participation'), the exact T-fold "
+    "Gaussian calibration",
     f"the loss constants L, mu, xi-bar, Theta of Theorem 2 ({SHORT}, eq. (22)); its proof is not in "
     "the seed text",
 )

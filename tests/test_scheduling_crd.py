@@ -188,6 +188,12 @@ def test_crd_replay_cli(tmp_path, capsys):
     assert "final T = 102" in text and "0.75" in text
     assert main(["crd", "replay", str(losses), str(cfg), "--column", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+    assert main(["crd", "replay", str(losses), str(cfg), "--json", "--set", 'calibration="corrected"']) == 0
+    corrected = json.loads(capsys.readouterr().out)
+    assert corrected["budget"] == "corrected"
+    first = corrected["rounds_detail"][0]["sigma"]
+    want = udp.SIGMA_CORRECTED(eps=8.0, delta=1e-3, q=0.6, T=200, sens=1e-4)
+    assert first == pytest.approx(want, rel=1e-12)
     bad = tmp_path / "bad.csv"
     bad.write_text("loss\n1.0\nabc\n")
     assert main(["crd", "replay", str(bad), str(cfg)]) == 2
