@@ -7,38 +7,22 @@ import pytest
 
 from fedbound.bounds import udp
 from fedbound.errors import ConfigError
+from fedbound.tests.test_training_cli import TINY_UDP
 from fedbound.validation.runner import train_from_config
 from fedbound.validation.train_udp import udp_plan
-
-TINY = """
-[udp]
-N = 6
-m = 30
-K = 4
-T = 4
-eps = 8.0
-delta = 0.001
-eta = 0.5
-C = 1.0
-
-[train]
-dataset = "digits"
-model = "logreg"
-samples_per_client = 30
-"""
 
 
 @pytest.fixture
 def cfg(tmp_path):
     path = tmp_path / "udp.toml"
-    path.write_text(TINY)
+    path.write_text(TINY_UDP)
     return path
 
 
 @pytest.mark.parametrize("method", ["paper", "corrected", "numeric", "numeric_release", "tight"])
 def test_every_calibration_trains_within_its_budget(cfg, tmp_path, method):
     done = train_from_config("udp", cfg, [f"calibration={method!r}".replace("'", '"')], out=tmp_path / method)
-    assert done.summary["rounds_done"] == 4
+    assert done.summary["rounds_done"] == 3
     plan = done.plan
     assert plan.info["calibration"] == method
     spent = done.summary["epsilon_spent_paper" if plan.budget_accountant == "paper" else "epsilon_spent"]
