@@ -92,7 +92,16 @@ def print_warnings(warnings: Sequence[str]) -> None:
 
 
 def _num(value: Any) -> str:
-    return "undefined" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))
+    """A number for people; a per-client array as its range."""
+    import numpy as np
+
+    if value is None:
+        return "undefined"
+    arr = np.asarray(value, dtype=float) if not isinstance(value, str) else None
+    if arr is not None and arr.ndim:
+        lo, hi = float(arr.min()), float(arr.max())
+        return f"{lo:.6g} per client" if lo == hi else f"{lo:.6g} .. {hi:.6g} per client"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def print_plan(plan: Any) -> None:
