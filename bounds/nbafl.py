@@ -150,7 +150,7 @@ u = _define("u", eps / T + sp.log(q) - log1p(-sp.exp(eps / T + sp.log(1 - q))),
 b = _define("b", T * u / eps, "Lemma 4 amplification factor (16)")
 # gamma = -ln(1 + q (e^{-y} - 1)) = -ln((1 - q) + q e^{-y}): a sum of two non-negative terms, exact at q = 1
 # for any y (the printed log1p form rounds 1 + (-1 + e^{-y}) to 0 there once y > 37)
-gamma = _define(r"\gamma", -sp.log((1 - q) + q * sp.exp(-eps / (L * sp.sqrt(K)))),
+gamma = _define(r"\gamma", -sp.log((N - K) / N + q * sp.exp(-eps / (L * sp.sqrt(K)))),
                 "Lemma 4 threshold (16)")
 ds_DK = _define(r"\Delta s_D^{(K)}", 2 * C / (m * K), "downlink sensitivity with p_i = 1/K")
 K_CLASSIC = Condition("(64)", sp.Or(T <= eps / gamma, u < 1), "caveat",
@@ -700,8 +700,18 @@ def noise(setting: Mapping[str, Any], T: float, method: str = "paper") -> dict[s
 NOISE_METHODS = ("paper", "tight")
 
 
+def with_tight_z(setting: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    """``setting`` plus ``z`` (:func:`tight_noise_multiplier` of its eps, delta) when ``variant`` uses the
+    ``tight`` reading and no ``z`` is given, so ``--variant tight`` needs nothing extra."""
+    out = dict(setting)
+    if "tight" in NOTATION.variant_names(variant) and out.get("z") is None:
+        out["z"] = tight_noise_multiplier(out["eps"], out["delta"])
+    return out
+
+
 __all__ = [
     "NOTATION", "PARAMS", "THEOREMS", "VARIANTS", "LOSS_CONSTANTS", "noise", "NOISE_METHODS",
+    "with_tight_z",
     "GAUSSIAN_C", "SIGMA_UPLINK", "SIGMA_DOWNLINK", "SIGMA_AGGREGATE", "CONTRACTION_P", "BOUND", "BOUND_EQ14",
     "BOUND_DT", "BOUND_D2T", "BOUND_D2T_EQ15", "T_THETA", "KSCHED_U", "KSCHED_B", "KSCHED_GAMMA",
     "SIGMA_DOWNLINK_K", "SIGMA_AGGREGATE_K", "S_K", "CONTRACTION_Q", "K_BOUND", "K_BOUND_DT",

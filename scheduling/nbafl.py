@@ -324,6 +324,8 @@ def _tight_variant(variant: str) -> tuple[str, str]:
     """The tight reading combined with the user's variant where they do not redefine the same quantity."""
     if variant == "paper":
         return "tight", ""
+    if "tight" in nb.NOTATION.variant_names(variant):
+        return variant, ""
     combined = f"tight+{variant}"
     try:
         nb.NOTATION.definitions_for(combined)
@@ -449,7 +451,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     answer: its sigma's at the setting's T (else at its T*), T*, the bound, K* over 1..N at that T (always)
     and the joint (T, K) optimum.  ``Plan.data`` keeps every key of the earlier ``plan nbafl --json``.
     """
-    s = {k: v for k, v in settings.items() if v is not None}
+    s = nb.with_tight_z({k: v for k, v in settings.items() if v is not None}, variant)
     s.setdefault("L", 1)
     if "K" in s and s["K"] > s["N"]:
         raise ParameterError("K", s["K"], f"integer in [1, N = {s['N']}]",

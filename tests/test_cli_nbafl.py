@@ -210,3 +210,8 @@ def test_plan_table_leads_with_the_recommendation(capsys):
     text = capsys.readouterr().out
     assert text.index("Recommendation") < text.index("The paper's answer")
     assert "Differences from the paper's answer" in text
+
+
+def test_variant_tight_plans_without_a_z(capsys):
+    out = _json(capsys, "--variant", "tight")
+    assert out["T_opt"] == out["recommendation"]["T"] == 29

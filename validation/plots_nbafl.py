@@ -22,17 +22,25 @@ __all__ = ["PLOTS", "FACTORS"]
 FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 
+def _at(s: dict[str, Any], variant: str, **changes: Any) -> dict[str, Any]:
+    """The setting with ``changes``; the tight reading's z recomputed for the changed eps."""
+    out = {**s, **changes}
+    if "tight" in nb.NOTATION.variant_names(variant):
+        out = nb.with_tight_z({**out, "z": None}, variant)
+    return out
+
+
 def _theta_line(ax: Any, s: dict[str, Any]) -> None:
     ax.axhline(s["Theta"], color="grey", lw=0.8, ls=":", label=r"$\Theta$ (vacuous above)")
 
 
 def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     eps_values = [s["eps"] * f for f in factors]
-    opts = sched.optimal_T({**s, "eps": np.array(eps_values)}, variant)
+    opts = sched.optimal_T(_at(s, variant, eps=np.array(eps_values)), variant)
     t_max = int(max(3 * np.max(opts.x), 20))
     T = np.arange(0, t_max + 1, dtype=float)
     for eps, t_star, h_star in zip(eps_values, np.atleast_1d(opts.x), np.atleast_1d(opts.fun), strict=True):
-        line, = ax.plot(T, _masked(nb.BOUND.evaluate(s, T=T, eps=eps, variant=variant)),
+        line, = ax.plot(T, _masked(nb.BOUND.evaluate(_at(s, variant, eps=eps), T=T, variant=variant)),
                         label=rf"Thm 2, $\epsilon$={eps:g}")
         ax.plot([t_star], [h_star], "o", color=line.get_color())
         ax.annotate(f"T*={t_star}", (t_star, h_star), textcoords="offset points", xytext=(4, -12), fontsize=8)
@@ -50,10 +58,10 @@ def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = F
 def _vs_eps(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     eps = np.geomspace(s["eps"] / 10, s["eps"] * 10, 60)
     for n in sorted({max(1, int(round(s["N"] * f))) for f in factors}):
-        opt = sched.optimal_T({**s, "eps": eps, "N": n}, variant)
+        opt = sched.optimal_T(_at(s, variant, eps=eps, N=n), variant)
         line, = ax.plot(eps, opt.fun, label=f"N={n} at T*(eps)")
         if "T" in s:
-            ax.plot(eps, _masked(nb.BOUND.evaluate(s, eps=eps, N=n, variant=variant)), ls="--",
+            ax.plot(eps, _masked(nb.BOUND.evaluate(_at(s, variant, eps=eps, N=n), variant=variant)), ls="--",
                     color=line.get_color(), lw=1, label=f"N={n} at T={s['T']:g}")
     ax.axvline(s["eps"], color="k", lw=0.8, ls="--")
     ax.set_xscale("log")
@@ -67,7 +75,7 @@ def _vs_N(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = F
     N = np.arange(2, max(4 * s["N"], 10) + 1, dtype=float)
     for f in factors:
         eps = s["eps"] * f
-        opt = sched.optimal_T({**s, "eps": eps, "N": N}, variant)
+        opt = sched.optimal_T(_at(s, variant, eps=eps, N=N), variant)
         ax.plot(N, opt.fun, label=rf"$\epsilon$={eps:g} at T*(N)")
     ax.axvline(s["N"], color="k", lw=0.8, ls="--")
     ax.set_xlabel("clients N")
@@ -97,5 +105,12 @@ def _vs_K(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = F
             "dashed: two-sided amplification (E9)")
 
 
-PLOTS = {"T": _vs_T, "eps": _vs_eps, "N": _vs_N, "K": _vs_K}
+def _completed(draw: Any) -> Any:
+    def run(ax: Any, s: dict[str, Any], variant: str) -> str:
+        return draw(ax, _at({"L": 1, **s}, variant), variant)
+
+    return run
+
+
+PLOTS = {vs: _completed(draw) for vs, draw in (("T", _vs_T), ("eps", _vs_eps), ("N", _vs_N), ("K", _vs_K))}
 """NbAFL's figures by x-axis variable; each ``draw(ax, settings, variant) -> title``."""
