@@ -308,7 +308,8 @@ def test_variant_tight_computes_its_own_z():
     z = nb.tight_noise_multiplier(TV1["eps"], TV1["delta"])
     s = nb.with_tight_z(TV1, "tight")
     assert s["z"] == z and "z" not in nb.with_tight_z(TV1, "paper")
-    assert nb.BOUND(s, variant="tight") == pytest.approx(nb.BOUND({**TV1, "z": z}, variant="tight"), rel=1e-15)
+    expected = nb.BOUND({**TV1, "z": z}, variant="tight")
+    assert nb.BOUND(s, variant="tight") == pytest.approx(expected, rel=1e-15)
 
 
 def test_lemma4_is_exact_at_K_equals_N_for_any_eps_over_T():
