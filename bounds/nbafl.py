@@ -33,6 +33,7 @@ treats it as continuous in (15)); N, K, m, L are integers >= 1.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -649,9 +650,16 @@ def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, 
     if K == N:
         z = float(np.sqrt(T)) * tight_noise_multiplier(eps, delta)
     else:
-        z = float(_calibrate(_accounting("calibrate_noise"), float(eps), float(delta), K / N, int(T), method))
+        z = _k_of_n_multiplier(float(eps), float(delta), K / N, int(T), method)
     down = z * 2 * C / (m * K)
     return float(max(down, sigma_uplink_tight(eps, delta, C, m, L) / math.sqrt(K)))
+
+
+@functools.lru_cache(maxsize=256)
+def _k_of_n_multiplier(eps: float, delta: float, q: float, steps: int, method: str) -> float:
+    """Noise multiplier of ``steps`` K-of-N sampled Gaussian releases (cached: one RDP calibration takes
+    about a second, and a plan asks for the same one several times)."""
+    return float(_calibrate(_accounting("calibrate_noise"), eps, delta, q, steps, method))
 
 
 def _calibrate(calibrate: Any, eps: float, delta: float, q: float, steps: int, method: str) -> float:
