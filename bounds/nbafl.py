@@ -821,7 +821,8 @@ def _non_private_limit(v: dict[str, Any], variant: str) -> tuple[bool, str]:
     """h(T) - P^T Theta, the privacy term, vanishes like 1/eps: below 1e-6 Theta at eps = 1e12 (an absolute
     P^T Theta itself may be far smaller than the rounding of h)."""
     h_, limit = _value(BOUND, v, variant), _value(CONTRACTION_P, v) ** v["T"] * v["Theta"]
-    return bool(abs(h_ - limit) <= 1e-6 * v["Theta"]), f"h = {float(h_):.12g}, P^T Theta = {float(limit):.12g}"
+    ok = abs(h_ - limit) <= 1e-6 * v["Theta"]
+    return bool(ok), f"h = {float(h_):.12g}, P^T Theta = {float(limit):.12g}"
 
 
 def _q_above_p(v: dict[str, Any], variant: str) -> tuple[bool, str]:
