@@ -1,5 +1,7 @@
-"""The dependency rule of DESIGN.md, checked on the source: accounting <- bounds <- scheduling <- validation,
-training <- validation, the face (fedbound/: CLI, registry, output, config) on top, errors and checks the floor."""
+"""The dependency rule of DESIGN.md, checked on the source.
+
+accounting <- bounds <- scheduling <- validation, training <- validation; the face (fedbound/: CLI, registry,
+output, config) on top; errors and checks the floor."""
 
 import ast
 from pathlib import Path
