@@ -204,13 +204,20 @@ class Paper:
 
 
 def field_from_param(param: Any, *, default: Any = None, optional: bool = False, doc: str = "",
-                     kind: type | None = None) -> Any:
+                     kind: type | None = None, low: float | None = None, high: float | None = None) -> Any:
     """A config :class:`~fedbound.config.Field` with the domain and meaning of a theorem parameter
-    (:class:`fedbound.bounds.core.Param`), so a key's range is declared once, next to the formula."""
+    (:class:`fedbound.bounds.core.Param`), so a key's range is declared once, next to the formula.
+
+    ``low``/``high`` narrow the domain to what the planner answers in bounded time and without overflow
+    (documented maxima, e.g. N <= 10^5); a bound given here is closed."""
     from fedbound.config import REQUIRED, Field
 
     kw: dict[str, Any] = {"low": param.low, "high": param.high, "low_open": param.low_open,
                           "high_open": param.high_open}
+    if low is not None:
+        kw.update(low=low, low_open=False)
+    if high is not None:
+        kw.update(high=high, high_open=False)
     kw["default"] = None if optional else (REQUIRED if default is None else default)
     return Field(param.name, kind or (int if param.integer else float), doc=param.doc + doc,
                  optional=optional, **kw)
