@@ -14,9 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.errors import FedboundError, ParameterError
+from fedbound.errors import DomainError, FedboundError, ParameterError
 
-__all__ = ["interval", "check_real", "check_int", "check_probability", "as_float_array", "scalar_or_array"]
+__all__ = ["MAX_INT", "interval", "check_real", "check_int", "check_probability", "as_float_array",
+           "scalar_or_array", "check_finite"]
+
+MAX_INT = 10**12
+"""Largest integer parameter (counts: rounds, clients, samples, steps) any check accepts unless told
+otherwise.  Far beyond any real federation, and small enough that float64 holds it exactly and int64
+arithmetic on it (products of two counts stay below 2**63) cannot wrap."""
 
 
 def _fmt(x: float | None, default: str) -> str:
@@ -40,7 +46,7 @@ def as_float_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a float64 array; a ParameterError (not a numpy traceback) if it is not numeric."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ParameterError(name, value, "a real number or an array of real numbers") from exc
     return arr
 
@@ -77,8 +83,14 @@ def check_real(name: str, value: Any, low: float | None = None, high: float | No
 
 def check_int(name: str, value: Any, low: int | None = None, high: int | None = None,
               hint: str = "") -> np.ndarray:
-    """Return ``value`` as an int64 array after checking every element is an integer in ``[low, high]``."""
+    """Return ``value`` as an int64 array after checking every element is an integer in ``[low, high]``.
+
+    ``high`` defaults to :data:`MAX_INT` (and ``low`` is floored at -MAX_INT): the range is checked on the
+    float64 values before the cast, so no input can wrap around in int64; the cast result is checked again.
+    """
     arr = as_float_array(name, value)
+    high = MAX_INT if high is None else min(high, MAX_INT)
+    low = -MAX_INT if low is None else low
     valid = interval(low, high, integer=True)
     bad = ~np.isfinite(arr)
     with np.errstate(invalid="ignore"):
@@ -90,13 +102,33 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
     if bad.any():
         first, where = _first_bad(arr, bad)
         raise ParameterError(name, first, valid + where, hint)
-    return arr.astype(np.int64)
+    out = arr.astype(np.int64)
+    if np.any(out != arr):  # pragma: no cover - impossible after the range check; kept as the last guard
+        raise ParameterError(name, value, valid, hint)
+    return out
 
 
 def check_probability(name: str, value: Any, *, allow_zero: bool = False, allow_one: bool = False,
                       hint: str = "") -> np.ndarray:
     """A probability-like parameter in (0, 1), optionally including its end points."""
     return check_real(name, value, 0.0, 1.0, low_open=not allow_zero, high_open=not allow_one, hint=hint)
+
+
+def check_finite(name: str, value: Any, inputs: str, positive: bool = False) -> np.ndarray:
+    """Check a computed result is finite (and > 0 with ``positive``) before it reaches the user.
+
+    ``inputs`` names what the user gave (e.g. ``"sensitivity = 1e+308"``): a result that overflows or
+    underflows is reported as a DomainError naming those inputs, never returned as inf, NaN or a wrong sign.
+    """
+    arr = as_float_array(name, value)
+    bad = ~np.isfinite(arr)
+    if positive:
+        bad |= ~(arr > 0)
+    if bad.any():
+        first, where = _first_bad(arr, bad)
+        raise DomainError(name, first, "a finite positive number" if positive else "a finite number",
+                          f"the result for {inputs} is out of floating-point range{where}")
+    return arr
 
 
 def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:

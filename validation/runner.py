@@ -19,7 +19,6 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -128,6 +127,7 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
     resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
     """
+    from fedbound.training import checkpoint as ckpt
     from fedbound.training import config as tc
     from fedbound.training.engine import run
     from fedbound.training.metrics import write_outputs
@@ -139,18 +139,23 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
         extra.append(f"train.seed={seed}")
     if device is not None:
         extra.append(f"train.device={json.dumps(device)}")
-    cfg = load_config(config, [section, tc.TRAIN_SECTION], extra)
+    cfg = load_config(config, [section, tc.TRAIN_SECTION], extra, known_sections=(*tc.ALGORITHMS, "train"))
     setting, train = dict(cfg[section.name]), dict(cfg["train"])
+    given_T = setting.get("T")
+    if isinstance(given_T, float) and not given_T.is_integer():
+        raise ConfigError(f"[{section.name}] T = {given_T!r} is outside its valid range for training: a "
+                          "whole number of rounds (integer)")
     rounds = rec.rounds(setting)
+    tc.check_rounds(f"[{section.name}] T", rounds)
     n_clients = rec.num_clients(setting)
+    key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
+    # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
+    run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
+                                   key, overwrite)
     device_name = tc.resolve_device(train["device"])
     setup = tc.build_data(train, n_clients, rec.min_client_size(setting), device_name)
     plan = rec.plan(setting, train, setup.client_sizes, rounds) if train["private"] else None
     algorithm = rec.algorithm(setting, train, rounds)
-    run_dir = Path(out) if out is not None else Path("runs") / f"{algo}_{Path(config).stem}"
-    if overwrite and run_dir.exists():
-        shutil.rmtree(run_dir)
-    key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
     t0 = time.perf_counter()
     result = run(algorithm, setup.model, setup.data, plan=plan, options=tc.run_options(train, progress),
                  test=setup.test, run_dir=run_dir, run_key=key)
