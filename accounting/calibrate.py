@@ -24,6 +24,7 @@ most the target.  Unreachable targets raise InfeasibleError, never inf or NaN.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -37,7 +38,7 @@ from fedbound.accounting.analytic import (
     analytic_gaussian_std,
 )
 from fedbound.accounting.events import check_sampling
-from fedbound.accounting.pld import pld_delta, pld_epsilon
+from fedbound.accounting.pld import PldTooCostly, pld_delta, pld_epsilon
 from fedbound.accounting.rdp import (
     _check_conversion,
     check_orders,
@@ -49,13 +50,20 @@ from fedbound.accounting.rdp import (
     rdp_to_dp,
 )
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
-from fedbound.errors import InfeasibleError, ParameterError, UnsupportedError
+from fedbound.errors import AccountingFallbackWarning, InfeasibleError, ParameterError, UnsupportedError
 
-__all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon", "calibrate_noise"]
+__all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "MIN_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon",
+           "calibrate_noise"]
 
 METHODS = ("rdp", "pld", "analytic")
 #: Calibration gives up (InfeasibleError) beyond this noise multiplier.
 MAX_NOISE_MULTIPLIER = 1e12
+#: Targets met by even this little noise are refused (ParameterError naming target_eps): no privacy left, and
+#: the RDP series lose meaning as 1/z^2 approaches the float range.
+MIN_NOISE_MULTIPLIER = 1e-10
+#: PLD points per step during a calibration search (~20 evaluations; a coarser discretisation only makes the
+#: calibrated noise slightly larger, never smaller than needed: pessimistic rounding).
+PLD_CALIBRATION_STEP_POINTS = 5e4
 _SAFETY = 1e-9  # relative margin added to calibrated noise so that rounding never lands on the wrong side
 
 
@@ -94,7 +102,10 @@ def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLik
     if method == "analytic":
         return analytic_gaussian_epsilon(z / np.sqrt(t), d)
     if method == "pld":
-        return pld_epsilon(z, q, t, d, pld_discretization)
+        try:
+            return pld_epsilon(z, q, t, d, pld_discretization)
+        except PldTooCostly as exc:
+            _fallback(exc)
     o = check_orders(orders)
     rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
     rdp = rdp_fn(o.ravel(), q, z, t)
@@ -115,7 +126,10 @@ def delta_for_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps
     if method == "analytic":
         return analytic_gaussian_delta(e, z / np.sqrt(t))
     if method == "pld":
-        return pld_delta(z, q, t, e, pld_discretization)
+        try:
+            return pld_delta(z, q, t, e, pld_discretization)
+        except PldTooCostly as exc:
+            _fallback(exc)
     o = check_orders(orders)
     rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
     return rdp_to_delta(o.ravel(), rdp_fn(o.ravel(), q, z, t), e, conversion=conversion)
@@ -145,8 +159,18 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
     elif method == "rdp" and sampling == "poisson":
         z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
     else:
-        z = _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization)
+        try:
+            z = _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization)
+        except PldTooCostly as exc:
+            _fallback(exc)
+            z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
     return scalar_or_array(z.reshape(shape))
+
+
+def _fallback(exc: PldTooCostly) -> None:
+    """Say that RDP (a valid, looser upper bound on eps) answers where PLD would be too costly."""
+    warnings.warn(f"method='pld' would be too costly here ({exc}); RDP answered instead (an upper bound on "
+                  "eps, slightly looser than PLD)", AccountingFallbackWarning, stacklevel=3)
 
 
 def _infeasible(e: np.ndarray, d: np.ndarray, bad: np.ndarray, orders: np.ndarray) -> InfeasibleError:
@@ -181,6 +205,11 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
     part = np.flatnonzero(q < 1.0)
     if part.size:
         z[part] = _calibrate_subsampled(q[part], z[part], budget[part], usable[part], orders)
+    if np.any(z < MIN_NOISE_MULTIPLIER):  # nan-free: z is >= 0 or inf here
+        i = int(np.argmin(z))
+        raise ParameterError("target_eps", float(e[i]), f"a target that needs noise multiplier >= "
+                             f"{MIN_NOISE_MULTIPLIER:g}", f"at delta = {d[i]:g}, q = {q[i]:g}, steps = "
+                             f"{t[i]} even noise multiplier {MIN_NOISE_MULTIPLIER:g} meets it: no privacy")
     if np.any(z > MAX_NOISE_MULTIPLIER):
         i = int(np.argmax(z))
         raise InfeasibleError(f"target_eps = {e[i]:g} at delta = {d[i]:g}, q = {q[i]:g}, steps = {t[i]} "
@@ -201,6 +230,10 @@ def _calibrate_subsampled(q, z_hi, budget, usable, orders) -> np.ndarray:
 
     ok = (usable & (r_lo <= budget)).any(axis=1)
     while ok.any():  # the lower end is still private enough: move the bracket down
+        if np.any(lo[ok] < MIN_NOISE_MULTIPLIER):  # below the calibration range: report, do not descend
+            z = z_hi.copy()
+            z[ok & (lo < MIN_NOISE_MULTIPLIER)] = 0.0
+            return z
         hi[ok], r_hi[ok] = lo[ok], r_lo[ok]
         lo[ok] *= np.clip(0.5 * q[ok], 1e-4, 0.5)
         r_lo[ok] = _rdp_grid(q[ok], lo[ok], orders)
@@ -240,9 +273,11 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
     xtol 1e-6 relative for PLD (its eps is discretised), 1e-10 otherwise.
     """
     def eps_at(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        if method == "pld":  # a cheaper discretisation per evaluation: the search makes ~20 of them
+            return np.atleast_1d(pld_epsilon(np.exp(x), q[idx], t[idx], d[idx], pld_discretization,
+                                             step_points=PLD_CALIBRATION_STEP_POINTS))
         return np.atleast_1d(epsilon(np.exp(x), q[idx], t[idx], d[idx], method, sampling=sampling,
-                                     orders=orders, conversion=conversion,
-                                     pld_discretization=pld_discretization))
+                                     orders=orders, conversion=conversion))
 
     def f(x, idx):
         with np.errstate(divide="ignore"):
@@ -255,11 +290,13 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
         if full.any():
             guess[full] = np.sqrt(t[full]) * np.asarray(analytic_gaussian_std(e[full], d[full])).ravel()
             width[full] = 2e-3
-    else:
-        guess = _calibrate_rdp(e, d, np.ones_like(q), t, check_orders(orders).ravel(), conversion)
+    else:  # without replacement: the Poisson answer at the same q is a close, cheap guess (x 1.25 either way)
+        guess = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+        width = np.full(e.size, np.log(1.5))
     everything = np.arange(e.size)
-    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + np.where(width < 0.1, width, 0.0), everything)
-    _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6 if method == "pld" else 1e-10)
+    upper = np.where(width < 0.1, width, 0.0) if method == "pld" else width
+    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + upper, everything)
+    _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6 if method == "pld" else 1e-7)
     return np.exp(hi)
 
 

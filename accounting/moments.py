@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import check_finite, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import AssumptionWarning
 
 __all__ = ["moments_accountant_std", "moments_accountant_epsilon", "moments_accountant_conditions",
@@ -68,11 +68,12 @@ def moments_accountant_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
     e = check_real("eps", eps, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
     c = check_real("c2", c2, 0.0, low_open=True)
-    z = c * qq * np.sqrt(t * np.log(1.0 / d)) / e
+    z = c * qq * np.sqrt(t * -np.log(d)) / e
     message = moments_accountant_conditions(z, qq)
     if message:
         warnings.warn(message, AssumptionWarning, stacklevel=2)
-    return scalar_or_array(z * s)
+    return scalar_or_array(check_finite("sigma", z * s, dict(eps=e, delta=d, q=qq, steps=t, sensitivity=s),
+                                        positive=True))
 
 
 def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
@@ -85,7 +86,9 @@ def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike,
     message = moments_accountant_conditions(sg / s, qq)
     if message:
         warnings.warn(message, AssumptionWarning, stacklevel=2)
-    return scalar_or_array(c * qq * np.sqrt(t * np.log(1.0 / d)) * s / sg)
+    eps = c * qq * np.sqrt(t * -np.log(d)) * s / sg
+    return scalar_or_array(check_finite("eps", eps, dict(sigma=sg, delta=d, q=qq, steps=t, sensitivity=s),
+                                        positive=True))
 
 
 def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
@@ -99,7 +102,8 @@ def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: Arra
     """
     e = check_real("eps", eps, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
-    return scalar_or_array(s * np.sqrt(2.0 * qq * t * np.log(1.0 / d)) / e)
+    return scalar_or_array(check_finite("sigma", s * np.sqrt(2.0 * qq * t * -np.log(d)) / e,
+                                        dict(eps=e, delta=d, q=qq, steps=t, sensitivity=s), positive=True))
 
 
 def udp_theorem1_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
@@ -107,4 +111,6 @@ def udp_theorem1_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
     """eps = Delta_l sqrt(2 q T ln(1/delta)) / sigma, the inverse of seed 003 eq. (10) (same caveats)."""
     sg = check_real("sigma", sigma, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
-    return scalar_or_array(s * np.sqrt(2.0 * qq * t * np.log(1.0 / d)) / sg)
+    eps = s * np.sqrt(2.0 * qq * t * -np.log(d)) / sg
+    return scalar_or_array(check_finite("eps", eps, dict(sigma=sg, delta=d, q=qq, steps=t, sensitivity=s),
+                                        positive=True))

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 
 from fedbound.accounting import _sgm
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
-from fedbound.errors import ParameterError
+from fedbound.errors import DomainError, ParameterError
 
 __all__ = ["DEFAULT_ORDERS", "CONVERSIONS", "rdp_gaussian", "rdp_subsampled_gaussian",
            "rdp_sampled_without_replacement", "rdp_to_dp", "rdp_to_delta", "conversion_offset"]
@@ -84,7 +84,7 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     alpha = np.broadcast_to(o.ravel(), (qq.size, o.size)).ravel()
     qf = np.repeat(qq.ravel(), o.size)
     zf = np.repeat(z.ravel(), o.size)
-    rdp = _sgm.log_a(alpha, qf, zf) / (alpha - 1.0)
+    rdp = np.maximum(_sgm.log_a(alpha, qf, zf) / (alpha - 1.0), 0.0)  # RDP >= 0; rounding may dip below
     out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
     return scalar_or_array(out.reshape(shape + o.shape))
 
@@ -97,8 +97,6 @@ def rdp_sampled_without_replacement(orders: ArrayLike, q: ArrayLike, noise_multi
     (Wang, Balle & Kasiviswanathan 2019, Thm 27 at integer orders; fractional orders by their Cor. 10
     interpolation, also an upper bound).  Loops over distinct (q, z); O(alpha^2) per integer order <= 256.
     """
-    from fedbound.accounting.events import dp_event, make_accountant
-
     o = check_orders(orders)
     qq = check_probability("q", q, allow_one=True)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
@@ -109,11 +107,30 @@ def rdp_sampled_without_replacement(orders: ArrayLike, q: ArrayLike, noise_multi
     for i in np.ndindex(qq.shape):
         key = (float(qq[i]), float(z[i]))
         if key not in cache:
-            acc = make_accountant("rdp", "without_replacement", o)
-            acc.compose(dp_event(key[1], key[0], 1, "without_replacement"))
-            cache[key] = acc.rdp
+            cache[key] = _wor_rdp_one_step(o, *key)
         out[i] = cache[key] * t[i]
     return scalar_or_array(out.reshape(qq.shape + o.shape))
+
+
+def _wor_rdp_one_step(orders: np.ndarray, q: float, z: float) -> np.ndarray:
+    """One step's RDP by dp-accounting; its float errors at extreme z (OverflowError at 1e308,
+    ZeroDivisionError at 1e-308, "math domain error" at 1e12) become a DomainError naming the input."""
+    from fedbound.accounting.events import dp_event, make_accountant
+
+    acc = make_accountant("rdp", "without_replacement", orders)
+    try:
+        acc.compose(dp_event(z, q, 1, "without_replacement"))
+        rdp = np.asarray(acc.rdp, dtype=float)
+    except (ArithmeticError, ValueError) as exc:
+        if isinstance(exc, ParameterError):
+            raise
+        raise DomainError("noise_multiplier", z, "a value dp-accounting's RDP for sampling without "
+                          "replacement can evaluate", f"it failed with {type(exc).__name__} at q = {q:g}; "
+                          "try a noise multiplier in [1e-3, 1e6]") from None
+    if not np.all(rdp >= 0):  # NaN or a negative RDP: not a valid bound
+        raise DomainError("noise_multiplier", z, "a value dp-accounting's RDP for sampling without "
+                          f"replacement evaluates to a valid (>= 0) RDP at q = {q:g}")
+    return rdp
 
 
 def _check_conversion(conversion: str) -> None:

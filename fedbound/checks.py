@@ -10,6 +10,7 @@ array(0.5)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -114,11 +115,12 @@ def check_probability(name: str, value: Any, *, allow_zero: bool = False, allow_
     return check_real(name, value, 0.0, 1.0, low_open=not allow_zero, high_open=not allow_one, hint=hint)
 
 
-def check_finite(name: str, value: Any, inputs: str, positive: bool = False) -> np.ndarray:
+def check_finite(name: str, value: Any, inputs: Mapping[str, Any], positive: bool = False) -> np.ndarray:
     """Check a computed result is finite (and > 0 with ``positive``) before it reaches the user.
 
-    ``inputs`` names what the user gave (e.g. ``"sensitivity = 1e+308"``): a result that overflows or
-    underflows is reported as a DomainError naming those inputs, never returned as inf, NaN or a wrong sign.
+    ``inputs`` are what the user gave, by name (e.g. ``{"sensitivity": 1e308}``): a result that overflows
+    or underflows is reported as a DomainError naming those inputs, never returned as inf, NaN or a wrong
+    sign.
     """
     arr = as_float_array(name, value)
     bad = ~np.isfinite(arr)
@@ -126,8 +128,9 @@ def check_finite(name: str, value: Any, inputs: str, positive: bool = False) -> 
         bad |= ~(arr > 0)
     if bad.any():
         first, where = _first_bad(arr, bad)
+        given = ", ".join(f"{k} = {float(np.max(v)):g}" for k, v in inputs.items())
         raise DomainError(name, first, "a finite positive number" if positive else "a finite number",
-                          f"the result for {inputs} is out of floating-point range{where}")
+                          f"the result for {given} is out of floating-point range{where}")
     return arr
 
 

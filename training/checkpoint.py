@@ -67,7 +67,7 @@ def save(run_dir: str | Path, run_key: str, state) -> Path:
                "global_params": state.global_params.detach().cpu(),
                "client_state": {k: v.detach().cpu() for k, v in state.client_state.items()},
                "algo_state": state.algo_state, "plan": state.plan, "rows": state.rows,
-               "warnings": state.warnings, "ledger": state.ledger}
+               "warnings": state.warnings, "ledger": state.ledger, "initial": state.initial}
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     body = buffer.getvalue()
@@ -129,7 +129,7 @@ def load(run_dir: str | Path, run_key: str, device: torch.device | str = "cpu"):
                     global_params=payload["global_params"].to(device),
                     client_state={k: v.to(device) for k, v in payload["client_state"].items()},
                     algo_state=payload["algo_state"], plan=payload["plan"], rows=payload["rows"],
-                    warnings=payload["warnings"], ledger=payload["ledger"])
+                    warnings=payload["warnings"], ledger=payload["ledger"], initial=payload["initial"])
 
 
 def _describe(entries: list[Path]) -> str:
