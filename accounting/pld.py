@@ -33,12 +33,14 @@ from fedbound.checks import check_int, check_probability, check_real, scalar_or_
 from fedbound.errors import DomainError
 
 __all__ = ["pld_epsilon", "pld_delta", "discretization_for", "PldTooCostly", "PLD_STEP_POINTS",
-           "PLD_TOTAL_POINTS", "PLD_MAX_DISCRETIZATION"]
+           "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
 
 PLD_STEP_POINTS = 5e5
 """Points of one step's privacy-loss distribution (~4 s per evaluation on this 2-core machine, measured)."""
 PLD_TOTAL_POINTS = 2e6
 """Points of the composed distribution (its FFT's memory: 16 bytes each, a few copies)."""
+PLD_MAX_STEPS = 10**6
+"""More steps than this: dp-accounting's self-composition takes minutes (10^6: ~4 s; 10^8: > 100 s)."""
 PLD_MAX_DISCRETIZATION = 0.05
 """Coarser than this, PLD is no longer worth its cost: PldTooCostly (RDP is the fallback)."""
 
@@ -80,6 +82,9 @@ def discretization_for(noise_multiplier: float, sample_rate: float, steps: int, 
     PldTooCostly (naming the noise multiplier, the steps and the sample rate) beyond
     ``PLD_MAX_DISCRETIZATION``.
     """
+    if steps > PLD_MAX_STEPS:
+        raise PldTooCostly("steps", int(steps), f"integer in [1, {PLD_MAX_STEPS:.0e}] for method='pld'",
+                           "dp-accounting's composition of more steps takes minutes; use method='rdp'")
     step, total = _loss_widths(float(noise_multiplier), float(sample_rate), int(steps))
     disc = max(requested, step / step_points, total / PLD_TOTAL_POINTS)
     if not (math.isfinite(step) and math.isfinite(total) and disc <= PLD_MAX_DISCRETIZATION):
