@@ -47,9 +47,25 @@ def as_float_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a float64 array; a ParameterError (not a numpy traceback) if it is not numeric."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ParameterError(name, value, "a real number or an array of real numbers") from exc
+    except OverflowError:  # a Python int beyond the float range, e.g. 10**400
+        raise ParameterError(name, _Short(f"an integer of {len(str(abs(int(value))))} digits"),
+                             "a real number within the float64 range (|x| < 1.8e308)") from None
+    except (TypeError, ValueError):
+        raise ParameterError(name, _Short(_abbreviate(value)), "a real number or an array of real numbers"
+                             ) from None
     return arr
+
+
+class _Short(str):
+    """A value already shortened for an error message (shown without quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _abbreviate(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _first_bad(arr: np.ndarray, bad: np.ndarray) -> tuple[Any, str]:

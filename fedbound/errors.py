@@ -20,6 +20,7 @@ __all__ = [
     "InfeasibleError",
     "PrivacyBudgetExceeded",
     "TrainingDiverged",
+    "CheckpointError",
     "FedboundWarning",
     "ClassicGaussianRangeWarning",
     "VacuousBoundWarning",
@@ -97,6 +98,11 @@ class PrivacyBudgetExceeded(FedboundError):
 class TrainingDiverged(FedboundError):
     """A training run's model or loss became NaN/inf ("diverged at round t"); its last good checkpoint is
     kept."""
+
+
+class CheckpointError(FedboundError):
+    """A checkpoint file is damaged (bit flips, truncated, empty) or not a fedbound checkpoint; it is refused
+    before anything in it is unpickled."""
 
 
 class FedboundWarning(UserWarning):

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedbound.errors import ConfigError, FedboundError
+from fedbound.errors import CheckpointError, ConfigError
 
 __all__ = ["CHECKPOINT", "RUN_MARKER", "CheckpointError", "save", "load", "prepare_run_dir"]
 
@@ -35,10 +35,6 @@ CHECKPOINT = "checkpoint.pt"
 RUN_MARKER = ".fedbound-run"
 FORMAT = 2
 _MAGIC = b"FEDBOUND-CHECKPOINT"
-
-
-class CheckpointError(FedboundError):
-    """A checkpoint file is damaged (bit flips, truncated, empty) or not a fedbound checkpoint."""
 
 
 def _safe_globals() -> list:
