@@ -173,7 +173,8 @@ def classic_subsampled_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike,
     if np.any(delta0 >= 1.0):
         raise InfeasibleError(f"delta / (steps q) = {float(np.max(delta0)):g} >= 1: the classic mechanism "
                               "has no per-release delta below 1 here")
-    eps0 = np.sqrt(2.0 * _log_125_over(delta0)) * d / s
+    eps0 = check_finite("eps", np.sqrt(2.0 * _log_125_over(delta0)) * d / s,
+                        dict(sigma=s, delta=delta, q=qq, steps=t, sensitivity=d))
     _warn_range(eps0, " (per release, before amplification)")
     return _sigma_out("eps", t * np.asarray(amplify_by_subsampling(eps0, 0.0, qq).epsilon), sigma=s,
                       delta=delta, q=qq, steps=t, sensitivity=d)

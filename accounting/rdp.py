@@ -26,10 +26,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedbound.accounting import _sgm
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import check_finite, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError, ParameterError
 
-__all__ = ["DEFAULT_ORDERS", "CONVERSIONS", "rdp_gaussian", "rdp_subsampled_gaussian",
+__all__ = ["DEFAULT_ORDERS", "CONVERSIONS", "MAX_ORDER", "rdp_gaussian", "rdp_subsampled_gaussian",
            "rdp_sampled_without_replacement", "rdp_to_dp", "rdp_to_delta", "conversion_offset"]
 
 #: Renyi orders used when none are given: 37 fractional orders 1.01 ... 11 (12 per decade of alpha - 1, where
@@ -44,12 +44,16 @@ DEFAULT_ORDERS.setflags(write=False)
 
 CONVERSIONS = ("improved", "classic")
 
+#: Largest Renyi order accepted: the integer-order series has alpha terms (and the optimum order of any
+#: setting with eps <= 1e4 lies far below it).
+MAX_ORDER = 1e5
+
 
 def check_orders(orders: ArrayLike | None) -> np.ndarray:
     """Orders as a 1-D float array (scalars stay 0-d); each must be a finite real > 1."""
     if orders is None:
         return DEFAULT_ORDERS
-    o = check_real("orders", orders, 1.0, low_open=True)
+    o = check_real("orders", orders, 1.0, MAX_ORDER, low_open=True)
     if o.ndim > 1:
         raise ParameterError("orders", o, "a scalar or a 1-D array of Renyi orders > 1")
     if o.size == 0:
@@ -63,7 +67,9 @@ def rdp_gaussian(orders: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLik
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
     z, t = np.broadcast_arrays(z, t)
-    out = t[..., None] * o.ravel() / (2.0 * z[..., None] ** 2)
+    with np.errstate(over="ignore"):
+        out = t[..., None] * o.ravel() / (2.0 * z[..., None] ** 2)
+    out = check_finite("rdp", out, {"orders": o, "noise_multiplier": np.min(z), "steps": t})
     return scalar_or_array(out.reshape(z.shape + o.shape))
 
 
@@ -84,8 +90,10 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     alpha = np.broadcast_to(o.ravel(), (qq.size, o.size)).ravel()
     qf = np.repeat(qq.ravel(), o.size)
     zf = np.repeat(z.ravel(), o.size)
-    rdp = np.maximum(_sgm.log_a(alpha, qf, zf) / (alpha - 1.0), 0.0)  # RDP >= 0; rounding may dip below
-    out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
+    with np.errstate(all="ignore"):
+        rdp = np.maximum(_sgm.log_a(alpha, qf, zf) / (alpha - 1.0), 0.0)  # RDP >= 0; rounding may dip below
+        out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
+    out = check_finite("rdp", out, {"orders": o, "q": qq, "noise_multiplier": np.min(z), "steps": t})
     return scalar_or_array(out.reshape(shape + o.shape))
 
 
