@@ -37,6 +37,12 @@ from fedbound.errors import ConfigError
 __all__ = ["Field", "Section", "Config", "load_config", "parse_override", "REQUIRED"]
 
 
+def _q(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, shortened for an error message (a 100 kB override must not make a 100 kB error)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -82,7 +88,8 @@ class Field:
 
         def fail(why: str = "") -> ConfigError:
             extra = f" ({why})" if why else ""
-            return ConfigError(f"{where} = {value!r} is outside its valid range {self.valid_range()}{extra}")
+            return ConfigError(f"{where} = {_q(value)} is outside its valid range {self.valid_range()}"
+                               f"{extra}")
 
         if self.kind is bool:
             if not isinstance(value, bool):
@@ -104,7 +111,10 @@ class Field:
             if abs(value) > MAX_INT:
                 raise fail(f"fedbound caps integer keys at {MAX_INT:.0e} in magnitude")
         else:
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer literal beyond the float range
+                raise fail("beyond the float64 range") from None
             if not math.isfinite(value):
                 raise fail("NaN and infinity are not allowed")
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
@@ -152,7 +162,7 @@ class Section:
             key = unknown[0]
             close = difflib.get_close_matches(key, self.keys(), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{source}: unknown key {key!r} in [{self.name}]{hint} "
+            raise ConfigError(f"{source}: unknown key {_q(key)} in [{self.name}]{hint} "
                               f"Valid keys: {', '.join(self.keys())}")
         out: dict[str, Any] = {}
         for f in self.fields:
@@ -206,11 +216,11 @@ def _did_you_mean(name: str, candidates: Iterable[str], quote: bool = True) -> s
 def _split_override(item: str) -> tuple[str, str, Any]:
     """``KEY=VALUE`` -> (key, the value's text, the value parsed as a TOML literal or kept as text)."""
     if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set eps=6")
+        raise ConfigError(f"--set {_q(item)}: expected KEY=VALUE, e.g. --set eps=6")
     key, _, text = item.partition("=")
     key, text = key.strip(), text.strip()
     if not key:
-        raise ConfigError(f"--set {item!r}: the key before '=' is empty")
+        raise ConfigError(f"--set {_q(item)}: the key before '=' is empty")
     try:
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
@@ -233,23 +243,23 @@ def _override_target(item: str, key: str, sections: Sequence[Section], known: se
         target = next((s for s in sections if s.name == section_name), None)
         if target is None:
             if section_name in known:
-                raise ConfigError(f"--set {item!r}: this command does not read [{section_name}] (it reads "
+                raise ConfigError(f"--set {_q(item)}: this command does not read [{section_name}] (it reads "
                                   f"{', '.join(f'[{u}]' for u in used)}), so the override would be ignored")
-            raise ConfigError(f"--set {item!r}: unknown section {section_name!r}"
+            raise ConfigError(f"--set {_q(item)}: unknown section {_q(section_name)}"
                               f"{_did_you_mean(section_name, sorted(known | set(used)))} "
                               f"This command reads {', '.join(f'[{u}]' for u in used)}")
         if sub not in target:
-            raise ConfigError(f"--set {item!r}: [{section_name}] has no key {sub!r}"
+            raise ConfigError(f"--set {_q(item)}: [{section_name}] has no key {_q(sub)}"
                               f"{_did_you_mean(sub, target.keys())} Valid keys: {', '.join(target.keys())}")
         return target, sub
     owners = [s for s in sections if key in s]
     if not owners:
         known_keys = [k for s in sections for k in s.keys()]
-        raise ConfigError(f"--set {item!r}: no section used by this command has a key {key!r}"
+        raise ConfigError(f"--set {_q(item)}: no section used by this command has a key {_q(key)}"
                           f"{_did_you_mean(key, known_keys)}")
     if len(owners) > 1:
         names = ", ".join(f"{s.name}.{key}" for s in owners)
-        raise ConfigError(f"--set {item!r}: {key!r} is ambiguous; write one of {names}")
+        raise ConfigError(f"--set {_q(item)}: {_q(key)} is ambiguous; write one of {names}")
     return owners[0], key
 
 
@@ -267,7 +277,7 @@ def _apply_overrides(raw: dict[str, Any], sections: Sequence[Section], overrides
             value = text
         table = raw.setdefault(target.name, {})
         if not isinstance(table, dict):
-            raise ConfigError(f"--set {item!r}: {target.name!r} is a value, not a [section]")
+            raise ConfigError(f"--set {_q(item)}: {target.name!r} is a value, not a [section]")
         table[sub] = value
         origins.setdefault(target.name, {})[sub] = item
     return origins
@@ -276,7 +286,11 @@ def _apply_overrides(raw: dict[str, Any], sections: Sequence[Section], overrides
 def _read_toml(path: str | Path) -> dict[str, Any]:
     source = str(path)
     p = Path(path)
-    if not p.is_file():
+    try:
+        is_file = bool(source.strip()) and p.is_file()
+    except (OSError, ValueError):  # e.g. an embedded NUL byte
+        is_file = False
+    if not is_file:
         raise ConfigError(f"config file {source!r} does not exist (or is not a regular file)")
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
@@ -294,8 +308,8 @@ def _check_file_sections(raw: Mapping[str, Any], source: str, known: set[str]) -
     """Every top-level entry of the file must be a known [section]; a typo is an error, not ignored."""
     for name, value in raw.items():
         if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {name!r} = {value!r} stands outside any [section]; move it into "
-                              f"one of {', '.join(f'[{k}]' for k in sorted(known))}")
+            raise ConfigError(f"{source}: {_q(name)} = {_q(value)} stands outside any [section]; move it "
+                              f"into one of {', '.join(f'[{k}]' for k in sorted(known))}")
         if name not in known:
             raise ConfigError(f"{source}: unknown section [{name}]{_did_you_mean(name, sorted(known))} "
                               f"Known sections: {', '.join(sorted(known))}")
