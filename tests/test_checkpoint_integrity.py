@@ -5,6 +5,8 @@ stops."""
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -193,3 +195,37 @@ class TestRunDirectory:
         data, model = setup
         run(_nbafl(1), model, data, options=F64, run_dir=tmp_path / "new", run_key="k")
         assert (tmp_path / "new" / ckpt.RUN_MARKER).is_file()
+
+
+_KILLED_RUN = """
+import os, signal, sys
+import numpy as np, torch
+from fedbound.tests._training_reference import tiny_setup
+from fedbound.tests.test_checkpoint_integrity import F64, _nbafl, _plan
+from fedbound.training.engine import run
+
+class KilledMidRound3(type(_nbafl())):
+    def after_round(self, ctx, new_global):
+        if ctx.round == 2:  # round 3 half done, its checkpoint not written: SIGKILL, no cleanup runs
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().after_round(ctx, new_global)
+
+_, _, data, model = tiny_setup()
+algo = _nbafl()
+algo.__class__ = KilledMidRound3
+run(algo, model, data, plan=_plan(), options=F64, run_dir=sys.argv[1], run_key="k")
+"""
+
+
+def test_sigkill_mid_round_then_resume_is_identical(setup, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _KILLED_RUN, str(tmp_path)], capture_output=True,
+                          timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-500:]
+    assert ckpt.load(tmp_path, "k").round == 2
+    data, model = setup
+    resumed = _resume(setup, tmp_path)
+    full = run(_nbafl(), model, data, plan=_plan(), options=F64)
+    assert resumed.summary["resumed_from_round"] == 2
+    assert torch.equal(resumed.params, full.params)
+    cols = ["round", "loss", "sigma", "epsilon_spent"]
+    assert resumed.metrics[cols].equals(full.metrics[cols])

@@ -354,7 +354,7 @@ def _check_diverged(values: torch.Tensor, round_: int, run_dir: Path | None, why
         return
     kept = f"; the checkpoint of round {round_ - 1} is kept in {run_dir}" if run_dir is not None else ""
     raise TrainingDiverged(f"training diverged at round {round_}: {why}{kept}; lower the learning rate "
-                           "(lr, eta) or the proximal/regularisation weights")
+                           "(lr, eta) or the proximal/regularisation weights, or check the plan's noise std")
 
 
 def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan | None = None,
