@@ -50,7 +50,13 @@ from fedbound.accounting.rdp import (
     rdp_to_dp,
 )
 from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
-from fedbound.errors import AccountingFallbackWarning, InfeasibleError, ParameterError, UnsupportedError
+from fedbound.errors import (
+    AccountingFallbackWarning,
+    DomainError,
+    InfeasibleError,
+    ParameterError,
+    UnsupportedError,
+)
 
 __all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "MIN_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon",
            "calibrate_noise"]
@@ -164,6 +170,10 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
         except PldTooCostly as exc:
             _fallback(exc)
             z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+        except (InfeasibleError, DomainError) as exc:  # at a noise the search tried: name the user's target
+            where = (f"target_eps = {e[0]:g} at delta = {d[0]:g}, sample_rate = {q[0]:g}, steps = {t[0]}"
+                     if e.size == 1 else f"target_eps (a grid of {e.size} points)")
+            raise InfeasibleError(f"{where} cannot be calibrated: {exc}") from None
     return scalar_or_array(z.reshape(shape))
 
 

@@ -69,7 +69,7 @@ def rdp_gaussian(orders: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLik
     z, t = np.broadcast_arrays(z, t)
     with np.errstate(over="ignore"):
         out = t[..., None] * o.ravel() / (2.0 * z[..., None] ** 2)
-    out = check_finite("rdp", out, {"orders": o, "noise_multiplier": np.min(z), "steps": t})
+    out = check_finite("rdp", out, {"orders": o, "noise_multiplier": z, "steps": t})
     return scalar_or_array(out.reshape(z.shape + o.shape))
 
 
@@ -93,7 +93,7 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     with np.errstate(all="ignore"):
         rdp = np.maximum(_sgm.log_a(alpha, qf, zf) / (alpha - 1.0), 0.0)  # RDP >= 0; rounding may dip below
         out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
-    out = check_finite("rdp", out, {"orders": o, "q": qq, "noise_multiplier": np.min(z), "steps": t})
+    out = check_finite("rdp", out, {"orders": o, "q": qq, "noise_multiplier": z, "steps": t})
     return scalar_or_array(out.reshape(shape + o.shape))
 
 

@@ -144,10 +144,20 @@ def check_finite(name: str, value: Any, inputs: Mapping[str, Any], positive: boo
         bad |= ~(arr > 0)
     if bad.any():
         first, where = _first_bad(arr, bad)
-        given = ", ".join(f"{k} = {float(np.max(v)):g}" for k, v in inputs.items())
+        given = ", ".join(f"{k} = {_brief(v)}" for k, v in inputs.items())
         raise DomainError(name, first, "a finite positive number" if positive else "a finite number",
                           f"the result for {given} is out of floating-point range{where}")
     return arr
+
+
+def _brief(value: Any) -> str:
+    """A number, or the range of an array of numbers, for a message (``1e+308``, ``[0.1 .. 2]``)."""
+    arr = np.asarray(value, dtype=float)
+    if arr.size == 1:
+        return f"{arr.item():g}"
+    if arr.size == 0:
+        return "[]"
+    return f"[{np.min(arr):g} .. {np.max(arr):g}]"
 
 
 def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:

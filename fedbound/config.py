@@ -2,8 +2,9 @@
 
 A config file is a set of TOML tables (sections).  Each consumer declares the sections it reads as a
 :class:`Section` of typed, range-checked :class:`Field` s, next to the code that uses them (e.g. the NbAFL
-planner declares ``[nbafl]``, the simulator declares ``[train]``).  Sections a command does not use are
-kept untouched, so one file can hold the whole setting::
+planner declares ``[nbafl]``, the simulator declares ``[train]``).  Known sections a command does not use
+are kept untouched, so one file can hold the whole setting; a section fedbound does not know (a typo such
+as ``[nbafll]``) is an error with a "did you mean"::
 
     [nbafl]          # the privacy/system setting and the loss constants, in the spec's notation
     N = 50
@@ -13,11 +14,14 @@ kept untouched, so one file can hold the whole setting::
     model = "mlp"
 
 Overrides: ``--set KEY=VALUE`` (repeatable).  ``KEY`` is either ``section.key`` or a bare ``key`` that
-belongs to exactly one of the sections the command reads.  ``VALUE`` is parsed as a TOML literal
+belongs to exactly one of the sections the command reads; an override of a section or key the command does
+not read is an error (it would otherwise be silently ignored).  ``VALUE`` is parsed as a TOML literal
 (``6``, ``0.01``, ``true``, ``"text"``); anything that is not a TOML literal is taken as a plain string,
-so ``--set dataset=digits`` works without quotes.
+so ``--set dataset=digits`` works without quotes, and a string key takes the text as written
+(``--set group_clients=20`` is ``"20"``).  Integer keys are capped at ``fedbound.checks.MAX_INT`` (1e12).
 
-Errors are :class:`fedbound.errors.ConfigError` and name the file, the key, the value and the valid range.
+Errors are :class:`fedbound.errors.ConfigError`, one line, and name the file or the override, the key, the
+value and the valid range.
 """
 
 from __future__ import annotations
