@@ -106,7 +106,7 @@ def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLik
     _check_method(method, sampling, q)
     _check_conversion(conversion)
     if method == "analytic":
-        return analytic_gaussian_epsilon(z / np.sqrt(t), d)
+        return _composed(analytic_gaussian_epsilon, z, t, d)
     if method == "pld":
         try:
             return pld_epsilon(z, q, t, d, pld_discretization)
@@ -130,7 +130,7 @@ def delta_for_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps
     _check_method(method, sampling, q)
     _check_conversion(conversion)
     if method == "analytic":
-        return analytic_gaussian_delta(e, z / np.sqrt(t))
+        return _composed(lambda sigma, eps: analytic_gaussian_delta(eps, sigma), z, t, e)
     if method == "pld":
         try:
             return pld_delta(z, q, t, e, pld_discretization)
@@ -175,6 +175,16 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
                      if e.size == 1 else f"target_eps (a grid of {e.size} points)")
             raise InfeasibleError(f"{where} cannot be calibrated: {exc}") from None
     return scalar_or_array(z.reshape(shape))
+
+
+def _composed(fn: Callable, z: np.ndarray, t: np.ndarray, other: np.ndarray) -> float | np.ndarray:
+    """``fn(z / sqrt(steps), other)``: T Gaussian releases are one with std z / sqrt(T) (Dong, Roth & Su 2022,
+    Cor. 3.3); an error about that derived std names the noise multiplier the user gave."""
+    try:
+        return fn(z / np.sqrt(t), other)
+    except ParameterError as exc:
+        raise DomainError("noise_multiplier", float(np.min(z)), "a value whose composed std z / sqrt(steps) "
+                          "the analytic Gaussian can evaluate", str(exc)) from None
 
 
 def _fallback(exc: PldTooCostly) -> None:

@@ -170,7 +170,7 @@ class Section:
                               f"Valid keys: {', '.join(self.keys())}")
         out: dict[str, Any] = {}
         for f in self.fields:
-            where = (f"--set {origins[f.name]!r}: [{self.name}] {f.name}" if f.name in origins
+            where = (f"--set {_q(origins[f.name])}: [{self.name}] {f.name}" if f.name in origins
                      else f"{source}: [{self.name}] {f.name}")
             if f.name in raw:
                 out[f.name] = f.coerce(where, raw[f.name])
