@@ -146,3 +146,9 @@ def test_calibrate_and_account_reported_hangs_through_the_cli(capsys):
         rows = json.loads(capsys.readouterr().out)["rows"]
         assert all(r["value"] is None or math.isfinite(r["value"]) for r in rows)
         assert any(r["method"] == "pld" and r["value"] is not None for r in rows)
+
+
+def test_a_huge_override_gives_a_short_error():
+    for item in ("variant=" + "x" * 10_000, "private=" + "x" * 10_000, "x" * 10_000 + "=1"):
+        outcome = check_verdict(lambda i=item: load_config(None, SECTIONS, ["N=5", "eps=1", i]), ("--set",))
+        assert isinstance(outcome, ConfigError) and len(str(outcome)) < 400
