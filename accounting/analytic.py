@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
 from fedbound.accounting._numerics import decreasing_root, log1mexp
-from fedbound.checks import check_finite, check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_finite, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 
 __all__ = ["analytic_gaussian_delta", "analytic_gaussian_std", "analytic_gaussian_epsilon",
@@ -54,6 +54,7 @@ def analytic_gaussian_delta(eps: ArrayLike, sigma: ArrayLike, sensitivity: Array
     e = check_real("eps", eps, 0.0)
     s = check_real("sigma", sigma, 0.0, low_open=True)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
+    e, s, d = broadcast(eps=e, sigma=s, sensitivity=d)
     with np.errstate(over="ignore", divide="ignore"):
         log_delta = analytic_gaussian_log_delta(e, s / d)
     return scalar_or_array(check_finite("delta", np.exp(log_delta), {"eps": e, "sigma": s, "sensitivity": d}))
@@ -85,7 +86,7 @@ def analytic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLi
     e = check_real("eps", eps, 0.0, low_open=True)
     dl = check_probability("delta", delta)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
-    e, dl, d = np.broadcast_arrays(e, dl, d)
+    e, dl, d = broadcast(eps=e, delta=dl, sensitivity=d)
     shape, e, log_dl = e.shape, e.ravel(), np.log(dl.ravel())
 
     def g(x, idx=slice(None)):
@@ -108,7 +109,7 @@ def analytic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: A
     s = check_real("sigma", sigma, 0.0, low_open=True)
     dl = check_probability("delta", delta)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
-    s, dl, d = np.broadcast_arrays(s, dl, d)
+    s, dl, d = broadcast(sigma=s, delta=dl, sensitivity=d)
     shape, z, log_dl = s.shape, (s / d).ravel(), np.log(dl.ravel())
     out = np.zeros(z.shape)
     need = analytic_gaussian_log_delta(0.0, z) > log_dl

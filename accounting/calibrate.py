@@ -49,7 +49,7 @@ from fedbound.accounting.rdp import (
     rdp_to_delta,
     rdp_to_dp,
 )
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import (
     AccountingFallbackWarning,
     DomainError,
@@ -64,6 +64,9 @@ __all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "MIN_NOISE_MULTIPLIER", "epsilon",
 METHODS = ("rdp", "pld", "analytic")
 #: Calibration gives up (InfeasibleError) beyond this noise multiplier.
 MAX_NOISE_MULTIPLIER = 1e12
+#: dp-accounting's RDP for sampling without replacement fails somewhere above this (2.7e8 at q = 0.1: math
+#: domain error), and each of its evaluations costs ~0.5 s: its calibration stops here (InfeasibleError).
+WOR_MAX_NOISE_MULTIPLIER = 1e7
 #: Targets met by even this little noise are refused (ParameterError naming target_eps): no privacy left, and
 #: the RDP series lose meaning as 1/z^2 approaches the float range.
 MIN_NOISE_MULTIPLIER = 1e-10
@@ -91,7 +94,7 @@ def _inputs(noise_multiplier, sample_rate, steps, other, other_name, other_check
     q = check_probability("sample_rate", sample_rate, allow_one=True)
     t = check_int("steps", steps, 1)
     o = other_check(other_name, other)
-    return np.broadcast_arrays(z, q, t, o)
+    return broadcast(noise_multiplier=z, sample_rate=q, steps=t, **{other_name: o})
 
 
 def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
@@ -155,7 +158,7 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
     d = check_probability("delta", delta)
     q = check_probability("sample_rate", sample_rate, allow_one=True)
     t = check_int("steps", steps, 1)
-    e, d, q, t = np.broadcast_arrays(e, d, q, t)
+    e, d, q, t = broadcast(target_eps=e, delta=d, sample_rate=q, steps=t)
     _check_method(method, sampling, q)
     _check_conversion(conversion)
     shape = e.shape
@@ -311,17 +314,21 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
         if full.any():
             guess[full] = np.sqrt(t[full]) * np.asarray(analytic_gaussian_std(e[full], d[full])).ravel()
             width[full] = 2e-3
-    else:  # without replacement: the Poisson answer at the same q is a close, cheap guess (x 1.25 either way)
+    else:  # without replacement: the Poisson answer at the same q is a close, cheap guess (x 1.5 either way)
         guess = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
         width = np.full(e.size, np.log(1.5))
+    z_max = MAX_NOISE_MULTIPLIER if method == "pld" else WOR_MAX_NOISE_MULTIPLIER
+    if np.any(guess * np.exp(width) > z_max):
+        raise InfeasibleError(f"the target needs a noise multiplier near {float(np.max(guess)):.3g}, above "
+                              f"{z_max:g} (the limit of {method!r} with sampling {sampling!r})")
     everything = np.arange(e.size)
     upper = np.where(width < 0.1, width, 0.0) if method == "pld" else width
-    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + upper, everything)
+    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + upper, everything, z_max)
     _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6)
     return np.exp(hi)
 
 
-def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray):
+def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray, z_max: float):
     """Move [lo, hi] (log z) until f(lo) > 0 >= f(hi); returns ((lo, f_lo), (hi, f_hi))."""
     f_lo, f_hi = f(lo, idx), f(hi, idx)
     for _ in range(60):
@@ -337,6 +344,6 @@ def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray):
             f_lo[bad_lo] = f(lo[bad_lo], idx[bad_lo])
         if bad_hi.size == 0 and bad_lo.size == 0:
             return (lo, f_lo), (hi, f_hi)
-        if np.any(hi > np.log(MAX_NOISE_MULTIPLIER)):
-            raise InfeasibleError(f"the target needs a noise multiplier above {MAX_NOISE_MULTIPLIER:g}")
+        if np.any(hi > np.log(z_max)):
+            raise InfeasibleError(f"the target needs a noise multiplier above {z_max:g}")
     raise InfeasibleError("could not bracket the noise multiplier")  # pragma: no cover

@@ -30,7 +30,14 @@ from fedbound.accounting.analytic import (
     analytic_gaussian_epsilon,
     analytic_gaussian_std,
 )
-from fedbound.checks import check_finite, check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import (
+    broadcast_errors_named,
+    check_finite,
+    check_int,
+    check_probability,
+    check_real,
+    scalar_or_array,
+)
 from fedbound.errors import ClassicGaussianRangeWarning, InfeasibleError
 
 __all__ = [
@@ -76,6 +83,7 @@ def _warn_range(eps_release: np.ndarray, where: str = "") -> None:
         warnings.warn(message, ClassicGaussianRangeWarning, stacklevel=3)
 
 
+@broadcast_errors_named
 def classic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                          ) -> float | np.ndarray:
     """sigma = sqrt(2 ln(1.25/delta)) Delta / eps for one release (Dwork & Roth 2014, Thm A.1; proven for eps
@@ -90,6 +98,7 @@ def classic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLik
     return _sigma_out("sigma", c * d / e, eps=e, delta=delta, sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                              ) -> float | np.ndarray:
     """eps = sqrt(2 ln(1.25/delta)) Delta / sigma, the inverse of ``classic_gaussian_std``.
@@ -110,6 +119,7 @@ def _per_step_delta(delta: ArrayLike, steps: ArrayLike, split_delta: bool) -> tu
     return (d / t if split_delta else d), t
 
 
+@broadcast_errors_named
 def classic_composed_std(eps: ArrayLike, delta: ArrayLike, steps: ArrayLike, sensitivity: ArrayLike = 1.0,
                          split_delta: bool = True) -> float | np.ndarray:
     """Per-release sigma for ``steps`` Gaussian releases composed linearly: c(delta_step) Delta steps / eps.
@@ -126,6 +136,7 @@ def classic_composed_std(eps: ArrayLike, delta: ArrayLike, steps: ArrayLike, sen
                       sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_composed_epsilon(sigma: ArrayLike, delta: ArrayLike, steps: ArrayLike,
                              sensitivity: ArrayLike = 1.0, split_delta: bool = True) -> float | np.ndarray:
     """Total eps = steps * c(delta_step) Delta / sigma of ``steps`` classic releases (linear composition)."""
@@ -137,6 +148,7 @@ def classic_composed_epsilon(sigma: ArrayLike, delta: ArrayLike, steps: ArrayLik
     return _sigma_out("eps", t * eps_step, sigma=s, delta=delta, steps=t, sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                            sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """Per-release sigma when each of ``steps`` rounds subsamples a q-fraction: classic + BBG + linear
@@ -157,6 +169,7 @@ def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
                       steps=t, sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_subsampled_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                                sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """Total eps of ``steps`` q-subsampled classic releases: steps * ln(1 + q(e^eps0 - 1)), eps0 = c(delta0)
@@ -202,6 +215,7 @@ class ClassicGaussianCheck:
     warnings: tuple[str, ...]
 
 
+@broadcast_errors_named
 def classic_gaussian_check(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                            ) -> ClassicGaussianCheck:
     """The classic sigma next to what it delivers and the tight sigma (Dwork & Roth Thm A.1 vs Balle & Wang

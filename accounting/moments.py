@@ -26,7 +26,14 @@ import warnings
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedbound.checks import check_finite, check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import (
+    broadcast_errors_named,
+    check_finite,
+    check_int,
+    check_probability,
+    check_real,
+    scalar_or_array,
+)
 from fedbound.errors import AssumptionWarning
 
 __all__ = ["moments_accountant_std", "moments_accountant_epsilon", "moments_accountant_conditions",
@@ -57,6 +64,7 @@ def moments_accountant_conditions(noise_multiplier: ArrayLike, q: ArrayLike) -> 
             + ", ".join(fails) + "; the constant c2 is then unsupported (use calibrate_noise)")
 
 
+@broadcast_errors_named
 def moments_accountant_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                            sensitivity: ArrayLike = 1.0, c2: float = 2.0) -> float | np.ndarray:
     """sigma = c2 q sqrt(T ln(1/delta)) Delta / eps (Abadi et al. 2016, Thm 1; c2 = 2 from Lemma 3, leading
@@ -76,6 +84,7 @@ def moments_accountant_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
                                         positive=True))
 
 
+@broadcast_errors_named
 def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                                sensitivity: ArrayLike = 1.0, c2: float = 2.0) -> float | np.ndarray:
     """eps = c2 q sqrt(T ln(1/delta)) Delta / sigma, the inverse of ``moments_accountant_std`` (same
@@ -91,6 +100,7 @@ def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike,
                                         positive=True))
 
 
+@broadcast_errors_named
 def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                      sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps: seed 003 (UDP), Theorem 1, eq. (10); spec 003 Sec. 3.4.
@@ -106,6 +116,7 @@ def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: Arra
                                         dict(eps=e, delta=d, q=qq, steps=t, sensitivity=s), positive=True))
 
 
+@broadcast_errors_named
 def udp_theorem1_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                          sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """eps = Delta_l sqrt(2 q T ln(1/delta)) / sigma, the inverse of seed 003 eq. (10) (same caveats)."""

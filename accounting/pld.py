@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedbound.accounting.events import make_accountant, poisson_gaussian_event
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 
 __all__ = ["pld_epsilon", "pld_delta", "discretization_for", "PldTooCostly", "PLD_STEP_POINTS",
@@ -117,13 +117,13 @@ def _evaluate(query: str, z: float, q: float, t: int, x: float, discretization: 
                            ) from None
 
 
-def _prepare(noise_multiplier, sample_rate, steps, other_check, discretization):
+def _prepare(noise_multiplier, sample_rate, steps, other_name, other_check, discretization):
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     q = check_probability("sample_rate", sample_rate, allow_one=True)
     t = check_int("steps", steps, 1)
     o = other_check()
     check_real("discretization", discretization, 0.0, 0.1, low_open=True)
-    return np.broadcast_arrays(z, q, t, o)
+    return broadcast(noise_multiplier=z, sample_rate=q, steps=t, **{other_name: o})
 
 
 def pld_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
@@ -132,8 +132,8 @@ def pld_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: Arra
 
     ``discretization`` is coarsened where the input would make PLD too costly (module docstring).
     """
-    z, q, t, d = _prepare(noise_multiplier, sample_rate, steps, lambda: check_probability("delta", delta),
-                          discretization)
+    z, q, t, d = _prepare(noise_multiplier, sample_rate, steps, "delta",
+                          lambda: check_probability("delta", delta), discretization)
     out = np.empty(z.shape)
     for i in np.ndindex(z.shape):
         eps = _evaluate("get_epsilon", float(z[i]), float(q[i]), int(t[i]), float(d[i]), discretization,
@@ -148,7 +148,7 @@ def pld_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: Arra
 def pld_delta(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, eps: ArrayLike,
               discretization: float = 1e-4, *, step_points: float = PLD_STEP_POINTS) -> float | np.ndarray:
     """delta at ``eps`` of ``steps`` Poisson-subsampled Gaussian rounds by dp-accounting's PLDAccountant."""
-    z, q, t, e = _prepare(noise_multiplier, sample_rate, steps, lambda: check_real("eps", eps, 0.0),
+    z, q, t, e = _prepare(noise_multiplier, sample_rate, steps, "eps", lambda: check_real("eps", eps, 0.0),
                           discretization)
     out = np.empty(z.shape)
     for i in np.ndindex(z.shape):

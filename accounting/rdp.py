@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedbound.accounting import _sgm
-from fedbound.checks import check_finite, check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_finite, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError, ParameterError
 
 __all__ = ["DEFAULT_ORDERS", "CONVERSIONS", "MAX_ORDER", "rdp_gaussian", "rdp_subsampled_gaussian",
@@ -66,7 +66,7 @@ def rdp_gaussian(orders: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLik
     o = check_orders(orders)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
-    z, t = np.broadcast_arrays(z, t)
+    z, t = broadcast(noise_multiplier=z, steps=t)
     with np.errstate(over="ignore"):
         out = t[..., None] * o.ravel() / (2.0 * z[..., None] ** 2)
     out = check_finite("rdp", out, {"orders": o, "noise_multiplier": z, "steps": t})
@@ -85,7 +85,7 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     qq = check_probability("q", q, allow_one=True)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
-    qq, z, t = np.broadcast_arrays(qq, z, t)
+    qq, z, t = broadcast(q=qq, noise_multiplier=z, steps=t)
     shape = qq.shape
     alpha = np.broadcast_to(o.ravel(), (qq.size, o.size)).ravel()
     qf = np.repeat(qq.ravel(), o.size)
@@ -109,7 +109,7 @@ def rdp_sampled_without_replacement(orders: ArrayLike, q: ArrayLike, noise_multi
     qq = check_probability("q", q, allow_one=True)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
-    qq, z, t = np.broadcast_arrays(qq, z, t)
+    qq, z, t = broadcast(q=qq, noise_multiplier=z, steps=t)
     out = np.empty(qq.shape + (o.size,))
     cache: dict[tuple[float, float], np.ndarray] = {}
     for i in np.ndindex(qq.shape):

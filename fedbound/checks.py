@@ -17,8 +17,8 @@ import numpy as np
 
 from fedbound.errors import DomainError, FedboundError, ParameterError
 
-__all__ = ["MAX_INT", "interval", "check_real", "check_int", "check_probability", "as_float_array",
-           "scalar_or_array", "check_finite"]
+__all__ = ["MAX_INT", "broadcast", "broadcast_errors_named", "interval", "check_real", "check_int",
+           "check_probability", "as_float_array", "scalar_or_array", "check_finite"]
 
 MAX_INT = 10**12
 """Largest integer parameter (counts: rounds, clients, samples, steps) any check accepts unless told
@@ -123,6 +123,42 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
     if np.any(out != arr):  # pragma: no cover - impossible after the range check; kept as the last guard
         raise ParameterError(name, value, valid, hint)
     return out
+
+
+def broadcast(**named: np.ndarray) -> list[np.ndarray]:
+    """``np.broadcast_arrays`` of the named inputs; a ParameterError naming them and their shapes (not numpy's
+    anonymous "operands could not be broadcast") when the shapes do not fit."""
+    try:
+        return np.broadcast_arrays(*named.values())
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        first = next(iter(named))
+        raise ParameterError(first, _Short(f"shape {np.shape(named[first])}"),
+                             f"arrays of shapes that broadcast together (got {shapes})") from None
+
+
+def broadcast_errors_named(fn):
+    """Decorator for formulas that broadcast their checked inputs in arithmetic: numpy's anonymous
+    "operands could not be broadcast" becomes a ParameterError naming the function's array inputs."""
+    import functools
+    import inspect
+
+    names = list(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as exc:
+            if isinstance(exc, FedboundError) or "broadcast" not in str(exc):
+                raise
+            given = dict(zip(names, args, strict=False)) | kwargs
+            shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in given.items() if np.ndim(v))
+            first = next((k for k, v in given.items() if np.ndim(v)), names[0])
+            raise ParameterError(first, _Short(f"shape {np.shape(given.get(first))}"),
+                                 f"arrays of shapes that broadcast together (got {shapes})") from None
+
+    return wrapper
 
 
 def check_probability(name: str, value: Any, *, allow_zero: bool = False, allow_one: bool = False,

@@ -214,6 +214,10 @@ def test_the_suite_covers_every_public_function_that_takes_numbers():
     (lambda: acc.epsilon(1e-308, 1.0, 10, 1e-5, "analytic"), "noise_multiplier"),
     (lambda: acc.calibrate_noise(1e-308, 1e-5, 0.1, 10, "pld"), "target_eps"),
     (lambda: acc.rdp_gaussian(1e308, 1.0), "orders"),
+    (lambda: acc.calibrate_noise(1e-308, 1e-5, 0.1, 10, sampling="without_replacement"), "target_eps"),
+    (lambda: acc.analytic_gaussian_delta([0.0, 0.0], [], 1.0), "eps"),  # numpy's broadcast error, named
+    (lambda: acc.classic_gaussian_std([1.0, 2.0], [0.1, 0.2, 0.3]), "eps"),
+    (lambda: acc.epsilon([1.0, 2.0], [0.1, 0.2, 0.3], 10, 1e-5), "noise_multiplier"),
 ])
 def test_errors_about_derived_quantities_name_the_input(call, name):
     with pytest.raises(ValueError) as info:
