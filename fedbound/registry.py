@@ -87,7 +87,7 @@ def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
         def __contains__(self, key: str) -> bool:
             return key in aliases or super().__contains__(key)
 
-        def validate(self, raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+        def validate(self, raw: Mapping[str, Any], source: str, *args: Any, **kw: Any) -> dict[str, Any]:
             table = dict(raw)
             for old, new in aliases.items():
                 if old in table:
@@ -97,7 +97,7 @@ def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
                     table[new] = table.pop(old)
                     warnings.warn(f"[{self.name}] {old} is accepted as an alias of {new}", FedboundWarning,
                                   stacklevel=2)
-            return super().validate(table, source)
+            return super().validate(table, source, *args, **kw)
 
     return AliasedSection(section.name, section.fields, section.doc)
 
@@ -156,7 +156,8 @@ class Paper:
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FedboundWarning)
-            cfg = load_config(config, [self.config_section], list(overrides))
+            cfg = load_config(config, [self.config_section], list(overrides),
+                              known_sections=(*names(), "train"))
         values = {k: v for k, v in cfg[self.name].items() if v is not None}
         assumed = tuple(k for k in self.defaults if k not in values)
         values.update({k: self.defaults[k] for k in assumed})

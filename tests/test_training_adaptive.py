@@ -314,7 +314,7 @@ def _train(cfg):
     from fedbound.config import load_config
     from fedbound.training.config import TRAIN_SECTION
 
-    return dict(load_config(cfg, [TRAIN_SECTION])["train"])
+    return dict(load_config(cfg, [TRAIN_SECTION], known_sections=["adaptive"])["train"])
 
 
 @pytest.mark.parametrize("sets,message", [
