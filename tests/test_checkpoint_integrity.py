@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from fedbound.errors import ConfigError, TrainingDiverged
+from fedbound.scheduling.crd import CRDPolicy
 from fedbound.tests._training_reference import module_with, resumed_and_full, tiny_setup
 from fedbound.training import checkpoint as ckpt
 from fedbound.training.engine import Algorithm, RunOptions, run
 from fedbound.training.local import LocalSGD
 from fedbound.training.nbafl import NbAFL
 from fedbound.training.plan import NoisePlan, View
-from fedbound.training.udp import UDP, CRDSettings
+from fedbound.training.udp import UDP
 
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 
@@ -113,7 +114,7 @@ def test_udp_crd_kill_and_resume_is_identical(setup, tmp_path):
                      paper_accountant="udp_moments")
 
     def algo():
-        return UDP(6, clip_norm=1.0, lr=0.1, clients_per_round=3, crd=CRDSettings(beta=0.8, zeta=1e9))
+        return UDP(6, clip_norm=1.0, lr=0.1, clients_per_round=3, crd=CRDPolicy(beta=0.8, zeta=1e9))
 
     cols = ["round", "loss", "sigma", "epsilon_spent", "epsilon_spent_paper"]
     resumed, _ = resumed_and_full(algo, model, data, plan, F64, tmp_path, 2, cols)
