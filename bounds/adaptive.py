@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,7 @@ import sympy as sp
 
 from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 from fedbound.checks import check_int, check_real, scalar_or_array
-from fedbound.errors import DomainError, ParameterError
+from fedbound.errors import ConfigError, DomainError, ParameterError
 
 SEED = "001"
 Number = float | np.ndarray
@@ -513,6 +514,93 @@ def weight_summaries(p: Any) -> tuple[Number, Number]:
     return scalar_or_array(arr.max(axis=-1)), scalar_or_array(np.sum(arr**2, axis=-1))
 
 
+# --- an [adaptive] setting made concrete (parts, sizes, ratio phases); plain data, no config import ---------
+def parse_lists(key: str, text: Any, kind: type = float) -> list[list]:
+    """``"0,1,2; 2,1,0"`` -> ``[[0, 1, 2], [2, 1, 0]]`` (lists/numbers pass through); ConfigError naming
+    ``[adaptive] key`` otherwise."""
+    if isinstance(text, int | float):
+        return [[kind(text)]]
+    if isinstance(text, Sequence) and not isinstance(text, str):
+        rows = text if text and isinstance(text[0], Sequence) and not isinstance(text[0], str) else [text]
+        return [[kind(v) for v in row] for row in rows]
+    try:
+        phases = [[kind(v) for v in chunk.replace(" ", "").split(",") if v] for chunk in str(text).split(";")]
+    except ValueError as exc:
+        raise ConfigError(
+            f"[adaptive] {key} = {text!r}: expected comma-separated numbers, phases separated by ';'"
+        ) from exc
+    if not phases or any(not p for p in phases):
+        raise ConfigError(f"[adaptive] {key} = {text!r}: every phase needs at least one number")
+    return phases
+
+
+@dataclass(frozen=True)
+class Design:
+    """An [adaptive] setting made concrete: groups, sizes per group, the impact-factor phases."""
+
+    parts: tuple[int, ...]
+    sizes: tuple[int, ...]
+    ratios: tuple[tuple[float, ...], ...]
+    switch_after: tuple[int, ...]
+
+    @property
+    def N(self) -> int:
+        return int(sum(self.parts))
+
+    @property
+    def client_sizes(self) -> np.ndarray:
+        return np.repeat(np.asarray(self.sizes, dtype=np.int64), self.parts)
+
+    @property
+    def phase_rows(self) -> np.ndarray:
+        """One row of impact factors per phase (F55), shape ``(phases, N)``."""
+        return np.stack([impact_factors_from_ratios(r, self.parts) for r in self.ratios])
+
+    def schedule(self, rounds: int) -> np.ndarray:
+        """The ``(rounds, N)`` impact factors (F55 per phase)."""
+        try:
+            return impact_schedule(self.parts, self.ratios, self.switch_after, rounds)
+        except ParameterError as exc:
+            raise ConfigError(f"[adaptive] impact-factor schedule: {exc}") from exc
+
+
+def design_from_settings(settings: Mapping[str, Any]) -> Design:
+    """Groups (``parts``), per-group sizes (``sizes``; default every client ``m``), ratio phases and switch
+    rounds of an [adaptive] setting; ConfigError for an inconsistent one."""
+    parts = parse_lists("parts", settings["parts"], int)
+    if len(parts) != 1:
+        raise ConfigError(f"[adaptive] parts = {settings['parts']!r}: one list of clients per part (no ';')")
+    parts = parts[0]
+    if sum(parts) != settings["N"]:
+        raise ConfigError(
+            f"[adaptive] parts = {settings['parts']!r} sums to {sum(parts)}, but N = {settings['N']}"
+        )
+    ratios = parse_lists("ratios", settings["ratios"])
+    if any(len(r) != len(parts) for r in ratios):
+        raise ConfigError(
+            f"[adaptive] ratios = {settings['ratios']!r}: every phase needs one ratio per part "
+            f"({len(parts)} parts)"
+        )
+    text = settings.get("switch_after")
+    switch = parse_lists("switch_after", text, int)[0] if text else []
+    if len(switch) != len(ratios) - 1:
+        raise ConfigError(
+            f"[adaptive] switch_after = {text!r}: {len(ratios)} phase(s) of ratios need "
+            f"{len(ratios) - 1} switch round(s)"
+        )
+    if settings.get("sizes") is not None:
+        sizes = parse_lists("sizes", settings["sizes"], int)[0]
+        if len(sizes) != len(parts):
+            raise ConfigError(f"[adaptive] sizes = {settings['sizes']!r}: one local dataset size per part")
+    elif settings.get("m") is not None:
+        sizes = [int(settings["m"])] * len(parts)
+    else:
+        raise ConfigError("[adaptive] needs the local dataset sizes: sizes (one per part) or m")
+    if settings.get("m") is not None and min(sizes) < settings["m"]:
+        raise ConfigError(f"[adaptive] m = {settings['m']} exceeds the smallest of sizes = {sizes}")
+    return Design(tuple(parts), tuple(sizes), tuple(tuple(r) for r in ratios), tuple(switch))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Noise (Sec. III-A/B, Theorem 1) on the vectors p and m
 # ---------------------------------------------------------------------------------------------------------
@@ -690,17 +778,22 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
     ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13) (classic constant, linear composition);
     ``"tight"``: the same views calibrated exactly (analytic Gaussian, Gaussian-DP composition:
     ``sqrt(R) z 2B/m_min`` and ``sqrt(T) z Delta f^(t)``), the server topping up as in eq. (14).
-    ``setting``: ``eps``, ``delta``, ``C`` (the clip bound B; ``B`` accepted), ``R``, ``p`` (a vector, or one
-    row per round: the schedule, E25) and ``m`` (every client's size, or the smallest).  Arrays of length T.
+    ``setting``: ``eps``, ``delta``, ``C`` (the clip bound B; ``B`` accepted), ``R``, and either ``p`` (a
+    vector, or one row per round: the schedule, E25) with ``m`` (every client's size, or the smallest), or an
+    [adaptive] section's ``N``, ``parts``, ``ratios``, ``switch_after``, ``sizes``/``m`` (the F55 schedule).
+    Arrays of length T.
     """
     if method not in NOISE_METHODS:
         raise ParameterError("method", method, "one of " + ", ".join(NOISE_METHODS))
     t = int(check_int("T", T, 1))
     clip = setting.get("C", setting.get("B"))
-    eps_v, delta_v, R_v = setting["eps"], setting["delta"], int(setting.get("R", 1))
-    p = validate_impact_factors(setting["p"])
+    eps_v, delta_v, R_v = setting["eps"], setting["delta"], int(setting.get("R") or 1)
+    if setting.get("p") is not None:
+        p, m = validate_impact_factors(setting["p"]), setting["m"]
+    else:
+        design = design_from_settings(setting)
+        p, m = design.schedule(t), design.client_sizes
     rows = np.tile(p, (t, 1)) if p.ndim == 1 else p[np.minimum(np.arange(t), len(p) - 1)]
-    m = setting["m"]
     if method == "paper":
         up = client_noise_sigma(eps_v, delta_v, clip, R_v, m)
         total = np.asarray(total_noise_sigma(eps_v, delta_v, t, clip, rows, m), dtype=float)

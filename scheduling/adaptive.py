@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from fedbound.bounds import adaptive as ba
+from fedbound.bounds.adaptive import Design, design_from_settings, parse_lists
 from fedbound.bounds.claims import Claim, Computed, Region
-from fedbound.errors import ConfigError, DomainError, InfeasibleError, ParameterError
+from fedbound.errors import DomainError, InfeasibleError, ParameterError
 from fedbound.scheduling.integer_search import exhaustive_integer_min
 from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row, json_number
 
@@ -378,94 +379,6 @@ def impact_factors_slsqp(problem: WeightProblem, x0: np.ndarray | None = None) -
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The setting: parts, sizes, ratios (shared by the planner and the training recipe)
-# ---------------------------------------------------------------------------------------------------------
-def parse_lists(key: str, text: Any, kind: type = float) -> list[list]:
-    """``"0,1,2; 2,1,0"`` -> ``[[0, 1, 2], [2, 1, 0]]`` (lists/numbers pass through); ConfigError naming
-    ``[adaptive] key`` otherwise."""
-    if isinstance(text, int | float):
-        return [[kind(text)]]
-    if isinstance(text, Sequence) and not isinstance(text, str):
-        rows = text if text and isinstance(text[0], Sequence) and not isinstance(text[0], str) else [text]
-        return [[kind(v) for v in row] for row in rows]
-    try:
-        phases = [[kind(v) for v in chunk.replace(" ", "").split(",") if v] for chunk in str(text).split(";")]
-    except ValueError as exc:
-        raise ConfigError(
-            f"[adaptive] {key} = {text!r}: expected comma-separated numbers, phases separated by ';'"
-        ) from exc
-    if not phases or any(not p for p in phases):
-        raise ConfigError(f"[adaptive] {key} = {text!r}: every phase needs at least one number")
-    return phases
-
-
-@dataclass(frozen=True)
-class Design:
-    """An [adaptive] setting made concrete: groups, sizes per group, the impact-factor phases."""
-
-    parts: tuple[int, ...]
-    sizes: tuple[int, ...]
-    ratios: tuple[tuple[float, ...], ...]
-    switch_after: tuple[int, ...]
-
-    @property
-    def N(self) -> int:
-        return int(sum(self.parts))
-
-    @property
-    def client_sizes(self) -> np.ndarray:
-        return np.repeat(np.asarray(self.sizes, dtype=np.int64), self.parts)
-
-    @property
-    def phase_rows(self) -> np.ndarray:
-        """One row of impact factors per phase (F55), shape ``(phases, N)``."""
-        return np.stack([ba.impact_factors_from_ratios(r, self.parts) for r in self.ratios])
-
-    def schedule(self, rounds: int) -> np.ndarray:
-        """The ``(rounds, N)`` impact factors (F55 per phase)."""
-        try:
-            return ba.impact_schedule(self.parts, self.ratios, self.switch_after, rounds)
-        except ParameterError as exc:
-            raise ConfigError(f"[adaptive] impact-factor schedule: {exc}") from exc
-
-
-def design_from_settings(settings: Mapping[str, Any]) -> Design:
-    """Groups (``parts``), per-group sizes (``sizes``; default every client ``m``), ratio phases and switch
-    rounds of an [adaptive] setting; ConfigError for an inconsistent one."""
-    parts = parse_lists("parts", settings["parts"], int)
-    if len(parts) != 1:
-        raise ConfigError(f"[adaptive] parts = {settings['parts']!r}: one list of clients per part (no ';')")
-    parts = parts[0]
-    if sum(parts) != settings["N"]:
-        raise ConfigError(
-            f"[adaptive] parts = {settings['parts']!r} sums to {sum(parts)}, but N = {settings['N']}"
-        )
-    ratios = parse_lists("ratios", settings["ratios"])
-    if any(len(r) != len(parts) for r in ratios):
-        raise ConfigError(
-            f"[adaptive] ratios = {settings['ratios']!r}: every phase needs one ratio per part "
-            f"({len(parts)} parts)"
-        )
-    text = settings.get("switch_after")
-    switch = parse_lists("switch_after", text, int)[0] if text else []
-    if len(switch) != len(ratios) - 1:
-        raise ConfigError(
-            f"[adaptive] switch_after = {text!r}: {len(ratios)} phase(s) of ratios need "
-            f"{len(ratios) - 1} switch round(s)"
-        )
-    if settings.get("sizes") is not None:
-        sizes = parse_lists("sizes", settings["sizes"], int)[0]
-        if len(sizes) != len(parts):
-            raise ConfigError(f"[adaptive] sizes = {settings['sizes']!r}: one local dataset size per part")
-    elif settings.get("m") is not None:
-        sizes = [int(settings["m"])] * len(parts)
-    else:
-        raise ConfigError("[adaptive] needs the local dataset sizes: sizes (one per part) or m")
-    if settings.get("m") is not None and min(sizes) < settings["m"]:
-        raise ConfigError(f"[adaptive] m = {settings['m']} exceeds the smallest of sizes = {sizes}")
-    return Design(tuple(parts), tuple(sizes), tuple(tuple(r) for r in ratios), tuple(switch))
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The recommendation: T under tight noise, at the recommended T
 # ---------------------------------------------------------------------------------------------------------
