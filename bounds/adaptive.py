@@ -539,7 +539,7 @@ class Design:
     """An [adaptive] setting made concrete: groups, sizes per group, the impact-factor phases."""
 
     parts: tuple[int, ...]
-    sizes: tuple[int, ...]
+    sizes: tuple[int, ...] | None
     ratios: tuple[tuple[float, ...], ...]
     switch_after: tuple[int, ...]
 
@@ -549,6 +549,8 @@ class Design:
 
     @property
     def client_sizes(self) -> np.ndarray:
+        if self.sizes is None:
+            raise ConfigError("[adaptive] needs the local dataset sizes: sizes (one per part) or m")
         return np.repeat(np.asarray(self.sizes, dtype=np.int64), self.parts)
 
     @property
@@ -595,10 +597,11 @@ def design_from_settings(settings: Mapping[str, Any]) -> Design:
     elif settings.get("m") is not None:
         sizes = [int(settings["m"])] * len(parts)
     else:
-        raise ConfigError("[adaptive] needs the local dataset sizes: sizes (one per part) or m")
-    if settings.get("m") is not None and min(sizes) < settings["m"]:
+        sizes = None
+    if sizes is not None and settings.get("m") is not None and min(sizes) < settings["m"]:
         raise ConfigError(f"[adaptive] m = {settings['m']} exceeds the smallest of sizes = {sizes}")
-    return Design(tuple(parts), tuple(sizes), tuple(tuple(r) for r in ratios), tuple(switch))
+    return Design(tuple(parts), None if sizes is None else tuple(sizes), tuple(tuple(r) for r in ratios),
+                  tuple(switch))
 
 
 # ---------------------------------------------------------------------------------------------------------

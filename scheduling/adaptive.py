@@ -55,6 +55,7 @@ __all__ = [
     "design_from_settings",
     "parse_lists",
     "recommended_rounds",
+    "planned_impact_factors",
     "plan",
     "CLAIMS",
     "SHORT",
@@ -435,6 +436,16 @@ def _problem(s: Mapping[str, Any], design: Design, T: float, accounting: str) ->
     )
 
 
+def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) -> Optimum:
+    """The impact-factor program of an [adaptive] setting (its scores, group bounds, floor, sensitivity) at
+    ``T`` rounds (default the setting's T, else 30) under tight accounting; what ``weights = "planned"``
+    trains with."""
+    s = _settings(settings)
+    design = design_from_settings(s)
+    design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
+    return optimal_impact_factors(_problem(s, design, float(T or s.get("T", 30)), "tight"))
+
+
 def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     """PADPFL's plan for an [adaptive] setting (module docstring).  ``variant``: the reading of Theorem 2
     used for the paper's own answer (``"paper"`` or ``"corrected"``, E1-E4)."""
@@ -457,7 +468,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     if not mu_opt.success:
         warnings.append(f"{SHORT}, Lemma 2 eq. (23): {mu_opt.message}; the bound grows with T")
     problem = _problem(s, design, float(s.get("T", 30)), "tight")
-    weights = optimal_impact_factors(problem)
+    weights = planned_impact_factors(s)
     phases = design.phase_rows
     use_planned = s.get("weights", "ratios") == "planned"
     p_rec = weights.x if use_planned else phases

@@ -195,7 +195,7 @@ def test_impact_factor_rows_are_checked():
 
 # --- the plan, the ledger, configs ------------------------------------------------------------------
 
-SETTING = {"N": 6, "T": 3, "R": 2, "B": 2.0, "eps": 4.0, "delta": 0.01, "mu": 0.1, "m": None,
+SETTING = {"N": 6, "T": 3, "R": 2, "C": 2.0, "eps": 4.0, "delta": 0.01, "mu": 0.1, "m": None,
            "parts": "2,2,2", "ratios": "1,1,1; 0,0,1", "switch_after": "1", "salt_pepper": None}
 TRAIN = {"local_steps": 1, "lr": 0.1, "batch_size": 0, "weight_decay": 0.0}
 
@@ -266,7 +266,7 @@ TINY = """
 N = 6
 T = 4
 R = 1
-B = 2.0
+C = 2.0
 eps = 8.0
 delta = 0.01
 mu = 0.1
@@ -346,3 +346,80 @@ def test_example_config_trains_and_lowers_the_loss(tmp_path):
     assert done.summary["epsilon_spent_paper"] == pytest.approx(20.0)
     np.testing.assert_allclose(done.plan.info["sigma_client"], 2 * 5.0 * C001 / (60 * 20.0), rtol=1e-9)
     assert any("under-delivers" in w for w in done.summary["warnings"])  # classic sigma at eps = 20 (E13)
+
+
+# --- gamma-inexactness, dropout, planned weights, one noise function ------------------------------------
+
+def test_measured_gamma_matches_a_direct_computation():
+    """gamma_i = ||grad h_i(x_i; x~)|| / ||grad l_i(x~)|| (seed 001 eq. (38)), against torch autograd on
+    each client's module; no local step gives gamma = 1 exactly, more steps give a smaller gamma."""
+    from fedbound.training.adaptive import inexactness
+
+    _, _, data, model = tiny_setup(num_clients=3)
+    batch = data.gather(np.arange(3))
+    anchor = init_for(model).expand(3, -1).clone()
+    local = LocalSGD(steps=60, lr=0.1, prox_mu=0.5).run(model, anchor, batch, streams=Streams(0), round_=0,
+                                                         clients=np.arange(3), num_clients=3)
+    got = inexactness(model, anchor, local, batch, 0.5)
+    for i in range(3):
+        x, y = client_arrays(data, i)
+
+        def grad(w):
+            module = module_with(model, w)
+            torch.nn.functional.cross_entropy(module(x), y).backward()
+            return flat_grad(module)
+
+        g_h = grad(local[i]) + 0.5 * (local[i] - anchor[i])
+        assert float(got[i]) == pytest.approx(float(g_h.norm() / grad(anchor[i]).norm()), rel=1e-9)
+    assert np.all(got.numpy() < 1)
+    np.testing.assert_allclose(inexactness(model, anchor, anchor, batch, 0.5).numpy(), 1.0, rtol=1e-12)
+
+
+def test_gamma_is_logged_each_round():
+    _, _, data, model = tiny_setup(num_clients=6)
+    p = np.tile(np.full(6, 1 / 6), (3, 1))
+    res = run(PADPFL(3, 50.0, LocalSGD(steps=5, lr=0.3, prox_mu=0.5), p), model, data,
+              plan=plan_for(p, 1e-3, [1e-3, 1e-3, 1e-3]), options=F64)
+    glob = res.metrics[res.metrics["client"].isna()]
+    gam = glob["gamma_inexact"].to_numpy(dtype=float)
+    assert np.all((gam > 0) & (gam < 1)) and np.all(glob["gamma_inexact_above_1"].to_numpy(dtype=float) == 0)
+    off = run(PADPFL(3, 50.0, LocalSGD(steps=5, lr=0.3, prox_mu=0.5), p, measure_gamma=False), model, data,
+              plan=plan_for(p, 1e-3, [1e-3, 1e-3, 1e-3]), options=F64)
+    assert "gamma_inexact" not in off.metrics or off.metrics["gamma_inexact"].isna().all()
+
+
+def test_dropout_redistributes_and_the_plan_follows_the_rows():
+    setting = {**SETTING, "ratios": "1,2,3", "switch_after": None, "dropout": 0.3, "T": 5}
+    rows = ta.impact_rows(setting, {"seed": 7}, 5)
+    again = ta.impact_rows(setting, {"seed": 7}, 5)
+    np.testing.assert_array_equal(rows, again)  # seeded: same seed, same absences
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, rtol=1e-12)
+    base = ba.impact_factors_from_ratios([1, 2, 3], [2, 2, 2])
+    for row in rows:
+        present = row > 0
+        np.testing.assert_allclose(row[present], base[present] / base[present].sum(), rtol=1e-12)
+    assert np.any(rows == 0)  # somebody dropped out in 5 rounds at rate 0.3
+    _, _, data, _ = tiny_setup(num_clients=6)
+    plan = ta.adaptive_plan(setting, data.sizes, 5, train={"seed": 7})
+    m = int(data.sizes.min())
+    expected = ba.server_noise_sigma(4.0, 0.01, 5, 2, rows, 2.0, [m])
+    np.testing.assert_allclose(plan.sigma["server"], expected, rtol=1e-12)
+
+
+def test_plan_noise_comes_from_bounds_noise_and_planned_weights_train():
+    _, _, data, model = tiny_setup(num_clients=6)
+    m = int(data.sizes.min())
+    for method in ("paper", "tight"):
+        plan = ta.adaptive_plan(SETTING, data.sizes, 3, method)
+        ref = ba.noise({**SETTING, "p": ta.setting_impact_schedule(SETTING, 3), "m": [m]}, 3, method)
+        np.testing.assert_array_equal(plan.sigma["uplink"], ref["uplink"])
+        np.testing.assert_array_equal(plan.sigma["server"], ref["server"])
+    planned = {**SETTING, "ratios": "1,1,1", "switch_after": None, "weights": "planned", "sizes": "12,12,12",
+               "scores": "0,1,2", "quality_weight": 0.5}
+    rows = ta.impact_rows(planned, {"seed": 0}, 3)
+    from fedbound.scheduling.adaptive import planned_impact_factors
+
+    np.testing.assert_allclose(rows[0], planned_impact_factors(planned, 3).x, rtol=1e-12)
+    assert rows[0][5] > rows[0][0]  # the quality score favours the last part
+    algo = ta.RECIPE.algorithm(planned, {**TRAIN, "partition": "iid", "seed": 0}, 3)
+    np.testing.assert_allclose(algo.impact(0), rows[0])
