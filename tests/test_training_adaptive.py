@@ -364,7 +364,7 @@ def test_measured_gamma_matches_a_direct_computation():
     for i in range(3):
         x, y = client_arrays(data, i)
 
-        def grad(w):
+        def grad(w, x=x, y=y):
             module = module_with(model, w)
             torch.nn.functional.cross_entropy(module(x), y).backward()
             return flat_grad(module)
