@@ -55,6 +55,8 @@ __all__ = [
     "design_from_settings",
     "parse_lists",
     "recommended_rounds",
+    "tight_bound",
+    "normalised_settings",
     "planned_impact_factors",
     "plan",
     "CLAIMS",
@@ -383,7 +385,7 @@ def impact_factors_slsqp(problem: WeightProblem, x0: np.ndarray | None = None) -
 # ---------------------------------------------------------------------------------------------------------
 # The recommendation: T under tight noise, at the recommended T
 # ---------------------------------------------------------------------------------------------------------
-def _tight_bound(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, Ts: np.ndarray) -> np.ndarray:
+def tight_bound(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, Ts: np.ndarray) -> np.ndarray:
     """Theta + T * Lemma 2's increment at beta with the tight effective noise (module docstring)."""
     lam = ba.lemma2_lambdas(s["A"], s["gamma"], s["rho"], mu, s.get("rho_minus", 0.0))
     z = ba.tight_noise_multiplier(s["eps"], s["delta"])
@@ -398,19 +400,19 @@ def _tight_bound(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, 
 def recommended_rounds(
     s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, T_max: int = 100_000
 ) -> Optimum:
-    """Integer T in [R, T_max] minimising :func:`_tight_bound` (convex in T: exhaustive over a window that
+    """Integer T in [R, T_max] minimising :func:`tight_bound` (convex in T: exhaustive over a window that
     doubles until the minimiser is inside it)."""
     lo, hi = int(s["R"]), max(int(s["R"]) + 64, 128)
     while True:
         res = exhaustive_integer_min(
-            lambda Ts: (_tight_bound(s, p, m, mu, Ts), np.ones(Ts.shape, bool)), lo, min(hi, T_max), what="T"
+            lambda Ts: (tight_bound(s, p, m, mu, Ts), np.ones(Ts.shape, bool)), lo, min(hi, T_max), what="T"
         )
         if res.x < min(hi, T_max) or hi >= T_max:
             return res
         hi *= 4
 
 
-def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+def normalised_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     s = {k: v for k, v in settings.items() if v is not None}
     if "C" not in s and "B" in s:
         s["C"] = s["B"]
@@ -440,7 +442,7 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     """The impact-factor program of an [adaptive] setting (its scores, group bounds, floor, sensitivity) at
     ``T`` rounds (default the setting's T, else 30) under tight accounting; what ``weights = "planned"``
     trains with."""
-    s = _settings(settings)
+    s = normalised_settings(settings)
     design = design_from_settings(s)
     design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
     return optimal_impact_factors(_problem(s, design, float(T or s.get("T", 30)), "tight"))
@@ -449,7 +451,7 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
 def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     """PADPFL's plan for an [adaptive] setting (module docstring).  ``variant``: the reading of Theorem 2
     used for the paper's own answer (``"paper"`` or ``"corrected"``, E1-E4)."""
-    s = _settings(settings)
+    s = normalised_settings(settings)
     if variant not in ("paper", "corrected"):
         raise ParameterError("variant", variant, "'paper' or 'corrected'")
     design = design_from_settings(s)
@@ -467,6 +469,12 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         )
     if not mu_opt.success:
         warnings.append(f"{SHORT}, Lemma 2 eq. (23): {mu_opt.message}; the bound grows with T")
+    elif s.get("mu") is not None and mu <= mu_opt.evidence["mu_threshold"]:
+        warnings.append(
+            f"{SHORT}, Lemma 2 eq. (23): mu = {mu:g} gives lambda_2 >= 0, so the bound grows with T "
+            f"from the first round; lambda_2 < 0 needs mu > {mu_opt.evidence['mu_threshold']:.4g} "
+            f"(mu* = {mu_opt.x:.4g})"
+        )
     problem = _problem(s, design, float(s.get("T", 30)), "tight")
     weights = planned_impact_factors(s)
     phases = design.phase_rows
