@@ -600,8 +600,9 @@ def design_from_settings(settings: Mapping[str, Any]) -> Design:
         sizes = None
     if sizes is not None and settings.get("m") is not None and min(sizes) < settings["m"]:
         raise ConfigError(f"[adaptive] m = {settings['m']} exceeds the smallest of sizes = {sizes}")
-    return Design(tuple(parts), None if sizes is None else tuple(sizes), tuple(tuple(r) for r in ratios),
-                  tuple(switch))
+    return Design(
+        tuple(parts), None if sizes is None else tuple(sizes), tuple(tuple(r) for r in ratios), tuple(switch)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -769,6 +770,38 @@ def server_noise_sigma_tight(eps: float, delta: float, T: Number, R: int, p: Any
     total = np.asarray(total_noise_sigma_tight(eps, delta, T, B, p, m), dtype=float)
     ac = np.asarray(aggregated_client_noise_sigma(p, client_noise_sigma_tight(eps, delta, B, R, m)))
     return server_noise_sigma_from_parts(total, np.broadcast_to(ac, total.shape))
+
+
+def exact_epsilon(
+    sigma: Mapping[str, Any], p: Any, m: Any, B: float, R: int, delta: float
+) -> dict[str, float]:
+    """The epsilon a noise plan actually spends at ``delta`` under exact accounting (analytic Gaussian,
+    Gaussian-DP composition), per view, for the worst client.
+
+    ``sigma``: :func:`noise`'s output (``uplink``, ``server``, ``aggregated_client`` per round); ``p``: the
+    round's impact factors ``(T, N)``.  Uplink: a client's first ``R`` rounds with p_i > 0, each a release of
+    sensitivity ``2B/min m`` with std sigma_C; downlink: every round with p_i > 0, sensitivity eq. (10)
+    ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What seed 001 eq. (8)/(13) spend when they
+    claim (eps, delta) (E13, E21).
+    """
+    from fedbound.accounting import analytic_gaussian_epsilon
+
+    rows = validate_impact_factors(p)
+    rows = rows[None, :] if rows.ndim == 1 else rows
+    active = rows > 0
+    m_min = _m_min(m)
+    up_z = np.asarray(sigma["uplink"], dtype=float)[: len(rows)] * m_min / (2 * float(B))
+    eff = np.sqrt(
+        np.asarray(sigma["server"], float) ** 2 + np.asarray(sigma["aggregated_client"], float) ** 2
+    )
+    down_z = eff[: len(rows)] / (2 * float(B) * rows.max(axis=1) / m_min)
+    first_r = active & (np.cumsum(active, axis=0) <= int(R))
+    inv_up = np.max(np.sum(np.where(first_r, 1 / up_z[:, None] ** 2, 0.0), axis=0))
+    inv_down = np.max(np.sum(np.where(active, 1 / down_z[:, None] ** 2, 0.0), axis=0))
+    return {
+        "uplink": float(analytic_gaussian_epsilon(1 / math.sqrt(inv_up), delta)),
+        "downlink": float(analytic_gaussian_epsilon(1 / math.sqrt(inv_down), delta)),
+    }
 
 
 NOISE_METHODS = ("paper", "tight")
@@ -1087,6 +1120,7 @@ __all__ = [
     "total_noise_sigma_tight",
     "server_noise_sigma_tight",
     "noise",
+    "exact_epsilon",
     "global_loss",
     "aggregate",
     "is_gamma_inexact",

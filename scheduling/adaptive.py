@@ -506,6 +506,16 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     noise_paper = ba.noise({**s, "p": p_paper, "m": m}, T_paper, "paper")
     noise_tight_at_paper = ba.noise({**s, "p": p_paper, "m": m}, T_paper, "tight")
     thr = float(np.min(ba.server_noise_threshold(int(s["R"]), phases)))
+    spent_paper = ba.exact_epsilon(noise_paper, p_paper, m, s["C"], int(s["R"]), s["delta"])
+    spent_tight = ba.exact_epsilon(
+        noise_rec, p_rec if use_planned else design.schedule(T_rec), m, s["C"], int(s["R"]), s["delta"]
+    )
+    if max(spent_paper.values()) > s["eps"] * (1 + 1e-9):
+        view = max(spent_paper, key=spent_paper.get)
+        warnings.append(
+            f"{SHORT}, eqs. (8) and (13): the paper's noise spends eps = {spent_paper[view]:.4g} on the "
+            f"{view} under exact accounting, against the budget eps = {s['eps']:g}"
+        )
     bound_paper = float(ba.BOUND({**values, "T": float(T_paper)}, variant=variant))
     _warn(warnings, s, design, noise_paper, noise_tight_at_paper, T_paper, thr, k, variant)
     sigma_rec = {
@@ -561,6 +571,12 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         Row("sigma_total (sigma_A)", _one(noise_paper["total"]), _one(noise_rec["total"]), "F17"),
         Row("server_noise_threshold T_th", thr, None, "server noise only for T > T_th (F20)"),
         Row(
+            "eps spent (exact accounting, worst client)",
+            max(spent_paper.values()),
+            max(spent_tight.values()),
+            "analytic Gaussian, Gaussian-DP composition over the R uploads and T broadcasts",
+        ),
+        Row(
             "bound", bound_paper, float(rec_T.fun), f"Theorem 2 ({variant}) at the paper's T; tight: eq. (48)"
         ),
         Row("mu", s.get("mu"), mu, "mu* = 2K/(1 - A gamma) minimises lambda_2"),
@@ -587,6 +603,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         "sigma_server": _one(noise_paper["server"]),
         "sigma_server_tight": _one(noise_rec["server"]),
         "sigma_total": _one(noise_paper["total"]),
+        "eps_spent_paper_sigma": spent_paper,
+        "eps_spent_tight_sigma": spent_tight,
         "server_noise_threshold": thr,
         "T": T_paper,
         "T_opt": None if t_opt is None else int(t_opt.x),

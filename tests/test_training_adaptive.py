@@ -423,3 +423,29 @@ def test_plan_noise_comes_from_bounds_noise_and_planned_weights_train():
     assert rows[0][5] > rows[0][0]  # the quality score favours the last part
     algo = ta.RECIPE.algorithm(planned, {**TRAIN, "partition": "iid", "seed": 0}, 3)
     np.testing.assert_allclose(algo.impact(0), rows[0])
+
+
+def test_exact_epsilon_of_a_plan_equals_the_engine_ledger(tmp_path):
+    """bounds.adaptive.exact_epsilon (what the planner reports as the eps the paper's sigma spend) against the
+    engine's own tight ledger on a real run; and the tight calibration spends exactly eps."""
+    cfg = tmp_path / "a.toml"
+    cfg.write_text(TINY)
+    done = train_from_config("adaptive", cfg, out=tmp_path / "run")
+    setting = _setting(cfg)
+    p = ta.setting_impact_schedule(setting, 4)
+    sigma = ba.noise({**setting, "p": p, "m": [20]}, 4, "paper")
+    got = ba.exact_epsilon(sigma, p, [20], 2.0, 1, 0.01)
+    last = done.result.metrics[done.result.metrics["client"].isna()].iloc[-1]
+    assert got["uplink"] == pytest.approx(float(last["epsilon_uplink"]), rel=1e-6)
+    assert got["downlink"] == pytest.approx(float(last["epsilon_downlink"]), rel=1e-6)
+    tight = ba.exact_epsilon(ba.noise({**setting, "p": p, "m": [20]}, 4, "tight"), p, [20], 2.0, 1, 0.01)
+    assert tight["uplink"] == pytest.approx(8.0, rel=1e-9) and tight["downlink"] <= 8.0 * (1 + 1e-9)
+
+
+def test_the_example_paper_sigma_overspends():  # the issue's demo number: eps = 34.8 against a budget of 20
+    design = ba.design_from_settings({"N": 60, "parts": "20,20,20", "ratios": "0,1,2; 2,1,0",
+                                      "switch_after": "10", "sizes": "60,60,60"})
+    p = design.schedule(30)
+    setting = {"eps": 20.0, "delta": 0.01, "C": 5.0, "R": 1, "p": p, "m": [60]}
+    spent = ba.exact_epsilon(ba.noise(setting, 30, "paper"), p, [60], 5.0, 1, 0.01)
+    assert spent["uplink"] == pytest.approx(34.8333371100, rel=1e-8)
