@@ -675,7 +675,7 @@ CLAIMS: tuple[Claim, ...] = (
         "compare",
         replace(
             FULL,
-            fixed={**FULL.fixed, "eps": 1e12},
+            fixed={**FULL.fixed, "eps": 1e20},
             ranges={k: r for k, r in FULL.ranges.items() if k != "eps"},
         ),
         other=lambda v: v["Theta"] + float(_value(ba.K2, v)) * v["T"],

@@ -412,10 +412,24 @@ def recommended_rounds(
         hi *= 4
 
 
+REQUIRED_KEYS = ("N", "R", "C", "eps", "delta", "parts", "ratios", "Theta", "A", "gamma", "rho", "beta")
+"""What :func:`plan` needs (the registry fills the loss constants from ``Paper.defaults``)."""
+
+
 def normalised_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The setting without unset keys, ``C`` from the paper's ``B`` when only that is given; ParameterError
+    naming the first missing key of :data:`REQUIRED_KEYS`."""
     s = {k: v for k, v in settings.items() if v is not None}
     if "C" not in s and "B" in s:
         s["C"] = s["B"]
+    missing = [k for k in REQUIRED_KEYS if k not in s]
+    if missing:
+        raise ParameterError(
+            missing[0],
+            None,
+            "a value in the [adaptive] section",
+            hint=f"PADPFL's plan needs {', '.join(REQUIRED_KEYS)}",
+        )
     return s
 
 

@@ -335,6 +335,15 @@ def test_every_claim_through_the_shared_checker():
     assert {f"M{i}" for i in range(1, 26)} - {"M12"} <= {c.id.rstrip("abcdes") for c in CLAIMS}
 
 
+def test_claims_on_more_points_with_another_seed():
+    """40 more seeded points of every region (the registry's generic test draws its own with hypothesis)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reports = check_all(CLAIMS, n=40, seed=1)
+    assert all(r.region_ok and r.counterexamples_ok for r in reports), [
+        (r.id, r.detail) for r in reports if not (r.region_ok and r.counterexamples_ok)]
+
+
 def test_a_false_claim_is_caught():
     m18 = next(c for c in CLAIMS if c.id == "M18")
     from fedbound.bounds.adaptive_claims import TV1

@@ -280,6 +280,8 @@ def test_plan_schedule_and_bad_settings():
         sa.plan({**BASE, "ratios": "0,1,2; 2,1,0"})
     with pytest.raises(ParameterError, match="variant"):
         sa.plan(BASE, "printed")
+    with pytest.raises(ParameterError, match="Theta"):
+        sa.plan({k: v for k, v in BASE.items() if k != "Theta"})
 
 
 def test_optimiser_claims_through_the_shared_checker():
