@@ -383,6 +383,18 @@ THEOREMS: dict[str, Theorem] = {
 THEOREMS.update({"bound_dT": BOUND_DT, "bound_d2T": BOUND_D2T})
 VARIANTS = tuple(NOTATION.variants)
 LOSS_CONSTANTS = ("Theta", "A", "gamma", "rho", "mu", "rho_minus", "beta")
+ASSUMED_LOSS_CONSTANTS = {
+    "Theta": 2.3,
+    "A": 1.2,
+    "gamma": 0.1,
+    "rho": 1.0,
+    "beta": 1.0,
+    "rho_minus": 0.0,
+    "l_max": 2.3,
+}
+"""Loss constants assumed when a setting gives none (the paper states none, spec 001 E24): Theta = ln 10 ~ 2.3
+(a 10-class cross-entropy at initialisation) and the constants of spec 001's test vectors (A = 1.2,
+gamma = 0.1, rho = 1, beta = 1), for which Lemma 2's lambda_2 < 0 at mu > 2.49."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1064,6 +1076,7 @@ __all__ = [
     "THEOREMS",
     "VARIANTS",
     "LOSS_CONSTANTS",
+    "ASSUMED_LOSS_CONSTANTS",
     "NOISE_METHODS",
     "GAUSSIAN_C",
     "SIGMA_CLIENT",

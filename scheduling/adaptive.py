@@ -416,13 +416,15 @@ REQUIRED_KEYS = ("N", "R", "C", "eps", "delta", "parts", "ratios", "Theta", "A",
 """What :func:`plan` needs (the registry fills the loss constants from ``Paper.defaults``)."""
 
 
-def normalised_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+def normalised_settings(
+    settings: Mapping[str, Any], required: tuple[str, ...] = REQUIRED_KEYS
+) -> dict[str, Any]:
     """The setting without unset keys, ``C`` from the paper's ``B`` when only that is given; ParameterError
     naming the first missing key of :data:`REQUIRED_KEYS`."""
     s = {k: v for k, v in settings.items() if v is not None}
     if "C" not in s and "B" in s:
         s["C"] = s["B"]
-    missing = [k for k in REQUIRED_KEYS if k not in s]
+    missing = [k for k in required if k not in s]
     if missing:
         raise ParameterError(
             missing[0],
@@ -456,7 +458,7 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     """The impact-factor program of an [adaptive] setting (its scores, group bounds, floor, sensitivity) at
     ``T`` rounds (default the setting's T, else 30) under tight accounting; what ``weights = "planned"``
     trains with."""
-    s = normalised_settings(settings)
+    s = normalised_settings(settings, ("N", "R", "parts", "ratios"))
     design = design_from_settings(s)
     design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
     return optimal_impact_factors(_problem(s, design, float(T or s.get("T", 30)), "tight"))

@@ -13,9 +13,8 @@ LOSS_DEFAULTS = {
     "rho_minus": 0.0,
     "l_max": 2.3,
 }
-"""Loss constants assumed when not given (the paper states none, spec 001 E24): Theta = ln 10 ~ 2.3 (a
-10-class cross-entropy at initialisation) and the constants of spec 001's test vectors (A = 1.2, gamma = 0.1,
-rho = 1, beta = 1), for which Lemma 2's lambda_2 < 0 at mu > 2.49."""
+"""Loss constants assumed when not given: ``fedbound.bounds.adaptive.ASSUMED_LOSS_CONSTANTS`` (spelled out so
+that ``fedbound --help`` does not import sympy; a test pins the two together)."""
 
 _LOSS_DOCS = {
     "Theta": "initial gap L(x0) - L(x*)",
@@ -44,8 +43,11 @@ def section():
         "adaptive",
         (
             field_from_param(p["N"]),
-            field_from_param(
-                p["T"], optional=True, kind=int, doc=" (optional: plan recommends one; train needs it)"
+            replace(
+                field_from_param(
+                    p["T"], optional=True, kind=int, doc=" (optional: plan recommends one; train needs it)"
+                ),
+                low=1,
             ),
             field_from_param(p["R"], default=1),
             replace(
