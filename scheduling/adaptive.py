@@ -120,7 +120,7 @@ def optimal_rounds(Theta: float, k: Sequence[float], eps: float, T_min: int = 1)
         fun=fx,
         success=bool(ok),
         message=msg,
-        method="closed form (F47) + floor/ceil",
+        method="closed form (stationary point of eq. (46)) + floor/ceil",
         bracket=(t_min, max(t_min, math.ceil(t_star))),
         fun_below=below,
         fun_above=above,
@@ -273,8 +273,9 @@ def weight_objective(problem: WeightProblem, q: np.ndarray) -> float:
 
 
 def _result(
-    problem: WeightProblem, q: np.ndarray, method: str, status: str, extra: dict[str, Any]
+    problem: WeightProblem, q: np.ndarray, method: str, status: str, extra: dict[str, Any], converged: bool
 ) -> Optimum:
+    """The certificate: success = the solver converged and the (renormalised) point meets the constraints."""
     n = np.asarray(problem.part_sizes)
     q = np.clip(np.asarray(q, dtype=float), 0.0, 1.0)
     q = q / float(n @ q)
@@ -284,7 +285,7 @@ def _result(
     return Optimum(
         x=p,
         fun=weight_objective(problem, q),
-        success=feasible,
+        success=bool(feasible and converged),
         method=method,
         message=f"{method}: {status}",
         evidence={
@@ -336,6 +337,7 @@ def optimal_impact_factors(problem: WeightProblem) -> Optimum:
         f"cvxpy DCP program ({prob.solver_stats.solver_name})",
         prob.status,
         {"dcp": True},
+        prob.status == "optimal",
     )
 
 
@@ -368,7 +370,9 @@ def impact_factors_slsqp(problem: WeightProblem, x0: np.ndarray | None = None) -
         {"type": "ineq", "fun": lambda z: z[:-1] - gmin},
         {"type": "ineq", "fun": lambda z: gmax - z[:-1]},
     ]
-    start = n * np.clip(u if x0 is None else np.asarray(x0, dtype=float), lo, hi)
+    # default start: uniform tilted by group index (uniform itself is often the kink where SLSQP stalls)
+    tilt = u * (1 + 0.5 * np.arange(k) / max(k - 1, 1))
+    start = n * np.clip(tilt if x0 is None else np.asarray(x0, dtype=float), lo, hi)
     z0 = np.append(start / start.sum(), 2.0)
     res = minimize(
         obj,
@@ -378,7 +382,14 @@ def impact_factors_slsqp(problem: WeightProblem, x0: np.ndarray | None = None) -
         bounds=[*zip(n * lo, n * hi, strict=True), (0, None)],
         options={"ftol": 1e-12, "maxiter": 500},
     )
-    return _result(problem, res.x[:-1] / n, "scipy SLSQP (epigraph form)", res.message, {"nit": int(res.nit)})
+    return _result(
+        problem,
+        res.x[:-1] / n,
+        "scipy SLSQP (epigraph form)",
+        res.message,
+        {"nit": int(res.nit)},
+        bool(res.success),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -568,7 +579,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
             "T",
             T_paper,
             T_rec,
-            "paper: F47 on Theorem 2"
+            "paper: the minimiser of Theorem 2, eq. (46)"
             + (" (setting's T)" if "T" in s else "")
             + "; tight: minimiser under tight noise",
         ),
@@ -584,8 +595,13 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
             _one(noise_rec["server"]),
             "Theorem 1, eq. (13) vs top-up to sqrt(T) z Delta f",
         ),
-        Row("sigma_total (sigma_A)", _one(noise_paper["total"]), _one(noise_rec["total"]), "F17"),
-        Row("server_noise_threshold T_th", thr, None, "server noise only for T > T_th (F20)"),
+        Row(
+            "sigma_total (sigma_A)",
+            _one(noise_paper["total"]),
+            _one(noise_rec["total"]),
+            "proof of Theorem 1",
+        ),
+        Row("server_noise_threshold T_th", thr, None, "server noise only for T > T_th (Theorem 1)"),
         Row(
             "eps spent (exact accounting, worst client)",
             max(spent_paper.values()),

@@ -174,7 +174,7 @@ def test_weight_program_against_slsqp_and_brute_force(problem):
     brute = _brute(problem)
     assert cvx.fun <= brute + 1e-7  # the program is never beaten by the grid ...
     assert brute <= cvx.fun + 0.02  # ... and the grid (step 0.0025) comes close
-    assert slsqp.fun == pytest.approx(cvx.fun, abs=1e-5)
+    assert slsqp.fun == pytest.approx(cvx.fun, abs=1e-5) and slsqp.success
 
 
 def test_weight_program_unconstrained_optima():

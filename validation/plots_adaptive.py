@@ -58,7 +58,7 @@ def draw_T(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
     for name in ("paper", "corrected"):
         ax.plot(Ts, ba.BOUND({**v, "T": Ts}, variant=name), label=f"Theorem 2 ({name})")
     ax.plot(Ts, sa.tight_bound(s, p, m, mu, Ts), label="tight noise (eq. (48), injected noise)")
-    ax.axvline(t_opt.x, linestyle=":", label=f"T* = {t_opt.x} (F47, paper)")
+    ax.axvline(t_opt.x, linestyle=":", label=f"T* = {t_opt.x} (minimiser of eq. (46))")
     ax.set_xlabel("rounds T")
     ax.set_ylabel("bound on E[L(x_T) - L*]")
     return f"PADPFL: bound vs T (eps = {s['eps']:g}, mu = {mu:.3g})"

@@ -73,8 +73,8 @@ def section():
             text("parts", 'clients per part, consecutive client ids, e.g. "20,20,20"', optional=False),
             text(
                 "ratios",
-                "priorities r_k per part (eq. F55 of the ratio rule), one list per phase separated by "
-                "';', e.g. \"0,1,2; 2,1,0\"",
+                "priorities r_k per part (p_i = r_k / sum_k n_k r_k, Sec. VI), one list per phase "
+                "separated by ';', e.g. \"0,1,2; 2,1,0\"",
                 optional=False,
             ),
             text("switch_after", 'rounds after which each later phase starts, e.g. "10"'),
@@ -122,7 +122,7 @@ def section():
                 for k in LOSS_DEFAULTS
             ),
             field_from_param(
-                p["d"], optional=True, doc=" (optional: exact chi noise moments instead of N, E11)"
+                p["d"], optional=True, doc=" (optional: exact chi noise moments instead of N in eq. (49))"
             ),
         ),
         doc="PADPFL setting (Talaei & Izadi 2024); the paper's B is the shared key C",
