@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.bounds import adaptive as ba
-from fedbound.bounds.adaptive import Design, design_from_settings, parse_lists
+from fedbound.bounds.adaptive_impact import Design, design_from_settings, parse_lists
 from fedbound.bounds.claims import Claim, Computed, Region
 from fedbound.errors import DomainError, ParameterError
 from fedbound.scheduling.adaptive_weights import (
