@@ -450,8 +450,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         warnings=tuple(warnings),
         data={k: json_number(v) for k, v in data.items()},
         differences=tuple(differences),
-        caption="the recommendation calibrates the noise exactly (analytic Gaussian) at its own T; the paper's "
-        "column is Theorem 2 with eqs. (8) and (13) as printed",
+        caption="the recommendation calibrates the noise exactly (analytic Gaussian) at its own T; "
+        "the paper's column is Theorem 2 with eqs. (8) and (13) as printed",
     )
 
 
