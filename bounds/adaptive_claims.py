@@ -48,12 +48,12 @@ def _s2_range(pm: float, n: int) -> tuple[float, float]:
 
 
 def _p_max(v: dict[str, Any]) -> float:
-    return 1 / v["N"] + v["_u"] * (1 - 1 / v["N"])
+    return min(1.0, 1 / v["N"] + v["_u"] * (1 - 1 / v["N"]))
 
 
 def _s2(v: dict[str, Any]) -> float:
     lo, hi = _s2_range(v["p_max"], v["N"])
-    return lo + v["_s"] * (hi - lo)
+    return min(1.0, lo + v["_s"] * (hi - lo))
 
 
 _INTS = frozenset({"R", "N", "m_min", "m_max", "d", "draw"})
@@ -404,6 +404,7 @@ _UNIFORM = Region(
         **LOSS,
     },
     derived=(("c", lambda v: float(ba.gaussian_c(v["delta"]))),),
+    where=(("R <= T", lambda v: v["R"] <= v["T"]),),
     integers=_INTS,
     doc="uniform p, equal sizes (the NbAFL setting)",
 )

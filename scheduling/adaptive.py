@@ -622,7 +622,10 @@ _F47 = Region(
         },
     },
     fixed={"rho_minus": 0.0, "T": 1.0},
-    derived=(("m_max", lambda v: v["m_min"]), ("p_max", lambda v: 1 / v["N"] + v["_u"] * (1 - 1 / v["N"]))),
+    derived=(
+        ("m_max", lambda v: v["m_min"]),
+        ("p_max", lambda v: min(1.0, 1 / v["N"] + v["_u"] * (1 - 1 / v["N"]))),
+    ),
     where=(("k2 < 0", lambda v: ba.lemma2_lambdas(v["A"], v["gamma"], v["rho"], v["mu"])[0] < 0),),
     integers=frozenset({"N", "m_min", "m_max"}),
     doc="settings with an interior optimum (k2 < 0)",
