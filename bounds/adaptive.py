@@ -586,8 +586,8 @@ def exact_epsilon(
     """The epsilon a noise plan actually spends at ``delta`` under exact accounting (analytic Gaussian,
     Gaussian-DP composition), per view, for the worst client.
 
-    ``sigma``: :func:`noise`'s output (``uplink``, ``server``, ``aggregated_client`` per round); ``p``: the
-    round's impact factors ``(T, N)``.  Uplink: a client's first ``R`` rounds with p_i > 0, each a release of
+    ``sigma``: :func:`noise_details`'s output (``uplink``, ``server``, ``aggregated_client`` per round);
+    ``p``: the round's impact factors ``(T, N)``.  Uplink: a client's first ``R`` rounds with p_i > 0, each a release of
     sensitivity ``2B/min m`` with std sigma_C; downlink: every round with p_i > 0, sensitivity eq. (10)
     ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What seed 001 eq. (8)/(13) spend when they
     claim (eps, delta) (E13, E21).
@@ -615,9 +615,9 @@ def exact_epsilon(
 NOISE_METHODS = ("paper", "tight")
 
 
-def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, Any]:
-    """The noise std of every stage of PADPFL for ``T`` rounds: ``{"uplink": sigma_C, "server": sigma_S^(t)
-    per round, "total": sigma_A^(t), "aggregated_client": sigma_AC^(t)}``.
+def noise_details(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, Any]:
+    """:func:`noise` plus the derived stds: ``{"uplink": sigma_C, "server": sigma_S^(t), "total": sigma_A^(t),
+    "aggregated_client": sigma_AC^(t)}``, arrays of length T.
 
     ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13) (classic constant, linear composition);
     ``"tight"``: the same views calibrated exactly (analytic Gaussian, Gaussian-DP composition:
@@ -654,6 +654,17 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
         "total": np.broadcast_to(total, (t,)).copy(),
         "aggregated_client": np.broadcast_to(agg, (t,)).copy(),
     }
+
+
+def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, np.ndarray]:
+    """The noise std of each stage PADPFL injects, for ``T`` rounds: ``{"uplink": sigma_C, "server":
+    sigma_S^(t)}`` (arrays of length T) -- the one place that decides "which sigma" (the planner and the
+    training recipe both call it).  ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13);
+    ``"tight"``: exact calibration (analytic Gaussian, Gaussian-DP composition).  See :func:`noise_details`
+    for the setting's keys and the derived sigma_A and sigma_AC.
+    """
+    details = noise_details(setting, T, method)
+    return {"uplink": details["uplink"], "server": details["server"]}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -933,6 +944,7 @@ __all__ = [
     "total_noise_sigma_tight",
     "server_noise_sigma_tight",
     "noise",
+    "noise_details",
     "exact_epsilon",
     "global_loss",
     "aggregate",

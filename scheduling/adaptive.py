@@ -300,7 +300,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     p_rec = weights.x if use_planned else phases
     rec_T = recommended_rounds(s, p_rec, m, mu)
     T_rec = int(rec_T.x)
-    noise_rec = ba.noise({**s, "p": p_rec if use_planned else design.schedule(T_rec), "m": m}, T_rec, "tight")
+    noise_rec = ba.noise_details(
+        {**s, "p": p_rec if use_planned else design.schedule(T_rec), "m": m}, T_rec, "tight"
+    )
     # the paper's own answer: F47 with Theorem 2's constants, T_min = R (admissible)
     summ = ba.summaries(phases, m)
     c = float(ba.gaussian_c(s["delta"]))
@@ -321,8 +323,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         warnings.append(f"{SHORT}, eq. (46): {exc}")
     T_paper = int(s["T"]) if "T" in s else (int(t_opt.x) if t_opt is not None else T_rec)
     p_paper = design.schedule(T_paper)
-    noise_paper = ba.noise({**s, "p": p_paper, "m": m}, T_paper, "paper")
-    noise_tight_at_paper = ba.noise({**s, "p": p_paper, "m": m}, T_paper, "tight")
+    noise_paper = ba.noise_details({**s, "p": p_paper, "m": m}, T_paper, "paper")
+    noise_tight_at_paper = ba.noise_details({**s, "p": p_paper, "m": m}, T_paper, "tight")
     thr = float(np.min(ba.server_noise_threshold(int(s["R"]), phases)))
     spent_paper = ba.exact_epsilon(noise_paper, p_paper, m, s["C"], int(s["R"]), s["delta"])
     spent_tight = ba.exact_epsilon(
@@ -339,7 +341,6 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     sigma_rec = {
         "uplink": float(noise_rec["uplink"][0]),
         "server": _one(noise_rec["server"]),
-        "total": _one(noise_rec["total"]),
     }
     premises = (
         "the paper's sensitivity 2B/min_i m_i per upload and 2B max_i p_i/min_i m_i per broadcast "
@@ -363,7 +364,11 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         accounting="exact Gaussian composition (analytic Gaussian, fedbound.accounting)",
         why=why,
         premises=premises,
-        extra={"p": p_rec if p_rec.ndim == 1 else p_rec[0], "mu": mu},
+        extra={
+            "p": p_rec if p_rec.ndim == 1 else p_rec[0],
+            "mu": mu,
+            "sigma_total": _one(noise_rec["total"]),
+        },
     )
     rows = (
         Row(

@@ -290,8 +290,8 @@ def test_server_noise_on_random_vectors(seed, n, T, R):
 def test_tight_noise_and_the_noise_function():
     p, m, eps, R = _tv("TV1")
     setting = {"eps": eps, "delta": 0.01, "C": 20.0, "R": R, "p": p, "m": m}
-    paper = ba.noise(setting, 30, "paper")
-    tight = ba.noise(setting, 30, "tight")
+    paper = ba.noise_details(setting, 30, "paper")
+    tight = ba.noise_details(setting, 30, "tight")
     assert paper["uplink"][0] == pytest.approx(0.165733944538, rel=1e-9)
     assert paper["server"][0] == pytest.approx(0.163415873109, rel=1e-9)
     z = ba.tight_noise_multiplier(eps, 0.01)
@@ -341,7 +341,8 @@ def test_claims_on_more_points_with_another_seed():
         warnings.simplefilter("ignore")
         reports = check_all(CLAIMS, n=40, seed=1)
     assert all(r.region_ok and r.counterexamples_ok for r in reports), [
-        (r.id, r.detail) for r in reports if not (r.region_ok and r.counterexamples_ok)]
+        (r.id, r.detail) for r in reports if not (r.region_ok and r.counterexamples_ok)
+    ]
 
 
 def test_a_false_claim_is_caught():

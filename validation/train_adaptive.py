@@ -33,12 +33,10 @@ import numpy as np
 from fedbound.bounds.adaptive import (
     design_from_settings,
     gaussian_c,
+    noise_details,
     parse_lists,
     redistribute_impact,
     server_noise_threshold,
-)
-from fedbound.bounds.adaptive import (
-    noise as noise_std,
 )
 from fedbound.errors import ConfigError
 from fedbound.papers.adaptive import section
@@ -121,7 +119,7 @@ def adaptive_plan(
     p = impact_rows(setting, train or {}, T)
     m = _min_size(setting, client_sizes)
     noise_method = noise
-    sigma = noise_std({**setting, "p": p, "m": [m]}, T, noise_method)
+    sigma = noise_details({**setting, "p": p, "m": [m]}, T, noise_method)
     notes = (
         []
         if noise_method != "paper"
