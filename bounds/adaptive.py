@@ -589,8 +589,8 @@ def exact_epsilon(
     ``sigma``: :func:`noise_details`'s output (``uplink``, ``server``, ``aggregated_client`` per round);
     ``p``: the round's impact factors ``(T, N)``.  Uplink: a client's first ``R`` rounds with p_i > 0, each
     a release of sensitivity ``2B/min m`` with std sigma_C; downlink: every round with p_i > 0, sensitivity
-    eq. (10) ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What seed 001 eq. (8)/(13) spend when they
-    claim (eps, delta) (E13, E21).
+    eq. (10) ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What seed 001 eq. (8)/(13) spend
+    when they claim (eps, delta) (E13, E21).
     """
     from fedbound.accounting import analytic_gaussian_epsilon
 
