@@ -65,7 +65,7 @@ __all__ = [
     "SHORT",
 ]
 
-SHORT = "PADPFL (Talaei & Izadi 2024)"
+SHORT = "PADPFL (Talaei and Izadi 2024)"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -418,10 +418,15 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     optima = {"T_recommended": rec_T, "mu": mu_opt, "impact_factors": weights}
     if t_opt is not None:
         optima["T_opt"] = t_opt
-    differences = [
-        f"T: the paper's {T_paper} vs {T_rec} under tight accounting",
-        f"sigma_server: the paper's {_one(noise_paper['server']):.4g} vs {_one(noise_rec['server']):.4g}",
-    ]
+    differences = []
+    if T_paper != T_rec:
+        differences.append(f"T: the paper's {T_paper} vs {T_rec} under tight accounting")
+    for stage in ("uplink", "server"):
+        a, b = _fmt(noise_paper[stage]), _fmt(noise_rec[stage])
+        if a != b:
+            differences.append(f"sigma_{stage}: the paper's {a} vs {b} (tight, at T = {T_rec})")
+    if use_planned:
+        differences.append("p: the impact-factor program's optimum instead of the setting's ratios")
     data = {
         "p": phases[0] if len(phases) == 1 else phases,
         "p_planned": weights.x,
@@ -458,6 +463,13 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         caption="the recommendation calibrates the noise exactly (analytic Gaussian) at its own T; "
         "the paper's column is Theorem 2 with eqs. (8) and (13) as printed",
     )
+
+
+def _fmt(x: np.ndarray) -> str:
+    """A per-round std in words: one number, or its range over the rounds."""
+    arr = np.asarray(x, dtype=float)
+    lo, hi = float(arr.min()), float(arr.max())
+    return f"{lo:.4g}" if np.isclose(lo, hi, rtol=1e-12, atol=0) else f"{lo:.4g}..{hi:.4g} over the rounds"
 
 
 def _one(x: np.ndarray) -> float | np.ndarray:

@@ -249,7 +249,7 @@ def test_plan_tv1_recommendation_first_and_paper_answer():
         ),
         rel=1e-12,
     )
-    assert all("spec" not in w and "PADPFL (Talaei & Izadi 2024)" in w for w in plan.warnings)
+    assert all("spec" not in w and "PADPFL (Talaei and Izadi 2024)" in w for w in plan.warnings)
 
 
 def test_plan_corrected_tv3_and_planned_weights_for_training():
@@ -274,6 +274,11 @@ def test_plan_schedule_and_bad_settings():
         warnings.simplefilter("ignore")
         plan = sa.plan({**BASE, "ratios": "0,1,2; 2,1,0", "switch_after": "10", "T": 30})
     assert plan.data["T"] == 30 and plan.data["sigma_server"] == pytest.approx(0.163415873109, rel=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        varying = sa.plan({**BASE, "ratios": "0,1,2; 1,1,1", "switch_after": "10", "T": 30})
+    assert len(varying.data["sigma_server"]) == 30  # sigma_S per round, E25
+    assert any("over the rounds" in d for d in varying.differences)
     with pytest.raises(ConfigError, match="parts"):
         sa.plan({**BASE, "parts": "20,20"})
     with pytest.raises(ConfigError, match="switch_after"):

@@ -11,6 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
+from fedbound import registry
 from fedbound.bounds import adaptive as ba
 from fedbound.errors import ConfigError, ParameterError, PrivacyBudgetExceeded
 from fedbound.tests._training_reference import (
@@ -378,7 +379,7 @@ def test_config_trains_with_phases_and_reports_the_schedule(tmp_path):
 def _setting(cfg):
     from fedbound.config import load_config
 
-    return dict(load_config(cfg, [ta.ADAPTIVE_SECTION])["adaptive"])
+    return dict(load_config(cfg, [registry.get("adaptive").config_section])["adaptive"])
 
 
 def _train(cfg):

@@ -39,11 +39,9 @@ from fedbound.bounds.adaptive import (
     server_noise_threshold,
 )
 from fedbound.errors import ConfigError
-from fedbound.papers.adaptive import section
 from fedbound.validation.runner import Recipe
 
 __all__ = [
-    "ADAPTIVE_SECTION",
     "parse_phases",
     "setting_impact_schedule",
     "impact_rows",
@@ -51,7 +49,6 @@ __all__ = [
     "RECIPE",
 ]
 
-ADAPTIVE_SECTION = section()
 
 
 def parse_phases(key: str, text: str, kind: type = float) -> list[list]:
@@ -262,7 +259,6 @@ def _summary(setting: Mapping[str, Any]) -> dict[str, Any]:
 
 
 RECIPE = Recipe(
-    section=ADAPTIVE_SECTION,
     num_clients=lambda setting: int(setting["N"]),
     plan=lambda setting, train, sizes, rounds: adaptive_plan(setting, sizes, rounds, train["noise"], train),
     algorithm=_algorithm,

@@ -125,14 +125,14 @@ def section():
                 p["d"], optional=True, doc=" (optional: exact chi noise moments instead of N in eq. (49))"
             ),
         ),
-        doc="PADPFL setting (Talaei & Izadi 2024); the paper's B is the shared key C",
+        doc="PADPFL setting (Talaei and Izadi 2024); the paper's B is the shared key C",
     )
 
 
 PAPER = Paper(
     name="adaptive",
     seed="001",
-    short="PADPFL (Talaei & Izadi 2024)",
+    short="PADPFL (Talaei and Izadi 2024)",
     title="Enhancing Federated Learning with Adaptive Differential Privacy and Priority-Based Aggregation",
     authors="M. Talaei, I. Izadi",
     venue="arXiv:2406.18491",
@@ -150,4 +150,14 @@ PAPER = Paper(
     recipe="fedbound.validation.train_adaptive:RECIPE",
     defaults=LOSS_DEFAULTS,
     aliases={"B": "C"},
+    example={
+        "N": 60,
+        "R": 1,
+        "C": 20.0,
+        "eps": 5.0,
+        "delta": 0.01,
+        "m": 150,
+        "parts": "20,20,20",
+        "ratios": "0,1,2",
+    },
 )
