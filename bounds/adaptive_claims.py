@@ -457,7 +457,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "M1e",
-        "sigma_C does not depend on p, N or T (E15)",
+        "sigma_C does not depend on p, N or T (eq. (8))",
         ba.SIGMA_CLIENT,
         "predicate",
         PRIVACY,
@@ -662,7 +662,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "M14a",
-        "the bound is strictly decreasing in eps (larger eps, lower loss: E14)",
+        "the bound is strictly decreasing in eps (larger eps, lower loss)",
         ba.BOUND,
         "decreasing",
         FULL,
@@ -748,7 +748,8 @@ CLAIMS: tuple[Claim, ...] = (
         variant="corrected",
         other=_corrected_identity,
         source="eqs. (48)-(50)",
-        fails_in="the printed constants (k_0 misses N, max m for min m: E1, E2)",
+        fails_in="the printed constants of eq. (46): k_0 misses the N of eq. (49), and max m replaces the "
+        "min m of eq. (10)",
         counterexamples=((TV1, "paper"),),
     ),
     Claim(
@@ -816,8 +817,8 @@ CLAIMS: tuple[Claim, ...] = (
         other=0.0,
         op=">=",
         source="eq. (46), E6",
-        fails_in="lambda_2 < 0 and large T: Theta + lambda_2 beta^2 T < 0 (TV1 constants, non-private, "
-        "T >= 28)",
+        fails_in="lambda_2 < 0 and large T: Theta + lambda_2 beta^2 T < 0 (A = 1.2, gamma = 0.1, rho = 1, "
+        "mu = 4, beta = 1, non-private: T >= 28)",
         counterexamples=(
             ({**_TV_NONPRIVATE, "T": 28.0}, "paper"),
             ({**_TV_NONPRIVATE, "T": 28.0}, "corrected"),
@@ -825,7 +826,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "M25s",
-        "with the sound k_2 = max(lambda_2, 0) beta^2 (E6) the bound is never negative",
+        "with the sound k_2 = max(lambda_2, 0) beta^2 the bound is never negative",
         ba.BOUND,
         "compare",
         FULL,
