@@ -38,6 +38,8 @@ demo: $(STAMP)
 	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml
 	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml --set K=20 --json > $(DEMO_OUT)/nbafl_plan.json
 	$(FEDBOUND) plan udp examples/udp_mnist.toml
+	@echo "== 2b. PADPFL: which impact factors, rounds, mu and noise (scenario 3 of the paper)"
+	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml
 	@echo "== 3. NbAFL bound vs T and vs K (PNG + SVG in $(DEMO_OUT))"
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs T --out $(DEMO_OUT)/nbafl_vs_T.png
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs K --set T=60 --out $(DEMO_OUT)/nbafl_vs_K.png
