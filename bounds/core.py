@@ -507,6 +507,29 @@ class Theorem:
         """The plain number (or array): DomainError where undefined or a hypothesis fails."""
         return self.evaluate(values, variant=variant, **kw).require()
 
+    def as_function(self, args: str, name: str | None = None) -> Any:
+        """A plain function of positional ``args`` (e.g. ``"eps delta C m L"``), plus ``variant`` and extra
+        parameters by keyword, that returns the number (DomainError where undefined): the thin wrappers a
+        paper module offers, generated with a real signature and a docstring citing the source."""
+        import inspect
+
+        names = args.split()
+        theorem = self
+
+        def function(*values: Any, variant: str = PAPER, **extra: Any) -> Any:
+            if len(values) > len(names):
+                raise TypeError(f"{function.__name__}() takes {len(names)} positional arguments "
+                                f"({', '.join(names)}), {len(values)} given")
+            return theorem({**dict(zip(names, values, strict=False)), **extra}, variant=variant)
+
+        params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+        params += [inspect.Parameter("variant", inspect.Parameter.KEYWORD_ONLY, default=PAPER),
+                   inspect.Parameter("extra", inspect.Parameter.VAR_KEYWORD)]
+        function.__signature__ = inspect.Signature(params)
+        function.__name__ = function.__qualname__ = name or self.name
+        function.__doc__ = f"{self.lhs}: {self.doc} ({self.source}); the plain number of :data:`{self.name}`."
+        return function
+
     def compare(self, values: Mapping[str, Any] | None = None, /, *, variants: Iterable[str] | None = None,
                 **kw: Any) -> Comparison:
         """The paper reading and each variant side by side.

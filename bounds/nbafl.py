@@ -276,6 +276,24 @@ LOSS_CONSTANTS = ("Theta", "l", "beta", "rho", "B", "mu")
 # ---------------------------------------------------------------------------------------------------------
 # Plain-number functions
 # ---------------------------------------------------------------------------------------------------------
+# The plain functions of the theorems above (positional arguments in the paper's order, ``variant=`` and extra
+# parameters by keyword; DomainError where a formula is undefined), generated from the theorem objects.
+gaussian_c = GAUSSIAN_C.as_function("delta", "gaussian_c")
+sigma_uplink = SIGMA_UPLINK.as_function("eps delta C m L", "sigma_uplink")
+sigma_downlink = SIGMA_DOWNLINK.as_function("eps delta C m N T L", "sigma_downlink")
+sigma_aggregate = SIGMA_AGGREGATE.as_function("eps delta C m N T L", "sigma_aggregate")
+contraction_P = CONTRACTION_P.as_function("l mu rho B", "contraction_P")
+bound = BOUND.as_function("T eps delta N C m Theta l beta rho B mu", "bound")
+bound_dT = BOUND_DT.as_function("T eps delta N C m Theta l beta rho B mu", "bound_dT")
+bound_d2T = BOUND_D2T.as_function("T eps delta N C m Theta l beta rho B mu", "bound_d2T")
+T_theta = T_THETA.as_function("eps delta N C m Theta l beta rho B mu", "T_theta")
+ksched_u = KSCHED_U.as_function("eps T N K", "ksched_u")
+ksched_b = KSCHED_B.as_function("eps T N K", "ksched_b")
+ksched_gamma = KSCHED_GAMMA.as_function("eps N K L", "ksched_gamma")
+sigma_downlink_k = SIGMA_DOWNLINK_K.as_function("eps delta C m N K T L", "sigma_downlink_k")
+sigma_aggregate_k = SIGMA_AGGREGATE_K.as_function("eps delta C m N K T L", "sigma_aggregate_k")
+contraction_Q = CONTRACTION_Q.as_function("l mu rho B K N", "contraction_Q")
+k_bound = K_BOUND.as_function("T K eps delta N C m Theta l beta rho B mu", "k_bound")
 
 
 def fl_weights(sizes: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -294,9 +312,6 @@ def dp_inequality_holds(p: Number, p_prime: Number, eps: Number, delta: Number) 
     return np.asarray(p) <= np.exp(eps) * np.asarray(p_prime) + np.asarray(delta)
 
 
-def gaussian_c(delta: Number) -> Number:
-    """c = sqrt(2 ln(1.25/delta)).  Seed 002, Sec. II-C; spec 002 F4."""
-    return GAUSSIAN_C(delta=delta)
 
 
 def gaussian_mechanism_sigma(eps: Number, delta: Number, sensitivity: Number) -> Number:
@@ -331,28 +346,10 @@ def global_downlink_sensitivity(C: float, m: int, p: Sequence[float] | np.ndarra
     return float(uplink_sensitivity(C, m) * pv.max())
 
 
-def sigma_uplink(eps: Number, delta: Number, C: Number, m: Number, L: Number) -> Number:
-    """Uplink noise std sigma_U = 2 c C L / (m eps).  Seed 002, Sec. III-A and App. B; spec 002 F10."""
-    return SIGMA_UPLINK(eps=eps, delta=delta, C=C, m=m, L=L)
 
 
-def sigma_downlink(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
-                   L: Number) -> Number:
-    """Theorem 1 server noise: 2cC sqrt(T^2 - L^2 N)/(m N eps) if T > L sqrt(N), else 0.
-
-    Seed 002, eq. (10) with (24); spec 002 F11.
-    """
-    return SIGMA_DOWNLINK(eps=eps, delta=delta, C=C, m=m, N=N, T=T, L=L)
 
 
-def sigma_aggregate(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number, L: Number,
-                    variant: str = "paper") -> Number:
-    """Aggregate noise std sigma_A = (2cC/(m eps)) max(T/N, L/sqrt(N)) = sqrt(sigma_D^2 + sigma_U^2/N).
-
-    Seed 002, eq. (13) corrected per (24) and App. E; spec 002 F12, E1.  ``variant="eq13_printed"`` gives
-    (13) as printed (too small by sqrt(N) in its first branch).
-    """
-    return SIGMA_AGGREGATE(eps=eps, delta=delta, C=C, m=m, N=N, T=T, L=L, variant=variant)
 
 
 def sigma_aggregate_eq13_printed(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
@@ -418,9 +415,6 @@ def check_thm2_conditions(l: float, mu: float, rho: float, B: float) -> None:
     contraction_P(l, mu, rho, B)
 
 
-def contraction_P(l: Number, mu: Number, rho: Number, B: Number) -> Number:
-    """P = 1 + 2 l lambda_2, which must lie in (0, 1).  Seed 002, eq. (14); spec 002 F16."""
-    return CONTRACTION_P(l=l, mu=mu, rho=rho, B=B)
 
 
 def recursive_bound(T: Number, Theta: Number, P: Number, a1: Number, a0: Number, beta: Number,
@@ -442,43 +436,14 @@ def kappas(delta: Number, N: Number, C: Number, m: Number, l: Number, beta: Numb
     return KAPPA1(values), KAPPA0(values), contraction_P(l, mu, rho, B)
 
 
-_BOUND_ARGS = "T eps delta N C m Theta l beta rho B mu"
 
 
-def _bound_values(args: tuple, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**dict(zip(_BOUND_ARGS.split(), args, strict=True)), **extra}
 
 
-def bound(T: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number, l: Number,
-          beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper", **extra: Any) -> Number:
-    """Theorem 2: h(T) = P^T Theta + (kappa_1 T/eps + kappa_0 T^2/eps^2)(1 - P^T).
-
-    Seed 002, eq. (14); spec 002 F17.  Variants: thm1_noise (E2), dimensional_lambda1 (E4),
-    noise_dimension (E5, pass d=...), regime_aware (E8, pass L=...), tight (pass z=...).
-    """
-    return BOUND(_bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), extra), variant=variant)
 
 
-def bound_dT(T: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number, l: Number,
-             beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper",
-             **extra: Any) -> Number:
-    """h'(T) = P^T phi(T), by sympy.  Spec 002 F20 (not printed in the paper)."""
-    return BOUND_DT(_bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), extra),
-                    variant=variant)
 
 
-def bound_d2T(T: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number,
-              l: Number, beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper",
-              **extra: Any) -> Number:
-    """h''(T), by sympy (equals (15) as printed, claim S17).  Seed 002, eq. (15); spec 002 F19."""
-    return BOUND_D2T(_bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), extra),
-                     variant=variant)
-
-
-def T_theta(eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number, l: Number,
-            beta: Number, rho: Number, B: Number, mu: Number) -> Number:
-    """T_Theta with g(T_Theta) = Theta: T* lies in (0, T_Theta) and h is convex on [0, T_Theta].  Spec F21."""
-    return T_THETA(eps=eps, delta=delta, N=N, C=C, m=m, Theta=Theta, l=l, beta=beta, rho=rho, B=B, mu=mu)
 
 
 def sampling_probability(N: Number, K: Number) -> Number:
@@ -489,22 +454,10 @@ def sampling_probability(N: Number, K: Number) -> Number:
     return scalar_or_array(Kv / Nv)
 
 
-def ksched_u(eps: Number, T: Number, N: Number, K: Number, variant: str = "paper") -> Number:
-    """u = b eps/T = -ln(1 - N/K + (N/K) e^{-eps/T}); DomainError outside (60).  Seed 002, (16); F25."""
-    return KSCHED_U(eps=eps, T=T, N=N, K=K, variant=variant)
 
 
-def ksched_b(eps: Number, T: Number, N: Number, K: Number, variant: str = "paper") -> Number:
-    """Lemma 4 amplification factor b = T u / eps (>= 1); DomainError outside (60).  Seed 002, (16); F25."""
-    return KSCHED_B(eps=eps, T=T, N=N, K=K, variant=variant)
 
 
-def ksched_gamma(eps: Number, N: Number, K: Number, L: Number, variant: str = "paper") -> Number:
-    """gamma = -ln(1 - K/N + (K/N) e^{-eps/(L sqrt K)}).  Seed 002, (16); spec 002 F26.
-
-    K/N here and N/K in b is correct, not a typo (E11).
-    """
-    return KSCHED_GAMMA(eps=eps, N=N, K=K, L=L, variant=variant)
 
 
 def ksched_domain(eps: Number, T: Number, N: Number, K: Number) -> bool | np.ndarray:
@@ -519,22 +472,8 @@ def ksched_gaussian_valid(eps: Number, T: Number, N: Number, K: Number) -> bool 
     return bool(out) if out.ndim == 0 else out
 
 
-def sigma_downlink_k(eps: Number, delta: Number, C: Number, m: Number, N: Number, K: Number, T: Number,
-                     L: Number, variant: str = "paper") -> Number:
-    """Lemma 4 server noise: 2cC sqrt(T^2/b^2 - L^2 K)/(m K eps) if T > eps/gamma, else 0.
-
-    Seed 002, eq. (16), (66)-(67); spec 002 F27.  Reduces to Theorem 1 at K = N (claim S18).
-    """
-    return SIGMA_DOWNLINK_K(eps=eps, delta=delta, C=C, m=m, N=N, K=K, T=T, L=L, variant=variant)
 
 
-def sigma_aggregate_k(eps: Number, delta: Number, C: Number, m: Number, N: Number, K: Number, T: Number,
-                      L: Number, variant: str = "paper") -> Number:
-    """sigma_A^(K) = sqrt(sigma_D^2 + sigma_U^2/K) = (2cC/m) max(1/(K u), L/(sqrt(K) eps)).
-
-    Seed 002, eqs. (65)-(66); spec 002 F29.
-    """
-    return SIGMA_AGGREGATE_K(eps=eps, delta=delta, C=C, m=m, N=N, K=K, T=T, L=L, variant=variant)
 
 
 def ksched_alphas(mu: Number, rho: Number, B: Number, K: Number, N: Number) -> tuple[Number, Number, Number]:
@@ -543,20 +482,8 @@ def ksched_alphas(mu: Number, rho: Number, B: Number, K: Number, N: Number) -> t
     return ALPHA0(values), ALPHA1(values), ALPHA2(values)
 
 
-def contraction_Q(l: Number, mu: Number, rho: Number, B: Number, K: Number, N: Number) -> Number:
-    """Q = 1 + 2 l alpha_2, which must lie in (0, 1).  Seed 002, eq. (84); spec 002 F33."""
-    return CONTRACTION_Q(l=l, mu=mu, rho=rho, B=B, K=K, N=N)
 
 
-def k_bound(T: Number, K: Number, eps: Number, delta: Number, N: Number, C: Number, m: Number, Theta: Number,
-            l: Number, beta: Number, rho: Number, B: Number, mu: Number, variant: str = "paper",
-            **extra: Any) -> Number:
-    """Theorem 3 bound h_K(T, K); DomainError outside (60) or where Q is not in (0, 1).
-
-    Seed 002, eq. (17)/(91); spec 002 F32.  Variants: two_sided (E9), regime_aware (E9, pass L=...).
-    """
-    values = _bound_values((T, eps, delta, N, C, m, Theta, l, beta, rho, B, mu), {"K": K, **extra})
-    return K_BOUND(values, variant=variant)
 
 
 def privacy_loss_ratio(n: Number, ds_D: Number, sigma_A: Number, q: Number) -> Number:
@@ -718,23 +645,6 @@ def with_tight_z(setting: Mapping[str, Any], variant: str) -> dict[str, Any]:
     return out
 
 
-__all__ = [
-    "NOTATION", "PARAMS", "THEOREMS", "VARIANTS", "LOSS_CONSTANTS", "noise", "NOISE_METHODS",
-    "with_tight_z",
-    "GAUSSIAN_C", "SIGMA_UPLINK", "SIGMA_DOWNLINK", "SIGMA_AGGREGATE", "CONTRACTION_P", "BOUND", "BOUND_EQ14",
-    "BOUND_DT", "BOUND_D2T", "BOUND_D2T_EQ15", "T_THETA", "KSCHED_U", "KSCHED_B", "KSCHED_GAMMA",
-    "SIGMA_DOWNLINK_K", "SIGMA_AGGREGATE_K", "S_K", "CONTRACTION_Q", "K_BOUND", "K_BOUND_DT",
-    "fl_weights", "fl_aggregate", "dp_inequality_holds", "gaussian_c", "gaussian_mechanism_sigma",
-    "client_uplink_sensitivity", "uplink_sensitivity", "downlink_sensitivity", "global_downlink_sensitivity",
-    "sigma_uplink", "sigma_downlink", "sigma_aggregate", "sigma_aggregate_eq13_printed", "lambdas",
-    "B_from_divergence", "estimate_B",
-    "lemma3_rhs", "check_thm2_conditions", "contraction_P", "recursive_bound", "kappas", "bound", "bound_dT",
-    "bound_d2T", "T_theta", "sampling_probability", "ksched_u", "ksched_b", "ksched_gamma", "ksched_domain",
-    "ksched_gaussian_valid", "sigma_downlink_k", "sigma_aggregate_k", "ksched_alphas", "contraction_Q",
-    "k_bound", "privacy_loss_ratio", "gaussian_tail_bound", "tight_noise_multiplier", "sigma_uplink_tight",
-    "sigma_aggregate_tight", "sigma_downlink_tight", "sigma_aggregate_k_tight", "sigma_downlink_k_tight",
-    "DomainError",
-]
 
 
 # ---------------------------------------------------------------------------------------------------------

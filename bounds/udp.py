@@ -798,6 +798,7 @@ CLAIMS: tuple[Claim, ...] = (
         replace(
             PRIVACY,
             ranges={**PRIVACY.ranges, "T": (1.0, 300.0), "eps": (2.0, 40.0)},
+            integers=frozenset(PRIVACY.integers) | {"T"},  # the check composes int(T) releases
             # a relative margin of 1e-3: at the boundary itself the achieved delta rounds to just below 1
             where=(("eps >= 2 Lambda", lambda v: v["eps"] >= 2 * math.log(1 / v["delta"]) * (1 + 1e-3)),),
         ),
