@@ -215,3 +215,16 @@ def test_udp_section_ranges():
     with pytest.raises(ConfigError, match="beta"):
         load_config(None, [get("udp").config_section], ["N=5", "m=10", "T=3", "eps=1", "delta=0.1", "eta=0.1",
                                                        "C=1", "beta=1.5"])
+
+
+def test_train_noise_names_any_method_of_the_papers_noise_function(tiny, tmp_path, capsys):
+    """UDP trains with its corrected sigma through [train] noise; NbAFL has no such method: one line."""
+    cfg = tiny(TINY_UDP)
+    assert main(["train", "udp", str(cfg), "--set", "train.noise=corrected", "--out", str(tmp_path / "c"),
+                 "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["plan"]["calibration"] == "corrected"
+    assert main(["train", "nbafl", str(tiny(TINY_NBAFL)), "--set", "train.noise=corrected",
+                 "--out", str(tmp_path / "n"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "noise" in err and "'corrected'" in err and "paper, tight" in err

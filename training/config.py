@@ -86,8 +86,9 @@ TRAIN_SECTION = Section("train", (
     Field("batch_size", int, 0, "local mini-batch size; 0 = the full local dataset", low=0, high=MAX_SAMPLES),
     Field("weight_decay", float, 0.0, "L2 term lambda/2 ||w||^2 in every local objective", low=0.0,
           high=MAX_STEP_SIZE),
-    Field("noise", str, "paper", "which sigma's to train with: the paper's formulas, or their tight "
-          "counterparts (then the tight accountant holds the budget)", choices=("paper", "tight")),
+    Field("noise", str, "paper", "which sigma's to train with: the paper's formulas (paper), their tight "
+          "counterparts (tight: then the tight accountant holds the budget), or another method of the "
+          "paper's noise function (e.g. UDP's corrected, numeric)"),
     Field("private", bool, True, "false: same algorithm without noise and without accounting"),
     Field("seed", int, 0, "one seed fixes data split, sampling and noise", low=0, high=2**32 - 1),
     Field("device", str, "cpu", "cpu, cuda, cuda:N or auto"),

@@ -55,13 +55,15 @@ class Recipe:
     ``[train] private = true``); ``algorithm(setting, train, rounds)`` the training.Algorithm;
     ``min_client_size(setting)`` the smallest client the setting allows (e.g. NbAFL's m), or None;
     ``summary(setting)`` extra entries for the run summary (e.g. where T came from).  ``section`` is
-    optional: the paper's registered section is used.
+    optional: the paper's registered section is used.  ``noise_methods``: what ``[train] noise`` may name
+    for this paper (its ``noise`` function's methods).
     """
 
     num_clients: Callable[[Setting], int]
     plan: Callable[..., Any]
     algorithm: Callable[..., Any]
     section: Section | None = None
+    noise_methods: tuple[str, ...] = ("paper", "tight")
     rounds: Callable[[Setting], int] = _rounds_from_T
     min_client_size: Callable[[Setting], int | None] = _no_minimum
     summary: Callable[[Setting], dict[str, Any]] = _no_summary
@@ -147,6 +149,9 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     setting, train = dict(cfg[section.name]), dict(cfg["train"])
     assumed = tuple(k for k in paper.defaults if setting.get(k) is None)
     setting.update({k: paper.defaults[k] for k in assumed})
+    if train["noise"] not in rec.noise_methods:
+        raise ConfigError(f"[train] noise = {train['noise']!r} is outside its valid range for {paper.short}: "
+                          f"one of {', '.join(rec.noise_methods)}")
     given_T = setting.get("T")
     if isinstance(given_T, float) and not given_T.is_integer():
         raise ConfigError(f"[{section.name}] T = {given_T!r} is outside its valid range for training: a "

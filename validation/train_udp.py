@@ -9,7 +9,7 @@
   (``noise(..., "tight_participation")``): the server sees who uploads (Alg. 1), and the simulator's ledger
   counts each client's realised participations, so this is the tight sigma that ledger can certify.
 
-``[udp] calibration`` picks any of them and overrides ``[train] noise`` (whose choices are paper | tight).
+``[train] noise`` picks any of them; ``[udp] calibration``, when set, overrides it.
 With ``crd = true`` the algorithm receives :class:`fedbound.scheduling.crd.CRDPolicy` as data.
 """
 
@@ -90,12 +90,6 @@ def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int
     return UDP.from_config(setting, train, rounds, crd)
 
 
-def _section():
-    from fedbound.registry import get
-
-    return get("udp").config_section
-
-
 def _check_single_budget(setting: Mapping[str, Any]) -> None:
     if setting.get("eps_clients") or setting.get("delta_clients"):
         raise ConfigError(
@@ -110,7 +104,7 @@ def _plan(setting, train, sizes, rounds):
 
 
 RECIPE = Recipe(
-    section=_section(),
+    noise_methods=("paper", "corrected", "numeric", "numeric_exact", "numeric_release", "tight"),
     num_clients=lambda setting: int(setting["N"]),
     plan=_plan,
     algorithm=_algorithm,
