@@ -94,8 +94,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         wor: Wor = True,
         json: JsonFlag = False,
     ) -> None:
-        """Noise each accounting method needs for (eps, delta) over the rounds, and the saving over
-        classic."""
+        """Noise each accounting method needs for (eps, delta) over the rounds; the saving over classic."""
         from fedbound.accounting import compare_noise
         from fedbound.checks import check_finite, check_real
         from fedbound.output import print_json

@@ -40,8 +40,9 @@ def _fmt(value) -> object:
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
-    @app.command("train", help="Train a paper's algorithm on CONFIG's setting ([PAPER] + [train]); print a "
-                               f"summary, write the run directory. Papers: {_papers()}.")
+    @app.command("train", help="Train a paper's algorithm on CONFIG's setting (the paper's section and the "
+                               "train section); print a summary, write the run directory. "
+                               f"Papers: {_papers()}.")
     def train(
         algo: Annotated[str, typer.Argument(metavar="PAPER", help=f"Paper: {_papers()}.",
                                             show_default=False)],
