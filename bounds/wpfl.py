@@ -72,7 +72,8 @@ _POS = {"low": 0.0, "low_open": True}
 _NONNEG = {"low": 0.0}
 PARAMS = (
     Param("C", sp.Symbol("C", positive=True), "clipping threshold on the model L2 norm", **_POS),
-    Param("sigma_dp", sp.Symbol(r"\sigma_{DP}", positive=True), "DP noise std per element", **_POS),
+    Param("sigma_dp", sp.Symbol(r"\sigma_{DP}", nonnegative=True), "DP noise std per element (0: no DP)",
+          **_NONNEG),
     Param("R", sp.Symbol("R", positive=True), "quantization bits per element", 1, 52, integer=True),
     Param("n_params", sp.Symbol(r"|\omega|", positive=True), "model size |omega|", 1, integer=True),
     Param("rho_L", sp.Symbol(r"\bar\rho_L", nonnegative=True), "mean uplink element-error probability of "

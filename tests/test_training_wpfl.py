@@ -267,7 +267,7 @@ def test_paper_accountant_is_theorem1_with_basic_composition():
 def test_the_upload_after_t0_exceeds_the_paper_budget():
     """At the calibrated sigma (spec TV1, MLR) the paper's accountant certifies eps = 0 for T0 uploads and
     the (T0 + 1)-th upload breaks the budget: the engine stops the run before it."""
-    setting = {"N": 2, "T0": 3, "C": 3.0, "R": 16, "q": 0.01, "eps_Q": 1.0, "delta_Q": 1e-3}
+    setting = {"N": 2, "T": 3, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
     plan = wpfl_plan(setting, rounds=4)
     ledger = PrivacyLedger(plan)
     for t in range(3):
@@ -281,19 +281,19 @@ def test_the_upload_after_t0_exceeds_the_paper_budget():
 
 def test_plan_reproduces_spec_sigmas_and_reports_the_tight_gap():
     """spec 004 TV1 / S21 (MLR: C 3, R 16, q 0.01, eps 1, delta 1e-3) through the recipe's plan."""
-    base = {"N": 20, "C": 3.0, "R": 16, "q": 0.01, "eps_Q": 1.0, "delta_Q": 1e-3}
-    got = [wpfl_plan({**base, "T0": t0}, rounds=10).info["sigma_dp"] for t0 in (5, 20, 30)]
+    base = {"N": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
+    got = [wpfl_plan({**base, "T": t0}, rounds=10).info["sigma_dp"] for t0 in (5, 20, 30)]
     np.testing.assert_allclose(got, [0.00183, 0.00736, 0.01108], atol=6e-6)
-    plan = wpfl_plan({**base, "T0": 20}, rounds=40)
+    plan = wpfl_plan({**base, "T": 20}, rounds=40)
     assert plan.info["sigma_dp"] == pytest.approx(0.00735867, abs=1e-7)
     assert plan.info["delta_Q_theorem1"] <= 1e-3
     assert plan.info["epsilon_tight_after_T0_uploads"] > 1e5  # E17: not a set-based guarantee
     assert plan.sensitivity["uplink"] == 6.0 and plan.paper_accountant == "quantized_gaussian"
     assert any("per-outcome" in note for note in plan.notes)
-    tight = wpfl_plan({**base, "T0": 20}, rounds=40, noise="tight")
+    tight = wpfl_plan({**base, "T": 20}, rounds=40, noise="tight")
     assert tight.budget_accountant == "tight" and tight.info["sigma_dp"] > 100 * plan.info["sigma_dp"]
     assert tight_epsilon(tight.info["sigma_dp"] / 6.0, 0.01, 20, 1e-3) <= 1.0 + 1e-9
-    two = wpfl_plan({**base, "T0": 20}, rounds=40, local_steps=2)
+    two = wpfl_plan({**base, "T": 20}, rounds=40, local_steps=2)
     assert two.info["q"] == pytest.approx(1 - 0.99**2) and any("local_steps" in n for n in two.notes)
 
 
@@ -326,9 +326,9 @@ def test_schedule_and_config_errors():
 
 
 def test_example_config_trains_and_lowers_the_loss(tmp_path):
-    """examples/wpfl_mnist.toml with T0 = 6 (fewer rounds): the PL loss falls, the paper's accountant holds
+    """examples/wpfl_mnist.toml with T = T0 = 6 (fewer rounds): the PL loss falls, the paper's accountant holds
     the budget, every client uploads T0 times, the personalised metrics are recorded."""
-    done = train_from_config("wpfl", EXAMPLE, ["T0=6"], out=tmp_path / "w")
+    done = train_from_config("wpfl", EXAMPLE, ["T=6"], out=tmp_path / "w")
     s = done.summary
     assert s["final_loss"] < s["initial_loss"]
     assert s["epsilon_spent_paper"] == 0.0 and s["epsilon_spent"] > 1e5
@@ -346,5 +346,8 @@ def test_example_config_trains_and_lowers_the_loss(tmp_path):
     # the personalised evaluations reach the summary (last value of each extra *_loss / *_accuracy column)
     assert s["final_extra"]["pl_test_accuracy"] == pytest.approx(float(glob["pl_test_accuracy"].iloc[-1]))
     assert "pl_jain_index" not in s["final_extra"] and "loss" not in s["final_extra"]
+    with pytest.raises(ConfigError, match="lr must stay unset"):
+        train_from_config("wpfl", EXAMPLE, ["T=2", "train.lr=0.5"], out=tmp_path / "x")
     with pytest.raises(ConfigError, match="drop \\[train\\] lr"):
-        train_from_config("wpfl", EXAMPLE, ["T0=2", "train.lr=0.5"], out=tmp_path / "x")
+        train_from_config("wpfl", EXAMPLE, ["T=2", "train.lr=0.5", 'policy="non_adjustment"'],
+                          out=tmp_path / "y")
