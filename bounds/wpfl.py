@@ -346,7 +346,7 @@ def jain_index(x: Sequence[float] | np.ndarray) -> float:
     square = float(np.sum(arr**2))
     if arr.size == 0 or square == 0:
         raise ParameterError("x", arr.tolist(), "a non-empty, non-negative vector that is not all zero")
-    return float(np.sum(arr) ** 2 / (arr.size * square))
+    return float(np.clip(np.sum(arr) ** 2 / (arr.size * square), 1.0 / arr.size, 1.0))  # rounding only
 
 
 # ---------------------------------------------------------------------------------------------------------

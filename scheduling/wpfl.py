@@ -80,9 +80,13 @@ class P7Solution:
 
 def _phi(eta: np.ndarray, gamma: np.ndarray, eps_P: float, eps_F_mean: Any, consts: Mapping[str, float],
          variant: str) -> np.ndarray:
+    """Phi(eta, lambda(eta)) of P7; +inf where lambda(eta) leaves (0, 2] by rounding at an interval's end or
+    the value is not finite (Phi -> +inf as lambda -> 0+, spec S17)."""
     ev = wb.PHI_P7.evaluate(eta_P=eta, eps_P=eps_P, Gamma_n=gamma, eps_F_mean=eps_F_mean, G0=consts["G0"],
                             mu=consts["mu"], M=consts["M"], variant=variant)
-    return np.asarray(ev.value, dtype=float)
+    lam = np.asarray(wb.LAM_OF_ETA.evaluate(eta_P=eta, eps_P=eps_P, mu=consts["mu"]).value, dtype=float)
+    value = np.asarray(ev.value, dtype=float)
+    return np.where(np.isfinite(value) & (lam > 0) & (lam <= 2 + 1e-12), value, np.inf)
 
 
 def _golden(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:

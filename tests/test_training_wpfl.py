@@ -326,7 +326,7 @@ def test_schedule_and_config_errors():
 
 
 def test_example_config_trains_and_lowers_the_loss(tmp_path):
-    """examples/wpfl_mnist.toml with T = T0 = 6 (fewer rounds): the PL loss falls, the paper's accountant holds
+    """examples/wpfl_mnist.toml with T = 6 (fewer rounds): the PL loss falls, the paper's accountant holds
     the budget, every client uploads T0 times, the personalised metrics are recorded."""
     done = train_from_config("wpfl", EXAMPLE, ["T=6"], out=tmp_path / "w")
     s = done.summary
