@@ -196,6 +196,30 @@ class RoundsSchedule:
     def rounds(self) -> int:
         return int(self.assignment.shape[0])
 
+    def round_dict(self, t: int) -> dict[str, Any]:
+        """Round ``t`` as JSON-ready keys: ``assignment`` (client -> subchannel, None if unselected),
+        ``power``, ``eta_fl``, ``eta_pl``, ``lambda``, ``Phi``, ``rho_L``, ``rho_G``, ``theta_L_min``,
+        ``max_bound``, ``jain_index``."""
+        from fedbound.scheduling.results import json_number
+
+        chan = self.assignment[t]
+        return {"round": t + 1, "assignment": [int(c) if c >= 0 else None for c in chan],
+                "power": json_number(self.power[t]), "eta_fl": float(self.eta_F[t]),
+                "eta_pl": json_number(self.eta_P[t]), "lambda": json_number(self.lam[t]),
+                "Phi": json_number(self.Phi[t]), "rho_L": json_number(self.rho_L[t]),
+                "rho_G": json_number(self.rho_G[t]), "theta_L_min": float(self.theta_L_min[t]),
+                "max_bound": json_number(self.max_bound[t]), "jain_index": float(self.jain_index[t])}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole schedule: policy, sigma_DP, every round (:meth:`round_dict`), the run's worst min-max
+        value and warnings."""
+        return {"policy": self.policy, "variant": self.variant, "sigma_dp": self.sigma_dp,
+                "rounds": self.rounds,
+                "max_bound": float(self.max_bound.max()), "mean_jain_index": float(self.jain_index.mean()),
+                "per_round": [self.round_dict(t) for t in range(self.rounds)],
+                "certificate": None if self.certificate is None else self.certificate.to_dict(),
+                "warnings": list(self.warnings)}
+
 
 def _consts(settings: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(settings[k]) for k in (*CONSTANTS, "C", "R", "n_params")}
