@@ -71,7 +71,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             rows = [[p, r["accuracy"], r["max_test_loss"], r["jain_index"], r["rounds"]]
                     for p, r in result["policies"].items()]
             print_table("WPFL policies trained on the same data, channels and seed",
-                        ["policy", "PL test accuracy", "max test loss", "Jain's index", "rounds"], rows, digits=5)
+                        ["policy", "PL test accuracy", "max test loss", "Jain's index", "rounds"], rows,
+                        digits=5)
             ours, theirs = result["improvement_percent"], result["paper_improvement_percent"]
             print_table("proposed vs the best baseline (%)", ["metric", "ours", "paper (CNN)"],
                         [[k, ours.get(k), theirs[k]] for k in theirs], digits=4, caption=result["note"])
