@@ -37,8 +37,8 @@ from fedbound.bounds import wpfl as wb
 from fedbound.errors import ParameterError
 from fedbound.scheduling.results import Optimum
 
-__all__ = ["P7Solution", "solve_P7", "RoundsSchedule", "schedule_rounds", "POLICIES", "CONSTANTS",
-           "plan", "CLAIMS"]
+__all__ = ["P7Solution", "solve_P7", "assign_and_theta", "schedule_round_minmax", "RoundsSchedule",
+           "schedule_rounds", "POLICIES", "CONSTANTS", "plan", "CLAIMS"]
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 POLICIES = ("proposed", "non_adjustment", "round_robin", "random", "error_free")
@@ -78,14 +78,33 @@ class P7Solution:
                                  "interval_of_worst": int(np.ravel(self.interval)[worst])})
 
 
+_COMPILED: dict[str, tuple[Any, Any]] = {}
+_P7_ARGS = ("eta_P", "eps_P", "Gamma_n", "eps_F_mean", "G0", "mu", "M")
+
+
+def _p7_functions(variant: str) -> tuple[Any, Any]:
+    """numpy functions of Phi(eta, lambda(eta)) and lambda(eta), lambdified once per variant from the
+    theorems' sympy expressions (fedbound.bounds.wpfl.PHI_P7, LAM_OF_ETA): the search calls them ~100 times,
+    without Theorem.evaluate's per-call input checks (the inputs are checked once in solve_P7)."""
+    if variant not in _COMPILED:
+        import sympy as sp
+
+        syms = [wb.NOTATION.symbol(n) for n in _P7_ARGS]
+        phi = sp.lambdify(syms, wb.PHI_P7.expression(variant), modules="numpy", cse=True)
+        lam = sp.lambdify(syms, wb.LAM_OF_ETA.expression(variant), modules="numpy", cse=True)
+        _COMPILED[variant] = (phi, lam)
+    return _COMPILED[variant]
+
+
 def _phi(eta: np.ndarray, gamma: np.ndarray, eps_P: float, eps_F_mean: Any, consts: Mapping[str, float],
          variant: str) -> np.ndarray:
     """Phi(eta, lambda(eta)) of P7; +inf where lambda(eta) leaves (0, 2] by rounding at an interval's end or
     the value is not finite (Phi -> +inf as lambda -> 0+, spec S17)."""
-    ev = wb.PHI_P7.evaluate(eta_P=eta, eps_P=eps_P, Gamma_n=gamma, eps_F_mean=eps_F_mean, G0=consts["G0"],
-                            mu=consts["mu"], M=consts["M"], variant=variant)
-    lam = np.asarray(wb.LAM_OF_ETA.evaluate(eta_P=eta, eps_P=eps_P, mu=consts["mu"]).value, dtype=float)
-    value = np.asarray(ev.value, dtype=float)
+    phi_fn, lam_fn = _p7_functions(variant)
+    args = (eta, eps_P, gamma, eps_F_mean, consts["G0"], consts["mu"], consts["M"])
+    with np.errstate(all="ignore"):
+        value = np.asarray(phi_fn(*args), dtype=float)
+        lam = np.asarray(lam_fn(*args), dtype=float)
     return np.where(np.isfinite(value) & (lam > 0) & (lam <= 2 + 1e-12), value, np.inf)
 
 
@@ -106,55 +125,105 @@ def _golden(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:
 
 
 def solve_P7(eps_P: float, mu: float, Gamma_n: Any, eps_F_mean: Any, G0: float, M: float,
-             variant: str = "paper", method: str = "golden", xi: float = 1e-9, iters: int = 90) -> P7Solution:
+             variant: str = "paper", method: str = "golden", xi: float = 1e-9, iters: int = 80) -> P7Solution:
     """P7 (seed 004 eq. (39), Theorem 5; spec 004 F31, Sec. 4.6) for every client at once.
 
     ``Gamma_n`` (any shape) is Gamma_{n,t+1} (F22) per client, ``eps_F_mean`` the mean FL contraction factor
-    (broadcastable).  Each non-empty interval (l, r) of (38) is searched on [l + xi (r-l), r - xi (r-l)];
-    the smaller value wins; lambda* = lambda(eta*) by (37).  ``method="scipy"``: minimize_scalar(bounded,
-    xatol 1e-13) per client (spec Sec. 4.6).  DomainError outside mu < 2, 1 - mu^2/4 <= eps_P < 1 (E23).
+    (broadcastable).  Each non-empty interval (l, r) of (38) is searched on [l + xi (r-l), r - xi (r-l)]
+    (all intervals and clients in one golden-section search of ``iters`` steps: the bracket shrinks by
+    0.618^iters, 2e-17 at 80); the smaller value wins; lambda* = lambda(eta*) by (37).  An interval end that
+    beats the search's point is taken instead and flagged (``edge``).  ``method="scipy"``:
+    minimize_scalar(bounded, xatol 1e-13) per client and interval (spec Sec. 4.6).  DomainError outside
+    mu < 2, 1 - mu^2/4 <= eps_P < 1 (E23).
     """
     etas, intervals = wb.feasible_intervals(eps_P, mu)
     gamma = np.asarray(wb.NOTATION.params["Gamma_n"].check(Gamma_n), dtype=float)
     efm = np.broadcast_to(np.asarray(wb.NOTATION.params["eps_F_mean"].check(eps_F_mean), dtype=float),
                           gamma.shape)
-    consts = {"G0": G0, "mu": mu, "M": M}
+    wb.NOTATION.params["G0"].check(G0)
+    wb.NOTATION.params["M"].check(M)
+    wb.PHI_P7.notation.variant_names(variant)
+    consts = {"G0": float(G0), "mu": float(mu), "M": float(M)}
     if method not in ("golden", "scipy"):
         raise ParameterError("method", method, "golden or scipy")
-    best = None
-    for k, (l_, r_) in enumerate(intervals):
-        lo = np.full(gamma.shape, l_ + xi * (r_ - l_))
-        hi = np.full(gamma.shape, r_ - xi * (r_ - l_))
-        if method == "golden":
-            x = _golden(lambda e: _phi(e, gamma, eps_P, efm, consts, variant), lo, hi, iters)
-        else:
-            from scipy.optimize import minimize_scalar
+    shape = (len(intervals), *gamma.shape)
+    lo = np.stack([np.full(gamma.shape, l_ + xi * (r_ - l_)) for l_, r_ in intervals])
+    hi = np.stack([np.full(gamma.shape, r_ - xi * (r_ - l_)) for l_, r_ in intervals])
+    g, e = np.broadcast_to(gamma, shape), np.broadcast_to(efm, shape)
 
-            x = np.empty(gamma.shape)
-            for idx in np.ndindex(gamma.shape):
-                g_i, e_i = gamma[idx], efm[idx]
-                res = minimize_scalar(lambda e, g_i=g_i, e_i=e_i: float(_phi(np.asarray(e), g_i, eps_P, e_i,
-                                                                             consts, variant)),
-                                      bounds=(lo[idx], hi[idx]), method="bounded", options={"xatol": 1e-13})
-                x[idx] = res.x
-        fx = _phi(x, gamma, eps_P, efm, consts, variant)
-        f_ends = np.minimum(_phi(lo, gamma, eps_P, efm, consts, variant), _phi(hi, gamma, eps_P, efm, consts,
-                                                                                 variant))
-        edge = f_ends < fx  # an end beats the search: the minimum is at the end
-        x = np.where(edge, np.where(_phi(lo, gamma, eps_P, efm, consts, variant) <= f_ends, lo, hi), x)
-        fx = np.minimum(fx, f_ends)
-        cand = (x, fx, np.full(gamma.shape, k), lo, hi, edge)
-        if best is None:
-            best = cand
-        else:
-            take = cand[1] < best[1]
-            best = tuple(np.where(take, c, b) for c, b in zip(cand, best, strict=True))
-    assert best is not None
-    x, fx, which, lo, hi, edge = best
+    def f(eta: np.ndarray) -> np.ndarray:
+        return _phi(eta, g, eps_P, e, consts, variant)
+
+    if method == "golden":
+        x = _golden(f, lo, hi, iters)
+    else:
+        from scipy.optimize import minimize_scalar
+
+        x = np.empty(shape)
+        for idx in np.ndindex(shape):
+            g_i, e_i = g[idx], e[idx]
+            res = minimize_scalar(lambda v, g_i=g_i, e_i=e_i: float(_phi(np.asarray(v), g_i, eps_P, e_i,
+            consts,
+                                                                         variant)),
+                                  bounds=(lo[idx], hi[idx]), method="bounded", options={"xatol": 1e-13})
+            x[idx] = res.x
+    fx, f_lo, f_hi = f(x), f(lo), f(hi)
+    edge = np.minimum(f_lo, f_hi) < fx  # an end beats the search: the minimum is at that end
+    x = np.where(edge, np.where(f_lo <= f_hi, lo, hi), x)
+    fx = np.where(edge, np.minimum(f_lo, f_hi), fx)
+    which = np.argmin(fx, axis=0)
+    pick = np.expand_dims(which, 0)
+    x, fx = np.take_along_axis(x, pick, 0)[0], np.take_along_axis(fx, pick, 0)[0]
+    lo, hi = np.take_along_axis(lo, pick, 0)[0], np.take_along_axis(hi, pick, 0)[0]
+    edge = np.take_along_axis(edge, pick, 0)[0]
     lam = np.asarray(wb.LAM_OF_ETA.evaluate(eta_P=x, eps_P=eps_P, mu=mu).value, dtype=float)
     curv = np.asarray(wb.PHI_P7_D2.evaluate(eta_P=x, eps_P=eps_P, Gamma_n=gamma, eps_F_mean=efm, G0=G0, mu=mu,
                                             M=M, variant=variant).value, dtype=float)
     return P7Solution(x, lam, fx, which.astype(int), lo, hi, curv, edge.astype(bool), etas)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One round, step by step (Alg. 2)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def assign_and_theta(rho: np.ndarray, feasible: np.ndarray, allowed: np.ndarray, C: float, sigma_dp: float,
+                     R: int, n_params: int) -> tuple[list[tuple[int, int]], float]:
+    """Step 2: the Kuhn-Munkres pairs of P3 (:func:`fedbound.scheduling.wireless.assign_channels`) and
+    Theta_L,min = F19 over them (seed 004 eqs. (26), (33); spec 004 Sec. 4.4).  0 for an empty round."""
+    from fedbound.scheduling.wireless import assign_channels
+
+    pairs = assign_channels(rho, feasible, allowed)
+    return pairs, wb.theta_L(C, sigma_dp, R, n_params, [rho[i, c] for i, c in pairs])
+
+
+def schedule_round_minmax(uplink_gain: Any, downlink_gain: Any, uploads: Any, radio: Any,
+                          settings: Mapping[str, Any], sigma_dp: float, variant: str = "paper"
+                          ) -> dict[str, Any]:
+    """Seed 004 Alg. 2 for one round, composed from its steps: power (closed form), KM + Theta_L,min,
+    eta_F* (F28), P7 per client (vectorised), the min-max value.  ``uplink_gain`` ``(N, K)``,
+    ``downlink_gain`` ``(N,)`` are |h|^2; ``uploads`` ``(N,)`` the uploads so far (C7 with T0 =
+    ``settings["T"]``).  Returns ``pairs``, ``power``, ``theta_L_min``, ``eta_F``, ``eps_F``, ``Gamma``,
+    ``eta_P``, ``lam``, ``Phi``, ``max_bound``, ``worst_client``."""
+    from fedbound.checks import check_int
+    from fedbound.scheduling.wireless import dbm_to_watt, power_control
+
+    c = _consts(settings)
+    allowed = check_int("uploads", uploads, 0, int(settings["T"])) < int(settings["T"])
+    _, rho, feasible = radio.links(np.asarray(uplink_gain, dtype=float), radio.P_th_dbm)
+    pairs, theta = assign_and_theta(rho, feasible, allowed, c["C"], sigma_dp, int(c["R"]), int(c["n_params"]))
+    power = power_control(pairs, radio.num_clients, float(dbm_to_watt(radio.P_th_dbm)))
+    _, rho_g, _ = radio.links(np.asarray(downlink_gain, dtype=float), radio.P_bs_dbm)
+    eta_F = wb.optimal_eta_F(c["mu"], c["L"], c["phi1"])
+    eps_F = wb.optimal_eps_F(c["mu"], c["L"], c["phi1"], c["phi2"], c["vphi1"])
+    common = {k: c[k] for k in ("C", "R", "n_params", "phi1", "phi2", "vphi1", "vphi2")}
+    gamma = np.asarray(wb.GAMMA_NEXT.evaluate(theta_L=theta, rho_G=rho_g, sigma_dp=sigma_dp, variant=variant,
+                                              **common).value, dtype=float)
+    sol = solve_P7(c["eps_P"], c["mu"], gamma, eps_F, c["G0"], c["M"], variant)
+    return {"pairs": pairs, "power": power, "theta_L_min": theta, "eta_F": eta_F, "eps_F": eps_F,
+            "Gamma": gamma, "eta_P": sol.eta_P, "lam": sol.lam, "Phi": sol.Phi,
+            "max_bound": float(sol.Phi.max()), "worst_client": int(np.argmax(sol.Phi)),
+            "certificate": sol.certificate()}
 
 
 # ---------------------------------------------------------------------------------------------------------
