@@ -487,7 +487,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
                        f" times smaller than the noise that meets (eps, delta) in the standard sense",)
     data = {"sigma_dp_paper": sigma_paper, "sigma_dp_tight": sigma_tight, "delta_Q_theorem1": delta_paper,
             "eps_theorem1": eps_thm1, "eta_F_star": eta_F, "eps_F_star": eps_F, "rounds": tight.rounds,
-            "theta_L_min": tight.theta_L_min[0], "max_bound": float(tight.max_bound[0]),
+            "theta_L_min": float(tight.theta_L_min[0]), "max_bound": float(tight.max_bound[0]),
             "jain_index": float(tight.jain_index[0]), "bound_theorem4": bound_tight,
             "bound_theorem4_paper_sigma": bound_paper}
     return Plan(paper="wpfl", title=f"{SHORT}: N = {s['N']}, K = {s['K']}, T0 = {T}, eps = {s['eps']:g}, "

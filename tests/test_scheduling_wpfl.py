@@ -218,3 +218,63 @@ def test_plan_recommendation_first():
     assert all("spec" not in w for w in plan.warnings)
     assert data["eta_F_star"] == pytest.approx(0.3195830670, rel=1e-9)
     assert set(plan.optima) == {"P7", "eta_F"}
+
+
+# --- registry, claims, plots, CLI ----------------------------------------------------------------------
+def test_every_declared_claim_through_the_shared_checker():
+    import time
+
+    from fedbound.bounds.claims import check_all
+    from fedbound.registry import get
+
+    claims = get("wpfl").all_claims()
+    ids = {c.id for c in claims}
+    for expected in ("S1", "S4", "S5", "S6a", "S12b", "S14b", "S16", "S17", "S18", "S21", "S22", "F32", "P1"):
+        assert expected in ids
+    start = time.perf_counter()
+    reports = check_all(claims, n=10)
+    assert time.perf_counter() - start < 60
+    bad = [(r.id, r.detail) for r in reports if r.status == "CONTRADICTED"]
+    assert not bad
+    status = {r.id: r.status for r in reports}
+    assert status["S12b"] == "fails in region"  # the paper's "Psi rises then falls in lambda" (E8)
+    assert status["S4"] == "fails in region" and status["S16"] == "fails in region"
+
+
+def test_plots_draw_labelled_lines():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedbound.validation.plots_wpfl import PLOTS
+
+    s = {**SETTING, "N": 6, "K": 3, "T": 2}
+    for vs, draw in PLOTS.items():
+        fig, ax = plt.subplots()
+        title = draw(ax, s, "paper")
+        assert title and ax.lines and all(line.get_label() for line in ax.lines), vs
+        plt.close(fig)
+
+
+def test_cli_schedule_json(capsys):
+    import json
+    from pathlib import Path
+
+    from fedbound.accounting import calibrate_sigma_dp
+    from fedbound.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "wpfl_mnist.toml"
+    assert main(["schedule", "wpfl", str(example), "--set", "T=2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("per_round", "max_bound", "warnings", "sigma_dp", "policy"):
+        assert key in out
+    first = out["per_round"][0]
+    for key in ("assignment", "power", "eta_fl", "eta_pl", "lambda", "theta_L_min", "max_bound",
+                "jain_index"):
+        assert key in first
+    assert len(first["assignment"]) == 20 and sum(c is not None for c in first["assignment"]) <= 10
+    assert out["sigma_dp"] == pytest.approx(calibrate_sigma_dp(1.0, 1e-3, 3.0, 16, 0.01, 2), rel=1e-12)
+    assert main(["schedule", "wpfl", str(example), "--set", "T=2", "--rounds", "1"]) == 0
+    assert "min-max bound" in capsys.readouterr().out
+    assert main(["schedule", "nbafl", str(example)]) != 0
