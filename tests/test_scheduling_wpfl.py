@@ -1,10 +1,8 @@
 """Seed 004's min-max schedule (fedbound.scheduling.wpfl): spec 004 TV2/TV3 regression values for P7 (both
 variants), P7 against scipy's bounded Brent and a fine grid, the assignment against brute force and the
-cvxpy LP relaxation, the T-round schedule and the plan."""
+cvxpy LP relaxation (brute force: tests/test_scheduling_wireless.py), the T-round schedule and the plan."""
 
 from __future__ import annotations
-
-import itertools
 
 import cvxpy as cp
 import numpy as np
@@ -16,6 +14,7 @@ from fedbound.bounds import wpfl as wb
 from fedbound.errors import DomainError, ParameterError
 from fedbound.scheduling import wpfl as ws
 from fedbound.scheduling.wireless import WirelessSetting, assign_channels
+from fedbound.tests.test_scheduling_wireless import TV2_RHO
 
 GAMMA_TV3 = np.array([4.5029632576e+02, 3.0627237835e+05, 7.6587231967e+06, 4.5029287347e+02,
                       3.8748014915e+07, 1.0660994511e+03])
@@ -89,38 +88,8 @@ def test_p7_domain_errors():
         ws.solve_P7(0.999, 0.13, GAMMA_TV3, EPS_F_STAR, 2.0, 1.0, method="cvxpy")
 
 
-# --- the assignment (P3) against brute force and the LP relaxation ------------------------------------------
-def brute_force(rho, ok, allowed):
-    n, k = rho.shape
-    best = (0, 0.0)
-    for chans in itertools.product(range(-1, k), repeat=n):
-        used = [c for c in chans if c >= 0]
-        if len(used) != len(set(used)):
-            continue
-        if any(c >= 0 and (not ok[i, c] or not allowed[i]) for i, c in enumerate(chans)):
-            continue
-        total = sum(rho[i, c] for i, c in enumerate(chans) if c >= 0)
-        if len(used) > best[0] or (len(used) == best[0] and total < best[1] - 1e-300):
-            best = (len(used), total)
-    return best
-
-
+# --- the assignment (P3): brute force is in test_scheduling_wireless (S18); here the LP relaxation ----
 instances = st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(0, 2**31 - 1), st.floats(0.0, 0.7))
-
-
-@settings(max_examples=300, deadline=None)
-@given(instances)
-def test_assignment_equals_brute_force_with_infeasible_pairs(inst):
-    n, k, seed, p_bad = inst
-    rng = np.random.default_rng(seed)
-    rho = 10.0 ** rng.uniform(-13, 0, (n, k))
-    ok = rng.random((n, k)) >= p_bad
-    allowed = rng.random(n) >= 0.2
-    pairs = assign_channels(rho, ok, allowed)
-    count, total = brute_force(rho, ok, allowed)
-    assert len(pairs) == count
-    assert all(ok[i, c] and allowed[i] for i, c in pairs)
-    assert sum(rho[i, c] for i, c in pairs) == pytest.approx(total, rel=1e-12, abs=1e-300)
 
 
 @settings(max_examples=25, deadline=None)
@@ -142,12 +111,7 @@ def test_assignment_equals_the_lp_relaxation(inst):
 
 
 def test_tv2_theta_after_km_and_exhausted_client():
-    rho = np.array([[4.212944e-04, 5.413006e-02, 3.765475e-01, 3.483067e-09],
-                    [1.809721e-01, 8.054343e-03, 4.352632e-06, 5.746213e-01],
-                    [6.574930e-01, 4.794081e-01, 2.738748e-01, 1.063016e-01],
-                    [2.440140e-11, 5.504072e-05, 2.319121e-02, 2.738748e-01],
-                    [8.854875e-01, 8.254143e-01, 2.161606e-03, 9.213079e-01],
-                    [2.319121e-02, 1.831195e-07, 4.794081e-01, 4.212944e-04]])
+    rho = TV2_RHO
     ok = np.ones_like(rho, dtype=bool)
     ok[4, [0, 3]] = False
     pairs = assign_channels(rho, ok)
