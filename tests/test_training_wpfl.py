@@ -351,3 +351,52 @@ def test_example_config_trains_and_lowers_the_loss(tmp_path):
     with pytest.raises(ConfigError, match="drop \\[train\\] lr"):
         train_from_config("wpfl", EXAMPLE, ["T=2", "train.lr=0.5", 'policy="non_adjustment"'],
                           out=tmp_path / "y")
+
+
+def test_per_client_per_round_rates_from_the_schedule():
+    """eta_P and lambda as data: a schedule carrying the same scalars everywhere trains exactly like the
+    algorithm's scalars; per-client values reproduce the per-client reference run client by client."""
+    _, _, data, model = tiny_setup(num_clients=6, sizes=[10, 12, 9, 12, 11, 12])
+    init = model.init(Streams(0).generator("init"), torch.float64)
+    base = small_schedule()
+    C, R, sigma, q = 2.0, 8, 0.02, 0.5
+
+    def train(schedule, lr=0.2, lam=0.5):
+        algo = WPFL(schedule, C, R, LocalSGD(steps=1, lr=0.3, sample_rate=q), pl_lr=lr, pl_weight=lam)
+        return run(algo, model, data, plan=plan_for(schedule, sigma, C, R, q), options=F64, init_params=init)
+
+    shape = (base.rounds, base.num_clients)
+
+    def with_rates(lr, lam):
+        return WPFLSchedule(base.clients, base.uplink_ber, base.downlink_ber, None, lr, lam)
+
+    same = train(with_rates(np.full(shape, 0.2), np.full(shape, 0.5)), lr=9.9, lam=1.9)
+    scalar = train(base)
+    assert torch.equal(same.state.client_state["pl"], scalar.state.client_state["pl"])
+    lam = np.tile(np.array([0.1, 0.5, 1.0, 1.5, 0.5, 0.5]), (base.rounds, 1))
+    mixed = train(with_rates(np.full(shape, 0.2), lam))
+    for client, value in ((0, 0.1), (3, 1.5)):
+        ref = train(base, lam=value)
+        torch.testing.assert_close(mixed.state.client_state["pl"][client],
+                                   ref.state.client_state["pl"][client])
+    torch.testing.assert_close(mixed.params, scalar.params)  # the FL side does not see lambda
+    with pytest.raises(ParameterError, match="pl_weight"):
+        WPFLSchedule(base.clients, base.uplink_ber, base.downlink_ber, None, None, np.full(shape, 2.5))
+    with pytest.raises(ParameterError, match="pl_lr.shape"):
+        WPFLSchedule(base.clients, base.uplink_ber, base.downlink_ber, None, np.ones((1, 6)), None)
+
+
+def test_compare_policies_table(tmp_path):
+    """One call trains the proposed schedule next to the baselines and reports the paper's three metrics."""
+    from fedbound.validation.train_wpfl import PAPER_IMPROVEMENTS, compare_policies
+
+    out = compare_policies(EXAMPLE, ["T=2"], tmp_path, policies=("proposed", "round_robin"))
+    rows = out["policies"]
+    assert set(rows) == {"proposed", "round_robin"}
+    for r in rows.values():
+        assert 0 <= r["accuracy"] <= 1 and r["max_test_loss"] > 0 and 1 / 20 <= r["jain_index"] <= 1
+    mine, base = rows["proposed"], rows["round_robin"]
+    assert out["improvement_percent"]["accuracy"] == pytest.approx(
+        100 * (mine["accuracy"] - base["accuracy"]) / base["accuracy"])
+    paper = {"accuracy": 87.08, "max_test_loss": 16.21, "jain_index": 38.37}
+    assert out["paper_improvement_percent"] == PAPER_IMPROVEMENTS == paper
