@@ -400,3 +400,21 @@ def test_compare_policies_table(tmp_path):
         100 * (mine["accuracy"] - base["accuracy"]) / base["accuracy"])
     paper = {"accuracy": 87.08, "max_test_loss": 16.21, "jain_index": 38.37}
     assert out["paper_improvement_percent"] == PAPER_IMPROVEMENTS == paper
+
+
+def test_perfect_gaussian_baseline_skips_quantization_and_channel():
+    """mechanism = "perfect_gaussian" (Fig. 2): the global model is the plain mean of the noisy clipped
+    uploads (no R-bit levels), no element errors, the same sigma as the quantized mechanism."""
+    _, _, data, model = tiny_setup(num_clients=6, sizes=[10, 12, 9, 12, 11, 12])
+    schedule = small_schedule(uplink=0.05, downlink=0.05)
+    algo = WPFL(schedule, 2.0, 4, LocalSGD(steps=1, lr=0.3, sample_rate=0.5), 0.2, 0.5, quantized=False)
+    res = run(algo, model, data, plan=plan_for(schedule, 0.02, 2.0, 4, 0.5), options=F64)
+    glob = res.metrics[res.metrics["client"].isna()]
+    assert glob["uplink_element_errors"].sum() == 0 and glob["downlink_element_errors"].sum() == 0
+    assert np.unique(np.round(res.params.numpy(), 9)).size > 2**4
+    assert torch.equal(res.state.client_state["received"][0], res.params)
+    from fedbound.validation.train_wpfl import sigma_for
+
+    setting = {"N": 20, "T": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
+    assert sigma_for({**setting, "mechanism": "perfect_gaussian"}) == sigma_for(setting)
+    assert sigma_for({**setting, "mechanism": "gaussian"}) > 100 * sigma_for(setting)

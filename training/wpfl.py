@@ -14,6 +14,8 @@ What differs from FedAvg:
   subchannel's bit errors (``training.quantization``);
 * aggregation (eq. (16)): the plain mean of the received uploads, ``p_n = 1/|N_t|``;
 * server (eq. (19)): the aggregate quantized to ``R`` bits on ``[-C, C]`` (the global model);
+* ``quantized=False`` is the "perfect Gaussian" baseline of Fig. 2: the same noise, no quantization and no
+  bit errors (uplink, server and downlink pass the models through unchanged);
 * downlink (eq. (18)): every client receives the quantized global model through its own bit errors;
 * personalization (eq. (20b)), for every client (``pl_clients="all"``, spec E12) or only the round's
   uploaders (``"selected"``, Alg. 1 literally), after the downlink (spec Sec. 6.2's order):
@@ -164,7 +166,7 @@ class WPFL(Algorithm):
     name = "wpfl"
 
     def __init__(self, schedule: WPFLSchedule, clip_norm: float, bits: int, local: LocalSGD, pl_lr: float,
-                 pl_weight: float, pl_clients: str = "all") -> None:
+                 pl_weight: float, pl_clients: str = "all", quantized: bool = True) -> None:
         super().__init__(schedule.rounds, local)
         if not clip_norm > 0:
             raise ParameterError("C", clip_norm, "(0, inf)")
@@ -180,6 +182,7 @@ class WPFL(Algorithm):
         self.pl_lr = float(pl_lr)
         self.pl_weight = float(pl_weight)
         self.pl_clients = pl_clients
+        self.quantized = bool(quantized)
         self.weight_decay = local.weight_decay
 
     @classmethod
@@ -196,7 +199,7 @@ class WPFL(Algorithm):
         local = LocalSGD(steps=train["local_steps"], lr=setting["eta_F"], sample_rate=setting["q"],
                          weight_decay=train["weight_decay"])
         return cls(schedule, setting["C"], setting["R"], local, setting["eta_P"], setting["lam"],
-                   setting["pl_clients"])
+                   setting["pl_clients"], setting.get("mechanism", "quantized") != "perfect_gaussian")
 
     # --- state -------------------------------------------------------------------------------------------
     def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
@@ -228,6 +231,9 @@ class WPFL(Algorithm):
         clipped, norms = clip_rows(local, self.clip_norm)
         ctx.log("clipped", float((norms > self.clip_norm).sum()))
         noisy = ctx.add_noise("uplink", clipped, clients)
+        if not self.quantized:  # the "perfect Gaussian" baseline: no quantization, no channel
+            ctx.log("uplink_element_errors", 0.0)
+            return noisy
         half = self.clip_norm + 3.0 * ctx.sigma("uplink", clients).to(torch.float64)
         chosen = self.schedule.clients[ctx.round]
         ber = self.schedule.uplink_ber[ctx.round][np.searchsorted(chosen, clients)]
@@ -237,6 +243,8 @@ class WPFL(Algorithm):
         return received
 
     def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
+        if not self.quantized:
+            return aggregate
         return quantize(aggregate.unsqueeze(0), self.clip_norm, self.bits)[0]
 
     def after_round(self, ctx: RoundContext, new_global: torch.Tensor) -> None:
@@ -259,6 +267,9 @@ class WPFL(Algorithm):
     def _downlink(self, ctx: RoundContext, rows: torch.Tensor, clients: np.ndarray, row: int, key: int
                   ) -> torch.Tensor:
         """Eq. (19) + (18): the model quantized on [-C, C] and received by each client through its BER."""
+        if not self.quantized:
+            ctx.log("downlink_element_errors", 0.0)
+            return rows.clone()
         ber = self.schedule.downlink_ber[row, clients]
         received, wrong = transmit(rows, self.clip_norm, self.bits, ber,
                                    self._rngs(ctx, "downlink_bits", key, clients))

@@ -12,9 +12,10 @@ as data (``fedbound.training.wpfl.WPFLSchedule``).  ``policy``:
 
 The noise (:func:`wpfl_plan`): sigma_DP from ``fedbound.bounds.wpfl.noise`` -- ``[train] noise = "paper"``:
 Theorem 1's calibration; ``"tight"``: the Poisson-subsampled Gaussian with sensitivity 2C.  ``[wpfl]
-mechanism`` swaps in the DP baselines of Fig. 2 that differ only in sigma (``gaussian``: the classic
-mechanism ignoring quantization; ``moments``: the moments accountant); ``[train] private = false`` is
-"WPFL without DP".  With ``local_steps = s`` the record sampling rate is ``q_s = 1 - (1 - q)^s``.
+mechanism`` swaps in the DP baselines of Fig. 2: ``gaussian`` (the classic mechanism ignoring quantization)
+and ``moments`` (the moments accountant) differ only in sigma; ``perfect_gaussian`` keeps sigma and drops
+quantization and bit errors; ``[train] private = false`` is "WPFL without DP".  (The dithering baseline is
+not implemented.)  With ``local_steps = s`` the record sampling rate is ``q_s = 1 - (1 - q)^s``.
 Accounting (one adversary, the server, which sees who uploads): paper -- ``"quantized_gaussian"``,
 Theorem 1 per upload with basic composition; tight -- the Poisson-subsampled Gaussian (RDP) of every actual
 upload at ``sigma_DP / 2C`` (quantization and bit errors are post-processing).  At the paper's settings
@@ -59,7 +60,7 @@ def sigma_for(setting: Mapping[str, Any], noise: str = "paper", local_steps: int
 
     s = full_setting(setting)
     mechanism = s.get("mechanism", "quantized")
-    method = noise if mechanism == "quantized" else mechanism
+    method = noise if mechanism in ("quantized", "perfect_gaussian") else mechanism
     return wpfl_noise({**s, "q": _q_eff(s["q"], local_steps)}, s["T"], method)["uplink"]
 
 
@@ -121,7 +122,7 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
         tight_eps = math.inf
         notes.append(f"the tight accountant cannot bound sigma_DP = {sigma:.4g} over T0 uploads ({exc})")
     mechanism = s.get("mechanism", "quantized")
-    if mechanism != "quantized":
+    if mechanism not in ("quantized", "perfect_gaussian"):
         source = f"DP baseline of seed 004 Fig. 2 ({mechanism}), fedbound.bounds.wpfl.noise"
     elif noise == "paper":
         source = ("seed 004 Theorem 1 (eqs. (23)-(24)): sigma_DP = calibrate_sigma_dp(eps_Q, delta_Q, C, R, "
