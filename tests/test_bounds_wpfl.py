@@ -185,3 +185,18 @@ def test_noise_baselines_and_unknown_method():
         2 * 0.01 * np.sqrt(20 * np.log(1e3)) * 6.0, rel=1e-12)
     with pytest.raises(ParameterError, match="method"):
         w.noise(NOISE_SETTING, 20, "exact")
+
+
+def test_theorem4_phi_max_and_its_corrected_kappa():
+    """F27: Phi^max = B^max + Psi^max (Gamma^max + kappa eps_F^max), kappa = (G0^2/mu + M)^2 as printed,
+    (G0/mu + M)^2 corrected (E6); with the TV3 worst client it bounds every per-client Phi of P7."""
+    kw = {"B_max": 2.0, "Psi_max": 0.5, "Gamma_max": 100.0, "eps_F_max": 0.9, "G0": 2.0, "mu": 0.13, "M": 1.0}
+    assert w.PHI_MAX(kw) == pytest.approx(2.0 + 0.5 * (100.0 + (4 / 0.13 + 1) ** 2 * 0.9), rel=1e-12)
+    corrected = 2.0 + 0.5 * (100.0 + (2 / 0.13 + 1) ** 2 * 0.9)
+    assert w.PHI_MAX(kw, variant="corrected") == pytest.approx(corrected, rel=1e-12)
+    eta, lam = 0.0077962398534, 0.0064847077248  # client 4's P7 optimum (TV3)
+    b = (1 + lam**3) * eta**2 * float(w.G_N(lam=lam, G0=2.0, mu=0.13, M=1.0))
+    psi = float(w.PSI(eta_P=eta, lam=lam))
+    bound = w.PHI_MAX(B_max=b, Psi_max=psi, Gamma_max=GAMMA_TV3.max(), eps_F_max=0.9812073277447267, G0=2.0,
+                      mu=0.13, M=1.0)
+    assert bound == pytest.approx(4.4611102813e+03, rel=1e-8)  # = max_n Phi_n* of TV3 (client 4)
