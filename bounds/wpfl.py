@@ -343,6 +343,8 @@ def jain_index(x: Sequence[float] | np.ndarray) -> float:
     """Jain's fairness index (sum x)^2 / (N sum x^2) in [1/N, 1] (seed 004 Sec. VII-3; spec 004 F33 with E12b:
     denominator N).  ParameterError for an empty or all-zero vector."""
     arr = check_real("x", x, 0.0)
+    top = float(arr.max()) if arr.size else 0.0
+    arr = arr / top if top > 0 else arr  # scale invariance; keeps tiny or huge losses from under/overflowing
     square = float(np.sum(arr**2))
     if arr.size == 0 or square == 0:
         raise ParameterError("x", arr.tolist(), "a non-empty, non-negative vector that is not all zero")
@@ -407,12 +409,12 @@ JAIN = Computed("jain", lambda v, variant: jain_index(np.random.default_rng(int(
     size=int(v["n"])) ** v["spread"]), "Jain's index of a random loss vector (F33)")
 
 _PRIV = Region({"C": (0.05, 10.0, "log"), "sigma_dp": (1e-3, 10.0, "log"), "R": (2, 20),
-                "q": (1e-3, 1.0, "log"), "T": (1, 50), "eps": (0.01, 20.0, "log")}, integers=frozenset({"R",
-                                                                                                        "T"}))
-_S4 = Region({"C": (0.05, 10.0, "log"), "_ratio": (3.0, 1000.0, "log"), "R": (2, 20), "q": (1e-3, 1.0, "log"),
-              "T": (1, 50), "_per": (0.0, 20.0)}, integers=frozenset({"R", "T"}),
-             derived=(("sigma_dp", lambda v: v["C"] / v["_ratio"]), ("eps", lambda v: max(v["_per"] * v["T"],
-                                                                                           1e-6))))
+                "q": (1e-3, 1.0, "log"), "T": (1, 50), "eps": (0.01, 20.0, "log")},
+               integers=frozenset({"R", "T"}))
+_S4 = Region({"C": (0.05, 10.0, "log"), "_ratio": (3.0, 1000.0, "log"), "R": (2, 20),
+              "q": (1e-3, 1.0, "log"), "T": (1, 50), "_per": (0.0, 20.0)}, integers=frozenset({"R", "T"}),
+             derived=(("sigma_dp", lambda v: v["C"] / v["_ratio"]),
+                      ("eps", lambda v: max(v["_per"] * v["T"], 1e-6))))
 _MLR = {"C": 3.0, "sigma_dp": 0.006, "R": 16, "q": 0.01, "T": 20}
 _BOUND = Region({"C": (0.1, 10.0, "log"), "sigma_dp": (1e-3, 1.0, "log"), "R": (1, 20), "n_params": (1, 1e5),
                  "rho_L": (0.0, 1.0), "rho_G": (0.0, 1.0), "theta_L": (0.0, 1e3), "phi1": (1e-3, 10.0, "log"),
@@ -488,6 +490,12 @@ def _jain_range(v: dict[str, Any], variant: str) -> tuple[bool, str]:
     return bool(1 / len(x) - 1e-12 <= j <= 1 + 1e-12 and same == 1.0), f"J = {j:.6g} for N = {len(x)}"
 
 
+def _jain_scaled(v: dict[str, Any], variant: str) -> tuple[bool, str]:
+    x = np.random.default_rng(int(v["seed"])).exponential(size=int(v["n"])) ** v["spread"]
+    j, scaled = jain_index(x), jain_index(v["scale"] * x)
+    return bool(np.isclose(j, scaled, rtol=1e-12)), f"J(x) = {j:.15g}, J({v['scale']:.3g} x) = {scaled:.15g}"
+
+
 def _geometric_limit(v: dict[str, Any], variant: str) -> tuple[bool, str]:
     far = geometric_bound(v["rate"], 1e5, v["init"], v["const"])
     limit = v["const"] / (1 - v["rate"])
@@ -552,8 +560,8 @@ CLAIMS: tuple[Claim, ...] = (
                    "after, lambda_hat = (eta^3 / (2 (1 + eta^2)))^(1/3)",
           counterexamples=tuple(({"eta_P": e}, "paper") for e in (0.01, 0.1, 0.5, 0.9))),
     Claim("S12c", "Psi is strictly convex in lambda with its minimum at (eta^3/(2(1+eta^2)))^(1/3)", PSI,
-          "predicate", Region({"eta_P": (0.01,
-                                         0.99)}), other=_psi_argmin, source="spec S12b (our correction)"),
+          "predicate", Region({"eta_P": (0.01, 0.99)}), other=_psi_argmin,
+          source="spec S12b (our correction)"),
     Claim("S13a", "for fixed lambda, Phi is increasing in eta_P", PHI, "increasing", _PL, wrt="eta_P",
           source="eq. (30a); spec S13"),
     Claim("S13b", "Phi is increasing in Gamma_{t+1} (hence in Theta_L and rho_G)", PHI, "increasing", _PL,
@@ -584,10 +592,9 @@ CLAIMS: tuple[Claim, ...] = (
           source="eqs. (34)-(35); spec F32"),
     Claim("S19", "Jain's index lies in [1/N, 1] and equals 1 for equal losses", JAIN, "predicate", _JAIN,
           other=_jain_range, source="Sec. VII-3; spec S19"),
-    Claim("S19b", "Jain's index is scale invariant", JAIN, "predicate", _JAIN,
-          other=lambda v, variant: (np.isclose(jain_index(np.arange(1.0, v["n"] + 2)), jain_index(
-              v["spread"] * np.arange(1.0, v["n"] + 2) + 0.0) if v["spread"] > 0 else True), "scaled"),
-          source="spec S19"),
+    Claim("S19b", "Jain's index is scale invariant", JAIN, "predicate",
+          Region({**_JAIN.ranges, "scale": (1e-200, 1e200, "log")}, integers=_JAIN.integers),
+          other=_jain_scaled, source="spec S19"),
     Claim("S20a", "the unrolled bound tends to const / (1 - r)", GEOMETRIC, "predicate", _GEOM,
           other=_geometric_limit, source="eqs. (27b), (31); spec S20"),
     Claim("S20b", "the unrolled bound is increasing in const", GEOMETRIC, "increasing",

@@ -474,8 +474,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
             "max_n Phi_n* (Theorem 3)"),
         Row("Jain's index of Phi*, first round", float(paper.jain_index[0]) if paper else None,
             float(tight.jain_index[0]), "F33 over clients"),
-        Row("Theorem 4 PL bound after the run", bound_paper, bound_tight, f"eps_P = {s['eps_P']:g}, D0 = "
-                                                                          f"{s['D0']:g}"),
+        Row("Theorem 4 PL bound after the run", bound_paper, bound_tight,
+            f"eps_P = {s['eps_P']:g}, D0 = {s['D0']:g}"),
     )
     optima = {"P7": tight.certificate} if tight.certificate is not None else {}
     optima["eta_F"] = Optimum(x=eta_F, fun=eps_F, success=True, method="closed form (F28)",
@@ -513,7 +513,7 @@ RHO = Computed("rho", lambda v, variant: _wireless().element_error_prob(v["ber"]
                "element error probability (14)")
 RATE = Computed("rate", lambda v, variant: _wireless().uplink_rate(1e6, _wireless().snr(v["P"], v["h2"],
                                                                                         1e-14)),
-                "uplink rate (11)-(12) on B = 1 MHz")
+                "uplink rate (11)-(12) on B = 1 MHz, noise 1e-14 W")
 _TV3_G = {"eps_P": 0.999, "mu": 0.13, "G0": 2.0, "M": 1.0, "eps_F_mean": 0.9812073277447267}
 _TV3_BASE = {"C": 3.0, "sigma_dp": 0.006, "R": 16, "n_params": 7850, "phi1": 0.1, "phi2": 0.001,
              "vphi1": 0.001, "vphi2": 1.0, "theta_L": 1.6229940589e-01}
@@ -526,11 +526,9 @@ def _phi_star_of_rho_g(v: Mapping[str, Any], variant: str) -> np.ndarray:
 
 PHI_STAR = Computed("Phi_star", _phi_star_of_rho_g, "min of P7 for client n (39)")
 P7_OPT = Computed("P7", lambda v, variant: solve_P7(v["eps_P"], v["mu"], v["Gamma_n"], v["eps_F_mean"],
-                                                    v["G0"],
-                                                    v["M"], variant).Phi, "P7 optimum")
-_P7_REGION = Region({"mu": (0.01, 1.99), "_f": (0.0, 0.999), "G0": (1e-3, 1e3, "log"), "M": (1e-3, 1e3,
-                                                                                             "log"),
-                     "Gamma_n": (1e-4, 1e5, "log"), "eps_F_mean": (1e-3, 0.999)},
+                                                    v["G0"], v["M"], variant).Phi, "P7 optimum")
+_P7_REGION = Region({"mu": (0.01, 1.99), "_f": (0.0, 0.999), "G0": (1e-3, 1e3, "log"),
+                     "M": (1e-3, 1e3, "log"), "Gamma_n": (1e-4, 1e5, "log"), "eps_F_mean": (1e-3, 0.999)},
                     derived=(("eps_P", lambda v: min(1 - v["mu"] ** 2 / 4 * (1 - v["_f"]), 1 - 1e-5)),))
 
 
@@ -540,8 +538,8 @@ def _p7_interior_and_grid(v: Mapping[str, Any], variant: str) -> tuple[bool, str
     best = math.inf
     for lo, hi in intervals:
         grid = np.linspace(lo, hi, 20003)[1:-1]
-        best = min(best, float(np.nanmin(_phi(grid, np.asarray(v["Gamma_n"]), v["eps_P"], v["eps_F_mean"],
-                                               v, variant))))
+        values = _phi(grid, np.asarray(v["Gamma_n"]), v["eps_P"], v["eps_F_mean"], v, variant)
+        best = min(best, float(np.nanmin(values)))
     phi = float(sol.Phi)
     ok = phi <= best * (1 + 1e-9) and not bool(sol.edge) and int(sol.interval) == 0
     return ok, (f"Phi* = {phi:.12g} (interval {int(sol.interval)}, edge {bool(sol.edge)}) vs grid min "
@@ -579,9 +577,8 @@ def _km_is_optimal(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
     pairs = _wireless().assign_channels(rho, ok)
     count, total = _brute_force_pairs(rho, ok)
     mine = sum(rho[i, c] for i, c in pairs)
-    good = len(pairs) == count and all(ok[i, c] for i, c in pairs) and math.isclose(mine, total,
-                                                                                    rel_tol=1e-12,
-                                                                                     abs_tol=1e-300)
+    same = math.isclose(mine, total, rel_tol=1e-12, abs_tol=1e-300)
+    good = len(pairs) == count and all(ok[i, c] for i, c in pairs) and same
     return good, f"KM {len(pairs)} pairs, sum rho {mine:.6g}; brute force {count} pairs, {total:.6g}"
 
 
@@ -602,8 +599,8 @@ def _minmax_beats_every_assignment(v: Mapping[str, Any], variant: str) -> tuple[
     gamma = wb.GAMMA_NEXT.evaluate({**_TV3_BASE, "theta_L": theta}, rho_G=rho_g[None, :]).value
     worst = solve_P7(0.999, 0.13, gamma, _TV3_G["eps_F_mean"], 2.0, 1.0).Phi.max(axis=1)
     km, values = float(worst[-1]), worst[:-1]
-    return km <= min(values) * (1 + 1e-9), f"KM min-max {km:.10g}, best of {len(values)} assignments " \
-                                           f"{min(values):.10g}"
+    return km <= min(values) * (1 + 1e-9), (f"KM min-max {km:.10g}, best of {len(values)} assignments "
+                                            f"{min(values):.10g}")
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -617,8 +614,8 @@ CLAIMS: tuple[Claim, ...] = (
           Region({"ber": (1e-12, 0.5, "log"), "R": (1, 32)}, integers=frozenset({"R"})), wrt="R",
           source="eq. (14); spec S6"),
     Claim("S6d", "the rate increases in the transmit power, so P = P_th is optimal", RATE, "increasing",
-          Region({"P": (1e-3, 1.0, "log"), "h2": (1e-14, 1e-9,
-                                                  "log")}), wrt="P", source="eqs. (11)-(12); S6"),
+          Region({"P": (1e-3, 1.0, "log"), "h2": (1e-14, 1e-9, "log")}), wrt="P",
+          source="eqs. (11)-(12); S6"),
     Claim("S17", "P7's minimiser is interior, in Omega_0, and no grid point beats it", P7_OPT, "predicate",
           _P7_REGION, other=_p7_interior_and_grid, source="Theorem 5; spec S17"),
     Claim("S17b", "Phi grows without bound at eta2- and eta3+ (lambda -> 0)", P7_OPT, "predicate", _P7_REGION,
