@@ -242,3 +242,33 @@ def test_cli_schedule_json(capsys):
     assert main(["schedule", "wpfl", str(example), "--set", "T=2", "--rounds", "1"]) == 0
     assert "min-max bound" in capsys.readouterr().out
     assert main(["schedule", "nbafl", str(example)]) != 0
+
+
+def test_bad_settings_name_the_parameter(radio):
+    with pytest.raises(DomainError, match="eps_P"):
+        ws.schedule_rounds(radio, {**SETTING, "eps_P": 0.9}, 0.006)  # below 1 - mu^2/4 (E23)
+    with pytest.raises(DomainError, match="phi2"):
+        ws.schedule_rounds(radio, {**SETTING, "phi2": 0.5}, 0.006)  # eps_F* >= 1 (C11)
+    with pytest.raises(ParameterError, match="sigma_dp"):
+        ws.schedule_rounds(radio, SETTING, -1.0)
+    with pytest.raises(ParameterError, match="variant"):
+        ws.solve_P7(0.999, 0.13, GAMMA_TV3, EPS_F_STAR, 2.0, 1.0, variant="printed")
+    with pytest.raises(ParameterError, match="d_max"):
+        ws.radio_setting({**SETTING, "d_min": 50.0, "d_max": 20.0})
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 12), k=st.integers(1, 6), seed=st.integers(0, 2**31 - 1), t0=st.integers(1, 3))
+def test_one_round_composition_shapes_and_constraints(n, k, seed, t0):
+    radio = WirelessSetting(num_clients=n, num_subchannels=k, n_params=7850, tau_max=0.05)
+    rng = np.random.default_rng(seed)
+    up, down = 10 ** rng.uniform(-12, -8, (n, k)), 10 ** rng.uniform(-12, -8, n)
+    uploads = rng.integers(0, t0 + 1, n)
+    out = ws.schedule_round_minmax(up, down, uploads, radio, {**SETTING, "T": t0}, 0.006)
+    clients = [i for i, _ in out["pairs"]]
+    assert len(clients) == len(set(clients)) <= min(k, int((uploads < t0).sum()))
+    assert all(uploads[i] < t0 for i in clients)  # C7
+    assert np.count_nonzero(out["power"]) == len(clients)
+    assert out["Phi"].shape == (n,) and np.all(np.isfinite(out["Phi"]))
+    assert out["max_bound"] == out["Phi"].max() and out["worst_client"] == int(np.argmax(out["Phi"]))
+    np.testing.assert_allclose(wb.EPS_P(eta_P=out["eta_P"], lam=out["lam"], mu=0.13), 0.999, rtol=1e-12)
