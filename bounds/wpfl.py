@@ -3,9 +3,12 @@
 X. Zhao et al., "Enhancing Convergence, Privacy and Fairness for Wireless Personalized Federated Learning:
 Quantization-Assisted Min-Max Fair Scheduling" (IEEE, 2025).  Lemma 1, Theorems 2-5 and the learning-rate /
 lambda results of Sec. VI-C as data (spec 004 F18-F33), plus ONE noise function :func:`noise` (Theorem 1,
-eqs. (23)-(24), through :mod:`fedbound.accounting.quantized_gaussian`).  The claims S1-S22 are in
-:mod:`fedbound.bounds.wpfl_claims` (re-exported here as ``CLAIMS``); the per-round min-max schedule (P1-P7)
-is :mod:`fedbound.scheduling.wpfl`.
+eqs. (23)-(24), through :mod:`fedbound.accounting.quantized_gaussian`), and ``CLAIMS``: the formula claims
+(S1-S5, S7-S16, S19-S21, F32; at the end of this module).  The per-round min-max schedule (P1-P7) and the
+optimiser claims are in :mod:`fedbound.scheduling.wpfl`.
+
+Where the seed and the spec disagree: the spec's readings below were checked against the seed text
+(eqs. (7), (26), (28d), (30), (37)-(38), (47)-(69)); no value of spec 004 Sec. 9 had to change.
 
 Parameters (sympy names = code names): ``rho_L`` is the *mean* uplink element-error probability over the
 round's selected clients (F19 divides the sum by |N_t|), ``D`` the (common) distance E||w_hat - w*||^2 of
