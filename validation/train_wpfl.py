@@ -215,14 +215,7 @@ def compare_policies(config: Any, overrides: list[str] | None = None, out: Any =
                     "paper's numbers are for the CNN on FMNIST/CIFAR10 (spec 004 Sec. 7, E20)"}
 
 
-def _paper_section():
-    from fedbound.papers.wpfl import section
-
-    return section()
-
-
 RECIPE = Recipe(
-    section=_paper_section(),
     num_clients=lambda setting: int(setting["N"]),
     plan=_plan,
     algorithm=_algorithm,
