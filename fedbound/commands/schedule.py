@@ -51,7 +51,6 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """The per-round schedule of a paper's policy (WPFL: Kuhn-Munkres selection, power, eta_F, per-client
         eta_P and lambda from P7), the min-max bound and Jain's index."""
         from fedbound.bounds.wpfl import noise as wpfl_noise
-        from fedbound.config import load_config
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.registry import get
@@ -77,8 +76,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             print_table("proposed vs the best baseline (%)", ["metric", "ours", "paper (CNN)"],
                         [[k, ours.get(k), theirs[k]] for k in theirs], digits=4, caption=result["note"])
             return
-        cfg = load_config(config, [entry.config_section], list(overrides or []))
-        s = full_setting(dict(cfg[entry.name]))
+        setting = entry.load_setting(config, list(overrides or []))
+        s = full_setting(setting.values)
         sigma = wpfl_noise(s, int(s["T"]), noise)["uplink"]
         sched = schedule_rounds(radio_setting(s), s, sigma, s["policy"], variant, s["channel_seed"],
                                 s.get("max_rounds"))
@@ -92,4 +91,4 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         print_table(f"{entry.short}: {sched.policy} schedule, {sched.rounds} rounds, sigma_DP = {sigma:.4g} "
                     f"({noise})", ["round", "selected", "Theta_L,min", "eta_F", "max_n Phi_n", "Jain"], rows,
                     digits=5)
-        print_warnings(list(sched.warnings))
+        print_warnings([*setting.notes, *sched.warnings])
