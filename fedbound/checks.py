@@ -9,14 +9,18 @@ array(0.5)
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fedbound.errors import FedboundError, ParameterError
 
-__all__ = ["interval", "check_real", "check_int", "check_probability", "as_float_array", "scalar_or_array"]
+__all__ = ["interval", "check_real", "check_int", "check_probability", "as_float_array", "scalar_or_array",
+           "to_jsonable"]
 
 
 def _fmt(x: float | None, default: str) -> str:
@@ -107,3 +111,28 @@ def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
             raise FedboundError("internal error: a computation produced NaN; please report the inputs")
         return out
     return arr
+
+
+def to_jsonable(obj: Any, where: str = "$") -> Any:
+    """A JSON-ready copy of ``obj``; raises ValueError on NaN/inf, naming the path (``$.key[0]``)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return to_jsonable(obj.to_dict(), where)
+        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, where)
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist(), where)
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item(), where)
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
+        return obj
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"refusing to write a non-finite number ({obj}) to JSON at {where}")
+        return obj
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, Sequence | set | frozenset):
+        return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON at {where}")

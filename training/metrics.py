@@ -193,7 +193,7 @@ def summary(algorithm, state, table, ledger) -> dict[str, Any]:
 def write_outputs(run_dir: str | Path, table, summary_dict: Mapping[str, Any], config_text: str | None = None
                   ) -> dict[str, Path]:
     """``metrics.csv``, ``metrics.parquet``, ``summary.json`` (and ``config.toml``) in ``run_dir``."""
-    from fedbound.output import to_jsonable
+    from fedbound.checks import to_jsonable
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
