@@ -135,7 +135,8 @@ En2 = _define(r"\mathbb{E}\|n\|^2", s_thm2**2, "second moment (F18)")
 one_minus_PT = -expm1(T * sp.log(P))
 h = _define("h", P**T * Theta + one_minus_PT / (1 - P) * (lam1 * beta * En1 + lam0 * En2),
             "Theorem 2 bound in recursive form (F18)")
-T_Theta = _define("T_Theta", eps * (-kappa1 + sp.sqrt(kappa1**2 + 4 * kappa0 * Theta)) / (2 * kappa0),
+# eps (-k1 + sqrt(k1^2 + 4 k0 Theta)) / (2 k0), written without the cancellation for small k0 Theta / k1^2
+T_Theta = _define("T_Theta", 2 * eps * Theta / (kappa1 + sp.sqrt(kappa1**2 + 4 * kappa0 * Theta)),
                   "g(T_Theta) = Theta: the bracket of T* (F21)")
 
 DOMAIN_60 = Condition("(60)", sp.Or(K > N, eps / T + sp.log(1 - K / N) < 0), "undefined",

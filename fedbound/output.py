@@ -64,7 +64,7 @@ def print_warnings(warnings: Sequence[str]) -> None:
 
 
 def _num(value: Any) -> str:
-    """A number for people; a per-client array as its range."""
+    """A number for people; a per-client or per-round array as its range."""
     import numpy as np
 
     if value is None:
@@ -72,7 +72,7 @@ def _num(value: Any) -> str:
     arr = np.asarray(value, dtype=float) if not isinstance(value, str) else None
     if arr is not None and arr.ndim:
         lo, hi = float(arr.min()), float(arr.max())
-        return f"{lo:.6g} per client" if lo == hi else f"{lo:.6g} .. {hi:.6g} per client"
+        return f"{lo:.6g} (all {arr.size})" if lo == hi else f"{lo:.6g} to {hi:.6g} ({arr.size} values)"
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 

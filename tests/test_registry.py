@@ -44,7 +44,9 @@ def test_papers_command_lists_every_paper_with_its_keys(capsys):
     assert [p["name"] for p in out["papers"]] == PAPERS
     nbafl = next(p for p in out["papers"] if p["name"] == "nbafl")
     keys = {k["key"]: k for k in nbafl["keys"]}
-    assert keys["eps"]["domain"] == "(0, inf)" and keys["N"]["required"] and not keys["Theta"]["required"]
+    assert keys["eps"]["domain"] == "[1e-06, 1000000]" and keys["N"]["required"]
+    assert not keys["Theta"]["required"]
+    assert keys["N"]["domain"] == "integer in [1, 100000]"
     assert keys["Theta"]["default"] == 2.0 and "plan" in nbafl["supports"]
     assert main(["papers"]) == 0
     text = capsys.readouterr().out
