@@ -19,8 +19,9 @@ Scheduling, one round (seed 004 Alg. 2 lines 5-8; spec 004 Sec. 4.3-4.4, 6.3):
   on subchannels in order / a random permutation.  The spec's baselines say nothing about C5, so they
   transmit on their subchannel whatever its rate (their bit errors are counted, their delay is not).
 
-The learning-rate / lambda optimiser of Alg. 2 (P4-P7: eta_F*, eta_P*, lambda*) is not here: the training
-uses fixed eta_F, eta_P, lambda (the paper's "Non-Adjustment" setting); a later planning module adds it.
+The remaining steps of Alg. 2 (Theta_L,min, eta_F* of P5, per-client eta_P*, lambda* of P7 and the min-max
+value) build on these in :mod:`fedbound.scheduling.wpfl` (``schedule_round_minmax`` for one round,
+``schedule_rounds`` for a whole run in one call).
 
 :func:`schedule_run` plays the whole run (rounds until every client has used its ``T0`` uploads) from one
 seed and returns the per-round schedule that ``fedbound.training.wpfl`` consumes as data.
@@ -42,7 +43,7 @@ from fedbound.errors import InfeasibleError, ParameterError
 
 __all__ = ["SCHEDULERS", "WirelessSetting", "RoundSchedule", "WirelessSchedule", "dbm_to_watt",
            "path_loss_gain", "snr", "uplink_rate", "min_rate", "ber_mqam", "element_error_prob",
-           "assign_channels", "schedule_round", "schedule_run"]
+           "assign_channels", "power_control", "schedule_round", "schedule_run"]
 
 SCHEDULERS = ("km", "round_robin", "random")
 
@@ -131,6 +132,16 @@ def assign_channels(rho: ArrayLike, feasible: ArrayLike, allowed: ArrayLike | No
     matched, channels = linear_sum_assignment(cost)
     keep = ok[rows[matched], channels]
     return sorted(zip(rows[matched][keep].tolist(), channels[keep].tolist(), strict=True))
+
+
+def power_control(pairs: Sequence[tuple[int, int]], num_clients: int, P_th_w: float) -> np.ndarray:
+    """Step 1 of the decomposition: ``P_n = P_th`` for every selected client and 0 otherwise.  Closed form:
+    the rate increases and rho decreases in P (seed 004 Sec. VI-A; spec 004 Sec. 4.3, S6)."""
+    power = np.zeros(int(check_int("num_clients", num_clients, 1)))
+    p = float(check_real("P_th_w", P_th_w, 0.0))
+    for client, _ in pairs:
+        power[client] = p
+    return power
 
 
 @dataclass(frozen=True)
@@ -249,10 +260,10 @@ def schedule_round(uplink_gain: ArrayLike, downlink_gain: ArrayLike, uploads: Ar
         pairs = assign_channels(rho, feasible, allowed)
     else:
         pairs, cursor = _baseline_pairs(scheduler, allowed, k, cursor, rng)
-    ber_up, rho_up, power = np.zeros(n), np.zeros(n), np.zeros(n)
+    ber_up, rho_up = np.zeros(n), np.zeros(n)
     for client, channel in pairs:
         ber_up[client], rho_up[client] = ber[client, channel], rho[client, channel]
-        power[client] = float(dbm_to_watt(setting.P_th_dbm))
+    power = power_control(pairs, n, float(dbm_to_watt(setting.P_th_dbm)))
     ber_down, rho_down, _ = setting.links(down, setting.P_bs_dbm)
     return RoundSchedule(pairs, ber_up, rho_up, ber_down, rho_down, power,
                          int(feasible[allowed].sum())), cursor

@@ -267,7 +267,7 @@ def test_paper_accountant_is_theorem1_with_basic_composition():
 def test_the_upload_after_t0_exceeds_the_paper_budget():
     """At the calibrated sigma (spec TV1, MLR) the paper's accountant certifies eps = 0 for T0 uploads and
     the (T0 + 1)-th upload breaks the budget: the engine stops the run before it."""
-    setting = {"N": 2, "T0": 3, "C": 3.0, "R": 16, "q": 0.01, "eps_Q": 1.0, "delta_Q": 1e-3}
+    setting = {"N": 2, "T": 3, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
     plan = wpfl_plan(setting, rounds=4)
     ledger = PrivacyLedger(plan)
     for t in range(3):
@@ -281,19 +281,19 @@ def test_the_upload_after_t0_exceeds_the_paper_budget():
 
 def test_plan_reproduces_spec_sigmas_and_reports_the_tight_gap():
     """spec 004 TV1 / S21 (MLR: C 3, R 16, q 0.01, eps 1, delta 1e-3) through the recipe's plan."""
-    base = {"N": 20, "C": 3.0, "R": 16, "q": 0.01, "eps_Q": 1.0, "delta_Q": 1e-3}
-    got = [wpfl_plan({**base, "T0": t0}, rounds=10).info["sigma_dp"] for t0 in (5, 20, 30)]
+    base = {"N": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
+    got = [wpfl_plan({**base, "T": t0}, rounds=10).info["sigma_dp"] for t0 in (5, 20, 30)]
     np.testing.assert_allclose(got, [0.00183, 0.00736, 0.01108], atol=6e-6)
-    plan = wpfl_plan({**base, "T0": 20}, rounds=40)
+    plan = wpfl_plan({**base, "T": 20}, rounds=40)
     assert plan.info["sigma_dp"] == pytest.approx(0.00735867, abs=1e-7)
     assert plan.info["delta_Q_theorem1"] <= 1e-3
     assert plan.info["epsilon_tight_after_T0_uploads"] > 1e5  # E17: not a set-based guarantee
     assert plan.sensitivity["uplink"] == 6.0 and plan.paper_accountant == "quantized_gaussian"
     assert any("per-outcome" in note for note in plan.notes)
-    tight = wpfl_plan({**base, "T0": 20}, rounds=40, noise="tight")
+    tight = wpfl_plan({**base, "T": 20}, rounds=40, noise="tight")
     assert tight.budget_accountant == "tight" and tight.info["sigma_dp"] > 100 * plan.info["sigma_dp"]
     assert tight_epsilon(tight.info["sigma_dp"] / 6.0, 0.01, 20, 1e-3) <= 1.0 + 1e-9
-    two = wpfl_plan({**base, "T0": 20}, rounds=40, local_steps=2)
+    two = wpfl_plan({**base, "T": 20}, rounds=40, local_steps=2)
     assert two.info["q"] == pytest.approx(1 - 0.99**2) and any("local_steps" in n for n in two.notes)
 
 
@@ -326,9 +326,9 @@ def test_schedule_and_config_errors():
 
 
 def test_example_config_trains_and_lowers_the_loss(tmp_path):
-    """examples/wpfl_mnist.toml with T0 = 6 (fewer rounds): the PL loss falls, the paper's accountant holds
+    """examples/wpfl_mnist.toml with T = 6 (fewer rounds): the PL loss falls, the paper's accountant holds
     the budget, every client uploads T0 times, the personalised metrics are recorded."""
-    done = train_from_config("wpfl", EXAMPLE, ["T0=6"], out=tmp_path / "w")
+    done = train_from_config("wpfl", EXAMPLE, ["T=6"], out=tmp_path / "w")
     s = done.summary
     assert s["final_loss"] < s["initial_loss"]
     assert s["epsilon_spent_paper"] == 0.0 and s["epsilon_spent"] > 1e5
@@ -346,5 +346,75 @@ def test_example_config_trains_and_lowers_the_loss(tmp_path):
     # the personalised evaluations reach the summary (last value of each extra *_loss / *_accuracy column)
     assert s["final_extra"]["pl_test_accuracy"] == pytest.approx(float(glob["pl_test_accuracy"].iloc[-1]))
     assert "pl_jain_index" not in s["final_extra"] and "loss" not in s["final_extra"]
+    with pytest.raises(ConfigError, match="lr must stay unset"):
+        train_from_config("wpfl", EXAMPLE, ["T=2", "train.lr=0.5"], out=tmp_path / "x")
     with pytest.raises(ConfigError, match="drop \\[train\\] lr"):
-        train_from_config("wpfl", EXAMPLE, ["T0=2", "train.lr=0.5"], out=tmp_path / "x")
+        train_from_config("wpfl", EXAMPLE, ["T=2", "train.lr=0.5", 'policy="non_adjustment"'],
+                          out=tmp_path / "y")
+
+
+def test_per_client_per_round_rates_from_the_schedule():
+    """eta_P and lambda as data: a schedule carrying the same scalars everywhere trains exactly like the
+    algorithm's scalars; per-client values reproduce the per-client reference run client by client."""
+    _, _, data, model = tiny_setup(num_clients=6, sizes=[10, 12, 9, 12, 11, 12])
+    init = model.init(Streams(0).generator("init"), torch.float64)
+    base = small_schedule()
+    C, R, sigma, q = 2.0, 8, 0.02, 0.5
+
+    def train(schedule, lr=0.2, lam=0.5):
+        algo = WPFL(schedule, C, R, LocalSGD(steps=1, lr=0.3, sample_rate=q), pl_lr=lr, pl_weight=lam)
+        return run(algo, model, data, plan=plan_for(schedule, sigma, C, R, q), options=F64, init_params=init)
+
+    shape = (base.rounds, base.num_clients)
+
+    def with_rates(lr, lam):
+        return WPFLSchedule(base.clients, base.uplink_ber, base.downlink_ber, None, lr, lam)
+
+    same = train(with_rates(np.full(shape, 0.2), np.full(shape, 0.5)), lr=9.9, lam=1.9)
+    scalar = train(base)
+    assert torch.equal(same.state.client_state["pl"], scalar.state.client_state["pl"])
+    lam = np.tile(np.array([0.1, 0.5, 1.0, 1.5, 0.5, 0.5]), (base.rounds, 1))
+    mixed = train(with_rates(np.full(shape, 0.2), lam))
+    for client, value in ((0, 0.1), (3, 1.5)):
+        ref = train(base, lam=value)
+        torch.testing.assert_close(mixed.state.client_state["pl"][client],
+                                   ref.state.client_state["pl"][client])
+    torch.testing.assert_close(mixed.params, scalar.params)  # the FL side does not see lambda
+    with pytest.raises(ParameterError, match="pl_weight"):
+        WPFLSchedule(base.clients, base.uplink_ber, base.downlink_ber, None, None, np.full(shape, 2.5))
+    with pytest.raises(ParameterError, match="pl_lr.shape"):
+        WPFLSchedule(base.clients, base.uplink_ber, base.downlink_ber, None, np.ones((1, 6)), None)
+
+
+def test_compare_policies_table(tmp_path):
+    """One call trains the proposed schedule next to the baselines and reports the paper's three metrics."""
+    from fedbound.validation.train_wpfl import PAPER_IMPROVEMENTS, compare_policies
+
+    out = compare_policies(EXAMPLE, ["T=2"], tmp_path, policies=("proposed", "round_robin"))
+    rows = out["policies"]
+    assert set(rows) == {"proposed", "round_robin"}
+    for r in rows.values():
+        assert 0 <= r["accuracy"] <= 1 and r["max_test_loss"] > 0 and 1 / 20 <= r["jain_index"] <= 1
+    mine, base = rows["proposed"], rows["round_robin"]
+    assert out["improvement_percent"]["accuracy"] == pytest.approx(
+        100 * (mine["accuracy"] - base["accuracy"]) / base["accuracy"])
+    paper = {"accuracy": 87.08, "max_test_loss": 16.21, "jain_index": 38.37}
+    assert out["paper_improvement_percent"] == PAPER_IMPROVEMENTS == paper
+
+
+def test_perfect_gaussian_baseline_skips_quantization_and_channel():
+    """mechanism = "perfect_gaussian" (Fig. 2): the global model is the plain mean of the noisy clipped
+    uploads (no R-bit levels), no element errors, the same sigma as the quantized mechanism."""
+    _, _, data, model = tiny_setup(num_clients=6, sizes=[10, 12, 9, 12, 11, 12])
+    schedule = small_schedule(uplink=0.05, downlink=0.05)
+    algo = WPFL(schedule, 2.0, 4, LocalSGD(steps=1, lr=0.3, sample_rate=0.5), 0.2, 0.5, quantized=False)
+    res = run(algo, model, data, plan=plan_for(schedule, 0.02, 2.0, 4, 0.5), options=F64)
+    glob = res.metrics[res.metrics["client"].isna()]
+    assert glob["uplink_element_errors"].sum() == 0 and glob["downlink_element_errors"].sum() == 0
+    assert np.unique(np.round(res.params.numpy(), 9)).size > 2**4
+    assert torch.equal(res.state.client_state["received"][0], res.params)
+    from fedbound.validation.train_wpfl import sigma_for
+
+    setting = {"N": 20, "T": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
+    assert sigma_for({**setting, "mechanism": "perfect_gaussian"}) == sigma_for(setting)
+    assert sigma_for({**setting, "mechanism": "gaussian"}) > 100 * sigma_for(setting)

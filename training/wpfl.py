@@ -14,14 +14,19 @@ What differs from FedAvg:
   subchannel's bit errors (``training.quantization``);
 * aggregation (eq. (16)): the plain mean of the received uploads, ``p_n = 1/|N_t|``;
 * server (eq. (19)): the aggregate quantized to ``R`` bits on ``[-C, C]`` (the global model);
+* ``quantized=False`` is the "perfect Gaussian" baseline of Fig. 2: the same noise, no quantization and no
+  bit errors (uplink, server and downlink pass the models through unchanged);
 * downlink (eq. (18)): every client receives the quantized global model through its own bit errors;
 * personalization (eq. (20b)), for every client (``pl_clients="all"``, spec E12) or only the round's
   uploaders (``"selected"``, Alg. 1 literally), after the downlink (spec Sec. 6.2's order):
   ``pl <- pl - eta_P [(1 - lambda/2) grad F_n(pl; mini-batch) + lambda (pl - received)]``, ``local_steps``
   times.
 
-``eta_F``, ``eta_P`` and ``lambda`` are fixed (the paper's "Non-Adjustment" setting): the per-round
-optimiser of Alg. 2 lines 10-14 (P4-P7) is not part of the simulator.
+``eta_P`` and ``lambda`` come with the schedule, as data: per round and per client (``WPFLSchedule.pl_lr``,
+``pl_weight``, e.g. the min-max optimum of Alg. 2 lines 10-14, P4-P7, computed by
+``fedbound.scheduling.wpfl.schedule_rounds``), or, when the schedule carries none, the algorithm's fixed
+scalars (the paper's "Non-Adjustment" setting).  ``eta_F`` is the local SGD rate (the optimum eta_F* is the
+same for every client and round, F28).
 
 Evaluation: the engine's rows are the *personalized* models (``eval_models`` returns one per client; the
 global row's loss/accuracy are the size-weighted means over clients).  Every evaluated round also logs the
@@ -97,12 +102,16 @@ def evaluate_each_on_test(model: Model, params: torch.Tensor, test: tuple[torch.
 class WPFLSchedule:
     """Per round ``t``: ``clients[t]`` (sorted, distinct, non-empty), ``uplink_ber[t]`` aligned with them;
     ``downlink_ber`` ``(rounds + 1, N)`` (row 0: the initial broadcast; row ``t + 1``: the broadcast ending
-    round ``t``); ``n_params``: the model size the channel was planned for (checked at the start)."""
+    round ``t``); ``n_params``: the model size the channel was planned for (checked at the start);
+    optional ``pl_lr`` and ``pl_weight`` ``(rounds, N)``: eta_P and lambda of every client's PL step at the
+    end of round ``t`` (seed 004 eq. (20b)); None: the algorithm's scalars."""
 
     clients: tuple[np.ndarray, ...]
     uplink_ber: tuple[np.ndarray, ...]
     downlink_ber: np.ndarray
     n_params: int | None = None
+    pl_lr: np.ndarray | None = None
+    pl_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         clients = tuple(np.asarray(c, dtype=np.int64) for c in self.clients)
@@ -122,6 +131,17 @@ class WPFLSchedule:
         if np.any(~np.isfinite(every)) or np.any(every < 0) or np.any(every > 1):
             raise ParameterError("ber", float(every[(every < 0) | (every > 1) | ~np.isfinite(every)][0]),
                                  "[0, 1]")
+        for name, high in (("pl_lr", np.inf), ("pl_weight", 2.0)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            arr = np.asarray(value, dtype=np.float64)
+            if arr.shape != (len(clients), down.shape[1]):
+                raise ParameterError(f"{name}.shape", arr.shape, f"({len(clients)}, {down.shape[1]})")
+            bad = ~np.isfinite(arr) | (arr < 0) | (arr > high) | ((arr == 0) if name == "pl_lr" else False)
+            if bad.any():
+                raise ParameterError(name, float(arr[bad][0]), "(0, inf)" if name == "pl_lr" else "[0, 2]")
+            object.__setattr__(self, name, arr)
         object.__setattr__(self, "clients", clients)
         object.__setattr__(self, "uplink_ber", ber_up)
         object.__setattr__(self, "downlink_ber", down)
@@ -146,7 +166,7 @@ class WPFL(Algorithm):
     name = "wpfl"
 
     def __init__(self, schedule: WPFLSchedule, clip_norm: float, bits: int, local: LocalSGD, pl_lr: float,
-                 pl_weight: float, pl_clients: str = "all") -> None:
+                 pl_weight: float, pl_clients: str = "all", quantized: bool = True) -> None:
         super().__init__(schedule.rounds, local)
         if not clip_norm > 0:
             raise ParameterError("C", clip_norm, "(0, inf)")
@@ -162,6 +182,7 @@ class WPFL(Algorithm):
         self.pl_lr = float(pl_lr)
         self.pl_weight = float(pl_weight)
         self.pl_clients = pl_clients
+        self.quantized = bool(quantized)
         self.weight_decay = local.weight_decay
 
     @classmethod
@@ -178,7 +199,7 @@ class WPFL(Algorithm):
         local = LocalSGD(steps=train["local_steps"], lr=setting["eta_F"], sample_rate=setting["q"],
                          weight_decay=train["weight_decay"])
         return cls(schedule, setting["C"], setting["R"], local, setting["eta_P"], setting["lam"],
-                   setting["pl_clients"])
+                   setting["pl_clients"], setting.get("mechanism", "quantized") != "perfect_gaussian")
 
     # --- state -------------------------------------------------------------------------------------------
     def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
@@ -210,6 +231,9 @@ class WPFL(Algorithm):
         clipped, norms = clip_rows(local, self.clip_norm)
         ctx.log("clipped", float((norms > self.clip_norm).sum()))
         noisy = ctx.add_noise("uplink", clipped, clients)
+        if not self.quantized:  # the "perfect Gaussian" baseline: no quantization, no channel
+            ctx.log("uplink_element_errors", 0.0)
+            return noisy
         half = self.clip_norm + 3.0 * ctx.sigma("uplink", clients).to(torch.float64)
         chosen = self.schedule.clients[ctx.round]
         ber = self.schedule.uplink_ber[ctx.round][np.searchsorted(chosen, clients)]
@@ -219,6 +243,8 @@ class WPFL(Algorithm):
         return received
 
     def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
+        if not self.quantized:
+            return aggregate
         return quantize(aggregate.unsqueeze(0), self.clip_norm, self.bits)[0]
 
     def after_round(self, ctx: RoundContext, new_global: torch.Tensor) -> None:
@@ -241,6 +267,9 @@ class WPFL(Algorithm):
     def _downlink(self, ctx: RoundContext, rows: torch.Tensor, clients: np.ndarray, row: int, key: int
                   ) -> torch.Tensor:
         """Eq. (19) + (18): the model quantized on [-C, C] and received by each client through its BER."""
+        if not self.quantized:
+            ctx.log("downlink_element_errors", 0.0)
+            return rows.clone()
         ber = self.schedule.downlink_ber[row, clients]
         received, wrong = transmit(rows, self.clip_norm, self.bits, ber,
                                    self._rngs(ctx, "downlink_bits", key, clients))
@@ -251,19 +280,24 @@ class WPFL(Algorithm):
         """Eq. (20b) for ``learners``, ``local.steps`` mini-batch steps each, chunked as the engine does."""
         pl, received = ctx.client_state["pl"], ctx.client_state["received"]
         chunk = auto_chunk_size(ctx.model, ctx.data, ctx.options)
-        lam, local = self.pl_weight, self.local
+        local, sched = self.local, self.schedule
+        lr_all = (np.full(ctx.num_clients, self.pl_lr) if sched.pl_lr is None else sched.pl_lr[ctx.round])
+        lam_all = (np.full(ctx.num_clients, self.pl_weight) if sched.pl_weight is None
+                   else sched.pl_weight[ctx.round])
         for lo in range(0, len(learners), chunk):
             clients = learners[lo:lo + chunk]
             idx = torch.as_tensor(clients, device=ctx.device)
             batch = ctx.data.gather(clients)
             w, anchor = pl[idx].clone(), received[idx]
+            lam = torch.as_tensor(lam_all[clients], dtype=w.dtype, device=w.device).unsqueeze(1)
+            lr = torch.as_tensor(lr_all[clients], dtype=w.dtype, device=w.device).unsqueeze(1)
             for step in range(local.steps):
                 x, y, weight = select_minibatch(ctx.streams, ("pl_batch", ctx.round, step), ctx.num_clients,
                                                 clients, batch, local.batch_size, local.sample_rate)
                 g = batch_gradient(ctx.model, w, x, y, weight)
                 if local.weight_decay:
                     g = g + local.weight_decay * w
-                w = w - self.pl_lr * ((1.0 - lam / 2.0) * g + lam * (w - anchor))
+                w = w - lr * ((1.0 - lam / 2.0) * g + lam * (w - anchor))
             pl[idx] = w
 
     def _log_metrics(self, ctx: RoundContext, new_global: torch.Tensor) -> None:
