@@ -13,6 +13,9 @@ SUBPACKAGES = ["accounting", "bounds", "scheduling", "training", "validation", "
 
 @pytest.mark.slow
 def test_wheel_installs_and_imports_outside_repo(tmp_path):
+    import shutil
+
+    shutil.rmtree(REPO / "build", ignore_errors=True)  # a stale build/ would put deleted modules in the wheel
     wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheel_dir), str(REPO)], check=True, capture_output=True)
