@@ -40,6 +40,9 @@ demo: $(STAMP)
 	$(FEDBOUND) plan udp examples/udp_mnist.toml
 	@echo "== 2b. PADPFL: which impact factors, rounds, mu and noise (scenario 3 of the paper)"
 	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml
+	@echo "== 2c. WPFL: sigma_DP under proven accounting beside Theorem 1's, and one round of the min-max schedule"
+	$(FEDBOUND) plan wpfl examples/wpfl_mnist.toml
+	$(FEDBOUND) schedule wpfl examples/wpfl_mnist.toml --rounds 1
 	@echo "== 3. NbAFL bound vs T and vs K (PNG + SVG in $(DEMO_OUT))"
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs T --out $(DEMO_OUT)/nbafl_vs_T.png
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs K --set T=60 --out $(DEMO_OUT)/nbafl_vs_K.png

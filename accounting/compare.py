@@ -39,8 +39,8 @@ ASSUMES = {
                    "ln(1+q(e^eps0-1)), q*delta0); linear composition over steps",
     "moments": "Abadi et al. 2016 Thm 1 closed form, c2 = 2 (leading order of Lemma 3; needs z >= 1, "
                "q < 1/(16z), eps < c1 q^2 T with unknown c1)",
-    "udp-thm1": "seed 003 Thm 1, eq. (10): log moment linear in q (approximation; last step reversed, "
-                "spec 003 E5)",
+    "udp-thm1": "UDP (Wei et al. 2021) Theorem 1, eq. (10): log moment linear in q (an approximation; the "
+                "last step of the proof, eq. (21), bounds ln(1/delta) the wrong way)",
     "analytic": "exact: T Gaussian releases = one Gaussian with std z/sqrt(T) (q = 1 only; Balle-Wang 2018)",
     "rdp": "Renyi DP of the Poisson-subsampled Gaussian (Mironov et al. 2019), add/remove relation, "
            "improved conversion (Canonne et al. 2020)",
@@ -49,7 +49,7 @@ ASSUMES = {
     "pld": "privacy loss distribution (dp-accounting), Poisson subsampling, add/remove relation; tightest",
 }
 LABELS = {"classic": "classic, linear", "classic+bbg": "classic + BBG, linear", "moments": "moments (Abadi)",
-          "udp-thm1": "UDP Thm 1 (seed 003)", "analytic": "analytic (exact)", "rdp": "RDP, Poisson",
+          "udp-thm1": "UDP Thm 1 (Wei et al. 2021)", "analytic": "analytic (exact)", "rdp": "RDP, Poisson",
           "rdp-wor": "RDP, w/o replacement", "pld": "PLD, Poisson"}
 
 
@@ -115,7 +115,7 @@ def compare_noise(eps: float, delta: float, q: float, steps: int, *, pld: bool =
         _row("moments", lambda: moments_accountant_std(eps, delta, q, steps), False, False,
              "closed-form approximation, not a proof"),
         _row("udp-thm1", lambda: udp_theorem1_std(eps, delta, q, steps), False, False,
-             "under-delivers delta even under its own accountant (spec 003 E5)"),
+             "under-delivers delta even under its own accountant (UDP, Wei et al. 2021, eq. (21) reversed)"),
         _row("analytic", lambda: calibrate_noise(eps, delta, q, steps, "analytic"), True, True) if q == 1
         else _na("analytic", "q < 1: exact only without subsampling"),
         _row("rdp", lambda: calibrate_noise(eps, delta, q, steps, "rdp"), True, True),
@@ -146,7 +146,7 @@ def compare_epsilon(noise_multiplier: float, q: float, steps: int, delta: float,
         _row("moments", lambda: moments_accountant_epsilon(z, delta, q, steps), False, False,
              "closed-form approximation, not a proof"),
         _row("udp-thm1", lambda: udp_theorem1_epsilon(z, delta, q, steps), False, False,
-             "under-delivers delta even under its own accountant (spec 003 E5)"),
+             "under-delivers delta even under its own accountant (UDP, Wei et al. 2021, eq. (21) reversed)"),
         _row("analytic", lambda: epsilon(z, q, steps, delta, "analytic"), True, True) if q == 1
         else _na("analytic", "q < 1: exact only without subsampling"),
         _row("rdp", lambda: epsilon(z, q, steps, delta, "rdp"), True, True),

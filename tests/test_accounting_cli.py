@@ -26,7 +26,7 @@ def test_calibrate_json_nbafl_setting(capsys):
     assert rows["rdp"]["value"] == pytest.approx(rdp, rel=1e-12) and rows["rdp"]["valid"] is True
     assert rows["rdp"]["saving_percent"] == pytest.approx(100 * (1 - rdp / classic), rel=1e-12)
     assert rows["analytic"]["value"] is None  # q < 1
-    assert rows["udp-thm1"]["valid"] is False and "E5" in rows["udp-thm1"]["note"]
+    assert rows["udp-thm1"]["valid"] is False and "eq. (21)" in rows["udp-thm1"]["note"]
     assert "replace-one" in rows["rdp-wor"]["assumes"]
 
 
@@ -63,3 +63,22 @@ def test_errors_are_one_line_exit_2(capsys):
     assert "sigma" in capsys.readouterr().err
     assert main(["calibrate", "--eps", "6", "--delta", "2", "--q", "0.4", "--steps", "25"]) == 2
     assert "delta" in capsys.readouterr().err
+
+
+def test_quantized_gaussian_is_a_method_of_calibrate_and_account(capsys):
+    """WPFL's Theorem 1 as a row (with --clip C --bits R): the same numbers as fedbound.accounting, never
+    marked proven (its delta is per outcome)."""
+    import json
+
+    from fedbound.accounting import calibrate_sigma_dp, qa_gaussian_epsilon
+    from fedbound.cli import main
+
+    assert main(["calibrate", "--eps", "1", "--delta", "0.001", "--q", "0.5", "--steps", "20", "--clip", "3",
+                 "--bits", "16", "--sensitivity", "6", "--no-pld", "--no-wor", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["method"] == "quantized_gaussian")
+    assert row["sigma"] == pytest.approx(calibrate_sigma_dp(1.0, 0.001, 3.0, 16, 0.5, 20), rel=1e-12)
+    assert row["valid"] is False
+    assert main(["account", "--sigma", "4.72", "--sensitivity", "6", "--q", "0.5", "--steps", "20", "--delta",
+                 "0.001", "--clip", "3", "--no-pld", "--no-wor", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["method"] == "quantized_gaussian")
+    assert row["value"] == pytest.approx(qa_gaussian_epsilon(0.001, 3.0, 4.72, 16, 0.5, 20), rel=1e-12)

@@ -20,6 +20,31 @@ Delta = Annotated[float, typer.Option("--delta", help="Target delta, in (0, 1)."
 Sensitivity = Annotated[float, typer.Option("--sensitivity", help="L2 sensitivity (sigma = z * it).")]
 Pld = Annotated[bool, typer.Option("--pld/--no-pld", help="Include dp-accounting's PLD (exact, ~0.5-5 s).")]
 Wor = Annotated[bool, typer.Option("--wor/--no-wor", help="Include K-of-N sampling w/o replacement (RDP).")]
+Clip = Annotated[float | None, typer.Option(
+    "--clip", help="Add WPFL's quantization-assisted Gaussian mechanism (Zhao et al. 2025, Theorem 1) for "
+                   "models clipped to norm C, quantized with --bits bits.")]
+Bits = Annotated[int, typer.Option("--bits", help="Quantization bits R of the quantization-assisted "
+                                                  "Gaussian mechanism (with --clip), 1..64.")]
+
+QUANTIZED_LABEL = "quantized Gaussian (WPFL, Zhao et al. 2025, Theorem 1)"
+QUANTIZED_ASSUMES = ("R-bit quantization of a model clipped to C, sensitivity 2C, basic composition over the "
+                     "rounds; its delta is per outcome, not a set-based (eps, delta) guarantee, so it is "
+                     "NOT a proven (eps, delta)")
+
+
+def _quantized_row(value_fn, clip: float, bits: int):
+    """The WPFL row: computed by ``value_fn(C, R)``, or None with the reason as its note."""
+    from fedbound.accounting.compare import MethodRow
+    from fedbound.checks import check_int, check_real
+
+    C = float(check_real("--clip", clip, 0.0, low_open=True))
+    R = int(check_int("--bits", bits, 1, 64))
+    try:
+        value, note = float(value_fn(C, R)), ""
+    except ValueError as exc:
+        value, note = None, str(exc)
+    return MethodRow("quantized_gaussian", QUANTIZED_LABEL, value, False, False, QUANTIZED_ASSUMES, None,
+                     note or "Theorem 1's delta is a per-outcome delta")
 
 
 def _fmt(value: float | None, digits: int = 5) -> str:
@@ -55,6 +80,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         sensitivity: Sensitivity = 1.0,
         pld: Pld = True,
         wor: Wor = True,
+        clip: Clip = None,
+        bits: Bits = 16,
         json: JsonFlag = False,
     ) -> None:
         """eps certified by every accounting method for a given noise (classic, moments, RDP, PLD, ...)."""
@@ -73,6 +100,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             check_finite("noise multiplier sigma/sensitivity", z, {"--sigma": sigma, "--sensitivity": s},
                          positive=True)
         rows = compare_epsilon(z, q, steps, delta, pld=pld, without_replacement=wor)
+        if clip is not None:
+            from fedbound.accounting import qa_gaussian_epsilon
+
+            rows = (*rows, _quantized_row(
+                lambda C, R: qa_gaussian_epsilon(delta, C, z * s, R, q, steps), clip, bits))
         inputs = {"noise_multiplier": z, "sigma": z * s, "sensitivity": s, "q": q, "steps": steps,
                   "delta": delta}
         if json:
@@ -92,6 +124,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         sensitivity: Sensitivity = 1.0,
         pld: Pld = True,
         wor: Wor = True,
+        clip: Clip = None,
+        bits: Bits = 16,
         json: JsonFlag = False,
     ) -> None:
         """Noise each accounting method needs for (eps, delta) over the rounds; the saving over classic."""
@@ -101,6 +135,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         s = float(check_real("--sensitivity", sensitivity, 0.0, low_open=True))
         rows = compare_noise(eps, delta, q, steps, pld=pld, without_replacement=wor)
+        if clip is not None:
+            from fedbound.accounting import calibrate_sigma_dp
+
+            rows = (*rows, _quantized_row(
+                lambda C, R: calibrate_sigma_dp(eps, delta, C, R, q, steps) / s, clip, bits))
         inputs = {"eps": eps, "delta": delta, "q": q, "steps": steps, "sensitivity": s}
         for r in rows:
             if r.value is not None:
