@@ -1,4 +1,4 @@
-"""Seed 000 optimisers (fedbound.scheduling.dppfl): spec 000 Sec. 8.3 vectors, brute-force oracles, the plan."""
+"""Seed 000 optimisers (fedbound.scheduling.dppfl): spec 000 Sec. 8.3 vectors, brute-force oracles, plan."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_optimal_T_spec_83(key):
     T_star, value, sigma, below, above = OPT_T[key]
     res = sd.optimal_T({**SCEN, "S": S, "bound": bound})
     assert abs(res.x - T_star) <= 2 and res.success
-    if res.x == T_star:  # the spec's tolerance is +-2 on T*; the values at the spec's T* are regression values
+    if res.x == T_star:  # spec: T* +-2; values at its T* are regressions
         assert res.fun == pytest.approx(value, rel=1e-6)
         assert res.evidence["sigma_at_T_opt"] == pytest.approx(sigma, rel=1e-6)
         if below is not None:
