@@ -162,3 +162,26 @@ def test_poisson_minibatches_have_the_expected_size_and_weights():
         torch.testing.assert_close(nonzero, torch.full_like(nonzero, 1 / (0.2 * 50)))
         total += float((w > 0).sum())
     assert abs(total / 300 - 10.0) < 4 * np.sqrt(50 * 0.2 * 0.8 / 300)
+
+
+@pytest.mark.parametrize("n", [1, 64, 256, 300])
+def test_cnn_3conv_last_hidden_width_spec000_count(n):
+    """Spec 000 Sec. 6 / Fig. 6(b): the CIFAR-10 CNN with n last-hidden neurons has 895,242 + 139 n
+    parameters (n = 256: the default 930,826), and torch.nn agrees with the flat layout."""
+    model = build_model("cnn_3conv", (3072,), 10, image_shape=(3, 32, 32), last_hidden=n)
+    assert model.n_params == 895_242 + 139 * n
+    assert sum(p.numel() for p in model.to_module().parameters()) == model.n_params
+
+
+def test_last_hidden_runs_and_is_checked():
+    model = build_model("cnn_2conv", (784,), 10, image_shape=(1, 28, 28), last_hidden=7)
+    flat = model.init(torch.Generator().manual_seed(0), torch.float64).unsqueeze(0)
+    x = torch.randn(1, 2, 784, dtype=torch.float64)
+    assert model(flat, x).shape == (1, 2, 10)
+    module = model.to_module().double()
+    torch.nn.utils.vector_to_parameters(flat[0], module.parameters())
+    torch.testing.assert_close(module(x[0]), model(flat, x)[0])
+    with pytest.raises(ConfigError, match="last_hidden"):
+        build_model("cnn_3conv", (3072,), 10, image_shape=(3, 32, 32), last_hidden=0)
+    with pytest.raises(ConfigError, match="last_hidden"):
+        build_model("cnn_1conv", (64,), 10, image_shape=(1, 8, 8), last_hidden=5)
