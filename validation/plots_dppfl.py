@@ -30,6 +30,13 @@ def _bound_name(s: Mapping[str, Any]) -> str:
     return "Theorem 3, eq. (32)" if s.get("bound", "nonconvex") == "nonconvex" else "Theorem 2, eq. (31)"
 
 
+def _log_axes(ax: Any, xlabel: str, T: int) -> None:
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"bound at T = {T}")
+
+
 def _rounds(s: Mapping[str, Any], variant: str) -> int:
     return int(s["T"]) if s.get("T") else int(sched.optimal_T(s, variant).x)
 
@@ -62,10 +69,7 @@ def draw_eps(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> st
                                                     rtol=1e-8) for e in eps_grid])
         ev = sched.bound_curve(s, T, sig, variant)
         ax.plot(eps_grid, _y(ev), label=f"delta = {d:g}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("privacy budget eps")
-    ax.set_ylabel(f"bound at T = {T}")
+    _log_axes(ax, "privacy budget eps", T)
     return f"DP-PFL (Wei et al. 2023), {_bound_name(s)} against eps (sigma*(eps) from Theorem 1)"
 
 
@@ -85,10 +89,7 @@ def draw_C(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
         if not clip.at_lower_edge:
             val = float(sched.bound_curve({**s, "C": clip.x}, T, sig, v).value)
             ax.plot([clip.x], [val], "o", color=ax.get_lines()[-1].get_color(), label=f"_C* {v}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("clipping threshold C")
-    ax.set_ylabel(f"bound at T = {T}")
+    _log_axes(ax, "clipping threshold C", T)
     return f"DP-PFL (Wei et al. 2023), {_bound_name(s)} against the clipping threshold (Lemma 4)"
 
 
@@ -108,10 +109,7 @@ def draw_S(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
     if s.get("a0") is not None and s.get("kappa") is not None:
         psi = s["a0"] * grid ** (-s["kappa"]) + _y(sched.bound_curve({**s, "S": grid}, T, sig, variant))
         ax.plot(grid, psi, "--", label=f"Psi(S) = {s['a0']:g} S^-{s['kappa']:g} + bound (extension)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("model size S (parameters)")
-    ax.set_ylabel(f"bound at T = {T}")
+    _log_axes(ax, "model size S (parameters)", T)
     return f"DP-PFL (Wei et al. 2023), {_bound_name(s)} against the model size (Remark 3)"
 
 
