@@ -286,3 +286,30 @@ def test_theorem1_against_opacus():
         rdp = compute_rdp(q=q, noise_multiplier=s, steps=2 * T * tau0, orders=list(dp.OPACUS_ORDERS))
         eps, _ = get_privacy_spent(orders=list(dp.OPACUS_ORDERS), rdp=rdp, delta=1e-3)
         assert dp.rdp_pfl_epsilon(T, tau0, q, s, q, s, 1e-3)[0] == pytest.approx(eps, rel=1e-8)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(S=st.integers(1, 10**7), sigma=st.floats(0.01, 50), C=st.floats(0.01, 50))
+def test_theta_parity_ratio_property(S, sigma, C):
+    """E14 for any S: the printed Theta is exactly 2x (odd S) or 4x (even S) E||n||, and linear in sigma C."""
+    ratio = dp.noise_norm_paper(S, sigma, C) / dp.noise_norm_exact(S, sigma, C)
+    assert ratio == pytest.approx(2.0 if S % 2 else 4.0, rel=1e-12)
+    assert dp.noise_norm_exact(S, sigma, C) == pytest.approx(sigma * C * dp.noise_norm_exact(S, 1.0, 1.0),
+                                                             rel=1e-12)
+
+
+@settings(max_examples=6, deadline=None)
+@given(Ts=st.lists(st.integers(1, 300), min_size=1, max_size=4), q=st.floats(0.01, 0.6),
+       eps=st.floats(0.5, 10), ratio=st.sampled_from([1.0, 0.5, 3.0]))
+def test_vectorised_sigma_star_is_the_smallest_feasible_sigma(Ts, q, eps, ratio):
+    """sigma*(T) for an array of T: each entry meets eps (eq. (12)) and 1 - 1e-8 of it does not."""
+    sig = dp.noise_multiplier_curve(eps, 1e-4, np.array(Ts), 2, q, q / 2, ratio, rtol=1e-10)
+    assert sig.shape == (len(Ts),)
+    for T, s in zip(Ts, sig, strict=True):
+        assert dp.rdp_pfl_epsilon(T, 2, q, s, q / 2, ratio * s, 1e-4)[0] <= eps
+        low = s * (1 - 1e-8)
+        assert dp.rdp_pfl_epsilon(T, 2, q, low, q / 2, ratio * low, 1e-4)[0] > eps

@@ -223,3 +223,20 @@ def test_registration_section_and_plots():
         assert "DP-PFL" in title and len(labelled) >= 2
         assert all(np.isfinite(np.asarray(ln.get_ydata(), dtype=float)).any() for ln in labelled)
         plt.close(fig)
+
+
+def test_plan_without_T_and_with_the_outer_noise_split():
+    """No T in the settings: the plan still recommends T*; with outer_noise (E18) at q = 1 the recommended
+    split differs from 50/50, lowers the bound and spends exactly the budget."""
+    s = {**SET_C, "bound": "nonconvex", "T_max": 300}
+    s.pop("Dbar")
+    p = sd.plan(s, "outer_noise")
+    rec = p.recommendation
+    assert "T" not in p.data and rec.T >= 1
+    r = rec.extra["noise_multiplier_outer"] / rec.extra["noise_multiplier"]
+    assert r != pytest.approx(1.0, rel=1e-3)
+    assert p.optima["split"].fun < p.optima["split"].evidence["bound_50_50"]
+    spent, _ = dp.rdp_pfl_epsilon(rec.T, 3, 1.0, rec.extra["noise_multiplier"], 1.0,
+                                  rec.extra["noise_multiplier_outer"], 1e-3)
+    assert spent == pytest.approx(4.0, rel=1e-6) and spent <= 4.0 * (1 + 1e-9)
+    assert any("sigma_out/sigma_in" in d for d in p.differences)
