@@ -6,11 +6,11 @@ from __future__ import annotations
 from fedbound.registry import Paper, field_from_param
 
 ANALYSIS_DEFAULTS = {"L": 1.0, "rho": 1.0, "B": 1.0, "lam": 1.0, "l": 0.5, "eps_het": 0.1, "gamma_het": 0.1,
-                     "sigma_G": 1.0, "sigma_H": 1.0, "Delta0": 10.0, "S": 159010, "m": 300}
+                     "sigma_G": 1.0, "sigma_H": 1.0, "Delta0": 10.0, "S": 159010, "m": 300, "N": 30}
 """Constants assumed when not given (the paper reports none): spec 000 Sec. 8's illustrative analysis
-constants
-(for which l' > 0 and 0 < beta < 2/L' hold at eta = beta = 0.01), the 784-200-10 MLP's S = 159,010 and the
-paper's 300 support samples per client."""
+constants (for which l' > 0 and 0 < beta < 2/L' hold at eta = beta = 0.01), the 784-200-10 MLP's
+S = 159,010, the paper's 300 support samples per client and its 30 source clients (N only labels the
+recommendation: all source clients train every round)."""
 
 
 def section():
