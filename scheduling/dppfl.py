@@ -399,7 +399,7 @@ def optimal_split(
             lambda lr: _split_value(settings, math.exp(lr), variant, method)[0],
             bounds=tuple(math.log(b) for b in r_bounds),
             method="bounded",
-            options={"xatol": 1e-3},
+            options={"xatol": 5e-3},
         )
         r = math.exp(float(res.x))
         val, sig = _split_value(settings, r, variant, method)
