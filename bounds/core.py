@@ -42,7 +42,7 @@ from fedbound.checks import check_int, check_real, interval
 from fedbound.errors import DomainError, FedboundWarning, ParameterError, VacuousBoundWarning
 
 __all__ = ["Param", "Condition", "Definition", "Variant", "Source", "Notation", "Theorem", "Evaluation",
-           "SEVERITIES", "PAPER"]
+           "Comparison", "MissingInputError", "SEVERITIES", "PAPER"]
 
 PAPER = "paper"
 SEVERITIES = ("undefined", "required", "caveat", "vacuous")
@@ -215,6 +215,26 @@ def _resolve(expr: sp.Basic, defs: Mapping[sp.Symbol, Definition]) -> sp.Basic:
     raise RecursionError("definitions are cyclic")
 
 
+class MissingInputError(ParameterError):
+    """A formula needs a parameter that was not given: says "needs NAME", its meaning and its range."""
+
+    def __init__(self, param: Param, where: str) -> None:
+        self.param_doc = param.doc
+        super().__init__(param.name, None, param.valid_range())
+        self.args = (f"{where} needs {param.name} ({param.doc}): give a value in {param.valid_range()}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class Comparison(dict):
+    """``{variant: Evaluation}`` of :meth:`Theorem.compare`, plus ``skipped``: variants left out and why."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: dict[str, str] = {}
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """A formula's value with explicit flags; arrays where the inputs were arrays.
@@ -381,8 +401,7 @@ class Theorem:
         args = []
         for p in self.parameters(variant):
             if p.name not in values or values[p.name] is None:
-                raise ParameterError(p.name, None, p.valid_range(),
-                                     hint=f"{self.name} (variant {variant}) needs {p.name}: {p.doc}")
+                raise MissingInputError(p, f"{self.name} (variant {variant})")
             args.append(p.check(values[p.name]))
         unknown = [k for k in values if k not in self.notation.params]
         if unknown:
@@ -477,10 +496,23 @@ class Theorem:
         return self.evaluate(values, variant=variant, **kw).require()
 
     def compare(self, values: Mapping[str, Any] | None = None, /, *, variants: Iterable[str] | None = None,
-                **kw: Any) -> dict[str, Evaluation]:
-        """The paper reading and each variant side by side."""
+                **kw: Any) -> Comparison:
+        """The paper reading and each variant side by side.
+
+        A variant that needs a parameter the values do not hold (e.g. ``d`` for a noise dimension) is left
+        out and listed in ``Comparison.skipped`` with what it needs, unless it was asked for by name.
+        """
+        values = {**(values or {}), **kw}
         names = [PAPER, *(self.variants() if variants is None else variants)]
-        return {v: self.evaluate(values, variant=v, **kw) for v in names}
+        out = Comparison()
+        for v in names:
+            try:
+                out[v] = self.evaluate(values, variant=v)
+            except MissingInputError as exc:
+                if variants is not None:
+                    raise
+                out.skipped[v] = f"needs {exc.name}: {exc.param_doc}"
+        return out
 
     # -- rendering ---------------------------------------------------------------------------------------
     def latex(self, variant: str = PAPER, expand: bool = False) -> str:

@@ -34,7 +34,7 @@ treats it as continuous in (15)); N, K, m, L are integers >= 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,6 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 from fedbound.checks import check_real, scalar_or_array
-from fedbound.config import Field, Section
 from fedbound.errors import ClassicGaussianRangeWarning, DomainError, ParameterError
 
 SEED = "002"
@@ -94,8 +93,9 @@ def _define(name: str, expr: sp.Expr, doc: str = "", conditions: Sequence[Condit
 
 def _classic(name: str, per_release: sp.Expr, what: str) -> Condition:
     return Condition(name, sp.Lt(per_release, 1), "caveat",
-                     f"the classic Gaussian mechanism is proven only for a per-release epsilon < 1 ({what}; "
-                     "spec 002 E6): the privacy guarantee is heuristic here, compare the tight sigma",
+                     "the classic Gaussian mechanism NbAFL (Wei et al. 2020) uses (Sec. II-C) is proven "
+                     f"only for a per-release epsilon < 1 ({what}): the privacy guarantee is heuristic "
+                     "here, compare the tight sigma",
                      "eps", f"{what} < 1", ClassicGaussianRangeWarning)
 
 
@@ -108,8 +108,9 @@ ds_D = _define(r"\Delta s_D", 2 * C / (m * N), "downlink sensitivity 2C/(mN) (9)
 UPLINK_CLASSIC = _classic("classic_uplink", eps / L, "per-exposure eps/L")
 DOWNLINK_CLASSIC = Condition(
     "classic_downlink", sp.Or(T <= L * sp.sqrt(N), eps < T), "caveat",
-    "the classic Gaussian mechanism is proven only for a per-release epsilon < 1 (per-broadcast eps/T; spec "
-    "002 E6): the privacy guarantee is heuristic here, compare the tight sigma", "eps",
+    "the classic Gaussian mechanism of NbAFL (Wei et al. 2020), eq. (10), is proven only for a per-release "
+    "epsilon < 1 (per-broadcast eps/T): the privacy guarantee is heuristic here, compare the tight sigma",
+    "eps",
     "eps/T < 1 where the server adds noise", ClassicGaussianRangeWarning)
 sigma_U = _define(r"\sigma_U", c * L * ds_U / eps, "uplink noise std (F10)", [UPLINK_CLASSIC])
 sigma_D = _define(r"\sigma_D", sp.Piecewise((2 * c * C * sp.sqrt(T**2 - L**2 * N) / (m * N * eps),
@@ -121,8 +122,8 @@ lam0 = _define(r"\lambda_0", rho / 2, "Lemma 3 (12)")
 lam1 = _define(r"\lambda_1", 1 / mu + rho * B / mu, "Lemma 3 (12)")
 lam2 = _define(r"\lambda_2", -1 / mu + rho * B / mu**2 + rho * B**2 / (2 * mu**2), "Lemma 3 (12)")
 P_REQUIRED = Condition("0<P<1", sp.And(_sym("P") > 0, _sym("P") < 1), "required",
-                       "Theorem 2 needs 0 < P = 1 + 2 l lambda_2 < 1, i.e. mu > rho B (1 + B/2) and "
-                       "2 l |lambda_2| < 1 (spec 002 E20)", "P", "(0, 1)")
+                       "Theorem 2 of NbAFL (Wei et al. 2020), eq. (14), needs 0 < P = 1 + 2 l lambda_2 < 1, "
+                       "i.e. mu > rho B (1 + B/2) and 2 l |lambda_2| < 1", "P", "(0, 1)")
 P = _define("P", 1 + 2 * l * lam2, "contraction factor of Theorem 2", [P_REQUIRED])
 kappa1 = _define(r"\kappa_1", lam1 * beta * c * C / (m * (1 - P)) * sp.sqrt(2 / (N * sp.pi)),
                  "Theorem 2 (14)")
@@ -136,18 +137,26 @@ h = _define("h", P**T * Theta + one_minus_PT / (1 - P) * (lam1 * beta * En1 + la
 T_Theta = _define("T_Theta", eps * (-kappa1 + sp.sqrt(kappa1**2 + 4 * kappa0 * Theta)) / (2 * kappa0),
                   "g(T_Theta) = Theta: the bracket of T* (F21)")
 
-DOMAIN_60 = Condition("(60)", sp.Gt(N / K * expm1(-eps / T), -1), "undefined",
-                      "Lemma 4's amplification factor b (and Theorem 3's bound) is defined only for "
-                      "T > eps/(-ln(1 - K/N)) (spec 002 F28, condition (60))", "T", "T > eps/(-ln(1 - K/N))")
+DOMAIN_60 = Condition("(60)", sp.Or(K > N, eps / T + sp.log(1 - K / N) < 0), "undefined",
+                      "Lemma 4's amplification factor b (and Theorem 3's bound) of NbAFL (Wei et al. 2020) "
+                      "is defined only for T > eps/(-ln(1 - K/N)) (condition (60))", "T",
+                      "T > eps/(-ln(1 - K/N))")
 K_LE_N = Condition("K<=N", sp.Le(K, N), "required", "at most N clients can be scheduled", "K", "K <= N")
 q = _define("q", K / N, "sampling probability K/N (F24)", [K_LE_N])
-u = _define("u", -log1p(expm1(-eps / T) / q), "per-round amplified budget b eps/T (F25)")
+# u = -ln(1 + (e^{-eps/T} - 1)/q), written as eps/T + ln q - ln(1 - (1 - q) e^{eps/T}) so that q = 1 (K = N)
+# gives exactly eps/T at any eps/T (the printed form rounds 1 + (e^{-x} - 1) to 0 for x > 37)
+u = _define("u", eps / T + sp.log(q) - log1p(-sp.exp(eps / T + sp.log(1 - q))),
+            "per-round amplified budget b eps/T (F25)")
 b = _define("b", T * u / eps, "Lemma 4 amplification factor (16)")
-gamma = _define(r"\gamma", -log1p(q * expm1(-eps / (L * sp.sqrt(K)))), "Lemma 4 threshold (16)")
+# gamma = -ln(1 + q (e^{-y} - 1)) = -ln((1 - q) + q e^{-y}): a sum of two non-negative terms, exact at q = 1
+# for any y (the printed log1p form rounds 1 + (-1 + e^{-y}) to 0 there once y > 37)
+gamma = _define(r"\gamma", -sp.log((N - K) / N + q * sp.exp(-eps / (L * sp.sqrt(K)))),
+                "Lemma 4 threshold (16)")
 ds_DK = _define(r"\Delta s_D^{(K)}", 2 * C / (m * K), "downlink sensitivity with p_i = 1/K")
 K_CLASSIC = Condition("(64)", sp.Or(T <= eps / gamma, u < 1), "caveat",
-                      "the classic Gaussian constant is proven per round only for b eps/T < 1 (spec 002 F28, "
-                      "condition (64))", "T", "T > eps/(-ln(1 - q + q/e))", ClassicGaussianRangeWarning)
+                      "the classic Gaussian constant of NbAFL (Wei et al. 2020), Lemma 4, is proven per "
+                      "round only for b eps/T < 1 (condition (64))", "T", "T > eps/(-ln(1 - q + q/e))",
+                      ClassicGaussianRangeWarning)
 sigma_DK = _define(r"\sigma_D^{(K)}", sp.Piecewise(
     (2 * c * C * sp.sqrt(T**2 / b**2 - L**2 * K) / (m * K * eps), T > eps / gamma), (0, True)),
     "server noise std under K-scheduling, Lemma 4 (16)", [K_CLASSIC])
@@ -159,8 +168,8 @@ alpha1 = _define(r"\alpha_1", 1 + 2 * rho * B / mu + 2 * rho * B * sp.sqrt(K) / 
 alpha2 = _define(r"\alpha_2", (rho * B**2 / 2 + rho * B + rho * B**2 / K + 2 * rho * B**2 / sp.sqrt(K)
                               + mu * B / sp.sqrt(K) - mu) / mu**2, "Theorem 3 (84)")
 Q_REQUIRED = Condition("0<Q<1", sp.And(_sym("Q") > 0, _sym("Q") < 1), "required",
-                       "Theorem 3 needs 0 < Q = 1 + 2 l alpha_2 < 1 (alpha_2 < 0 needs K > B^2; spec 002 "
-                       "F33, E15)", "Q", "(0, 1)")
+                       "Theorem 3 of NbAFL (Wei et al. 2020), eq. (17), needs 0 < Q = 1 + 2 l alpha_2 < 1 "
+                       "(alpha_2 < 0 needs K > B^2)", "Q", "(0, 1)")
 Q = _define("Q", 1 + 2 * l * alpha2, "contraction factor of Theorem 3", [Q_REQUIRED])
 s_K = _define("s_K", c * C / (m * K * u), "scalar noise std implicit in (17) (F32)")
 h_K = _define("h_K", Q**T * Theta + (-expm1(T * sp.log(Q))) / (1 - Q)
@@ -261,28 +270,6 @@ K_BOUND_DT = K_BOUND.derivative("T")
 THEOREMS.update({"bound_dT": BOUND_DT, "bound_d2T": BOUND_D2T, "k_bound_dT": K_BOUND_DT})
 VARIANTS = tuple(NOTATION.variants)
 LOSS_CONSTANTS = ("Theta", "l", "beta", "rho", "B", "mu")
-
-# ---------------------------------------------------------------------------------------------------------
-# Configuration section [nbafl]
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _field(name: str, default: Any = None, optional: bool = False, extra: str = "") -> Field:
-    p = NOTATION.params[name]
-    kw: dict[str, Any] = {"low": p.low, "high": p.high, "low_open": p.low_open, "high_open": p.high_open}
-    if default is not None:
-        kw["default"] = default
-    if optional:
-        kw["default"] = None
-    return Field(name, int if p.integer else float, doc=p.doc + extra, optional=optional, **kw)
-
-
-CONFIG_SECTION = Section("nbafl", (
-    _field("N"), _field("K", optional=True, extra=" (optional: K-client scheduling, Theorem 3)"),
-    _field("T", optional=True, extra=" (optional: otherwise the optimal T is used)"),
-    _field("m"), _field("C"), _field("eps"), _field("delta"), _field("L", default=1),
-    *(_field(k) for k in LOSS_CONSTANTS),
-), doc="NbAFL setting in spec 002's notation (seed 002)")
 
 # ---------------------------------------------------------------------------------------------------------
 # Plain-number functions
@@ -683,13 +670,48 @@ def sigma_downlink_k_tight(eps: float, delta: float, C: float, m: int, N: int, K
     return math.sqrt(max(agg**2 - up**2, 0.0))
 
 
-def settings_from_config(section: dict[str, Any]) -> dict[str, Any]:
-    """The [nbafl] table as theorem parameters (drops unset optional keys)."""
-    return {k: v for k, v in section.items() if v is not None}
+def noise(setting: Mapping[str, Any], T: float, method: str = "paper") -> dict[str, float]:
+    """Noise std per stage for ``T`` rounds: ``{"uplink": sigma_U, "server": sigma_D}``.
+
+    The one place that decides NbAFL's noise (the planner and ``fedbound train nbafl`` both call it).
+    ``method="paper"``: sigma_U of Sec. III-A (spec F10) and Theorem 1's sigma_D, seed 002 eq. (10); under
+    K-of-N scheduling (``K < N`` in ``setting``) Lemma 4's sigma_D, eq. (16).  ``method="tight"``: their
+    exact counterparts through fedbound.accounting (:func:`sigma_uplink_tight`,
+    :func:`sigma_downlink_tight`, :func:`sigma_downlink_k_tight`).  Classic-mechanism caveats are emitted as
+    warnings.
+    """
+    if method not in NOISE_METHODS:
+        raise ParameterError("method", method, "one of " + ", ".join(NOISE_METHODS))
+    eps_, delta_, C_, m_, N_ = (setting[k] for k in ("eps", "delta", "C", "m", "N"))
+    L_ = setting.get("L", 1)
+    K_ = setting.get("K")
+    scheduled = K_ is not None and K_ < N_
+    if method == "paper":
+        up = sigma_uplink(eps_, delta_, C_, m_, L_)
+        down = (sigma_downlink_k(eps_, delta_, C_, m_, N_, K_, T, L_) if scheduled
+                else sigma_downlink(eps_, delta_, C_, m_, N_, T, L_))
+    else:
+        up = sigma_uplink_tight(eps_, delta_, C_, m_, L_)
+        down = (sigma_downlink_k_tight(eps_, delta_, C_, m_, N_, K_, int(round(max(T, 1))), L_) if scheduled
+                else sigma_downlink_tight(eps_, delta_, C_, m_, N_, T, L_))
+    return {"uplink": float(up), "server": float(down)}
+
+
+NOISE_METHODS = ("paper", "tight")
+
+
+def with_tight_z(setting: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    """``setting`` plus ``z`` (:func:`tight_noise_multiplier` of its eps, delta) when ``variant`` uses the
+    ``tight`` reading and no ``z`` is given, so ``--variant tight`` needs nothing extra."""
+    out = dict(setting)
+    if "tight" in NOTATION.variant_names(variant) and out.get("z") is None:
+        out["z"] = tight_noise_multiplier(out["eps"], out["delta"])
+    return out
 
 
 __all__ = [
-    "NOTATION", "PARAMS", "THEOREMS", "VARIANTS", "CONFIG_SECTION", "LOSS_CONSTANTS",
+    "NOTATION", "PARAMS", "THEOREMS", "VARIANTS", "LOSS_CONSTANTS", "noise", "NOISE_METHODS",
+    "with_tight_z",
     "GAUSSIAN_C", "SIGMA_UPLINK", "SIGMA_DOWNLINK", "SIGMA_AGGREGATE", "CONTRACTION_P", "BOUND", "BOUND_EQ14",
     "BOUND_DT", "BOUND_D2T", "BOUND_D2T_EQ15", "T_THETA", "KSCHED_U", "KSCHED_B", "KSCHED_GAMMA",
     "SIGMA_DOWNLINK_K", "SIGMA_AGGREGATE_K", "S_K", "CONTRACTION_Q", "K_BOUND", "K_BOUND_DT",
@@ -702,7 +724,7 @@ __all__ = [
     "ksched_gaussian_valid", "sigma_downlink_k", "sigma_aggregate_k", "ksched_alphas", "contraction_Q",
     "k_bound", "privacy_loss_ratio", "gaussian_tail_bound", "tight_noise_multiplier", "sigma_uplink_tight",
     "sigma_aggregate_tight", "sigma_downlink_tight", "sigma_aggregate_k_tight", "sigma_downlink_k_tight",
-    "settings_from_config", "DomainError",
+    "DomainError",
 ]
 
 

@@ -5,8 +5,9 @@ Typer (with rich) gives typed options, ``--help`` on every command and readable 
 adding a command never touches this file.  Command modules import heavy libraries (torch, cvxpy, sympy
 models) inside the command functions so that ``fedbound --help`` stays fast.
 
-Groups shared by several papers (``fedbound plan nbafl``, ``fedbound plan udp`` ...) are created here and
-handed to the modules in ``groups``.
+Commands that act on a paper (``fedbound plan PAPER``, ``plot``, ``claims``, ``train``) take the paper's name
+as an argument and look it up in the paper registry (fedbound.registry): no command names a paper.
+``groups`` is handed to the modules for sub-command groups a module wants to share.
 """
 
 from __future__ import annotations
@@ -28,15 +29,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-GROUP_HELP = {
-    "plan": "Optimal design for one paper's setting: sigma's, T*, K*, the bound, validity warnings.",
-    "plot": "Plot a paper's bound against one variable (PNG and SVG).",
-    "claims": "Check every declared claim of a paper's theorems: holds, or fails in a region.",
-}
 groups: dict[str, typer.Typer] = {}
-for _name, _help in GROUP_HELP.items():
-    groups[_name] = typer.Typer(help=_help, no_args_is_help=True)
-    app.add_typer(groups[_name], name=_name)
 
 
 def _version_callback(value: bool) -> None:

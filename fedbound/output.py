@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["to_jsonable", "print_json", "print_table", "print_warnings", "console"]
+__all__ = ["to_jsonable", "print_json", "print_table", "print_warnings", "print_plan", "console"]
 
 
 def to_jsonable(obj: Any, where: str = "$") -> Any:
@@ -89,3 +89,45 @@ def print_warnings(warnings: Sequence[str]) -> None:
 
     for w in warnings:
         con.print(Text("warning: ", style="yellow") + Text(str(w)), highlight=False)
+
+
+def _num(value: Any) -> str:
+    """A number for people; a per-client array as its range."""
+    import numpy as np
+
+    if value is None:
+        return "undefined"
+    arr = np.asarray(value, dtype=float) if not isinstance(value, str) else None
+    if arr is not None and arr.ndim:
+        lo, hi = float(arr.min()), float(arr.max())
+        return f"{lo:.6g} per client" if lo == hi else f"{lo:.6g} .. {hi:.6g} per client"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def print_plan(plan: Any) -> None:
+    """Any paper's Plan (fedbound.scheduling.results): the recommendation first, then the paper's answer
+    beside the tight one, the differences, the assumed defaults and every warning."""
+    from rich.text import Text
+
+    con = console()
+    rec = plan.recommendation
+    con.print(Text(f"{plan.title} (variant {plan.variant})", style="bold"), highlight=False)
+    con.print(Text("Recommendation", style="bold green"), highlight=False)
+    clients = f"K = {rec.K} clients per round" if rec.K is not None else "all clients every round"
+    lines = [f"T = {rec.T} rounds, {clients}",
+             "noise std per coordinate: " + ", ".join(f"{k} {_num(v)}" for k, v in rec.sigma.items()),
+             f"predicted bound: {_num(rec.bound)}",
+             f"accounting: {rec.accounting}", f"why: {rec.why}"]
+    lines += [f"rests on: {p}" for p in rec.premises]
+    for line in lines:
+        con.print(Text("  " + line), highlight=False)
+    print_table("The paper's answer and the tight one", ["quantity", "paper", "tight", "note"],
+                [[r.quantity, r.paper, r.tight, r.note] for r in plan.rows], caption=plan.caption or None)
+    if plan.differences:
+        con.print(Text("Differences from the paper's answer", style="bold"), highlight=False)
+        for d in plan.differences:
+            con.print(Text(f"  - {d}"), highlight=False)
+    if plan.assumed:
+        con.print(Text("assumed (documented defaults, not given): " + ", ".join(plan.assumed)),
+                  highlight=False)
+    print_warnings(plan.warnings)

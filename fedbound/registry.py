@@ -42,14 +42,15 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, FedboundWarning
 
-__all__ = ["Paper", "papers", "get", "names", "resolve", "field_from_param"]
+__all__ = ["Paper", "Setting", "papers", "get", "names", "resolve", "field_from_param"]
 
 CAPABILITIES = ("plan", "plot", "claims", "train")
 
@@ -66,6 +67,42 @@ def resolve(ref: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """A paper's validated setting: ``values`` (unset optional keys dropped, defaults filled in), the keys
+    taken from the paper's documented defaults (``assumed``) and notes (e.g. an alias was used)."""
+
+    values: dict[str, Any]
+    assumed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
+    """A Section that also accepts ``aliases`` (old key -> key), in files and in ``--set``."""
+    from fedbound.config import Section
+
+    if not aliases:
+        return section
+
+    class AliasedSection(Section):
+        def __contains__(self, key: str) -> bool:
+            return key in aliases or super().__contains__(key)
+
+        def validate(self, raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+            table = dict(raw)
+            for old, new in aliases.items():
+                if old in table:
+                    if new in table:
+                        raise ConfigError(f"{source}: [{self.name}] sets both {old!r} and {new!r}; {old!r} "
+                                          f"is an alias of {new!r}, keep one")
+                    table[new] = table.pop(old)
+                    warnings.warn(f"[{self.name}] {old} is accepted as an alias of {new}", FedboundWarning,
+                                  stacklevel=2)
+            return super().validate(table, source)
+
+    return AliasedSection(section.name, section.fields, section.doc)
+
+
+@dataclass(frozen=True)
 class Paper:
     """One registered paper: identity, config section and (lazy) references to its pieces.
 
@@ -74,6 +111,8 @@ class Paper:
     claims and optimiser claims, all in one list).  ``noise``/``planner``/``plots``/``recipe``: references
     (``None``: not supported).  ``defaults``: documented values assumed for keys the user did not give when
     planning without a file (the plan says which were assumed).  ``aliases``: ``{old key: key}``.
+    ``example``: a complete setting (with ``defaults``) that plans and plots: the paper's own experiment,
+    used by the tests over the registry and as the explorer's starting point.
     """
 
     name: str
@@ -84,7 +123,7 @@ class Paper:
     venue: str
     year: int
     section: Any
-    theorems: str
+    theorems: str | None = None
     claims: tuple[str, ...] = ()
     noise: str | None = None
     planner: str | None = None
@@ -93,6 +132,7 @@ class Paper:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     aliases: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""
+    example: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def citation(self) -> str:
@@ -105,9 +145,29 @@ class Paper:
 
     @cached_property
     def config_section(self) -> Any:
-        """The ``[NAME]`` Section (built on first use)."""
+        """The ``[NAME]`` Section (built on first use; accepts the paper's aliases)."""
         obj = resolve(self.section)
-        return obj() if callable(obj) and not hasattr(obj, "fields") else obj
+        return _with_aliases(obj() if callable(obj) and not hasattr(obj, "fields") else obj, self.aliases)
+
+    def load_setting(self, config: Any = None, overrides: Any = ()) -> Setting:
+        """The ``[NAME]`` section of a TOML file (or none) with ``--set`` overrides, validated, unset optional
+        keys dropped and the documented defaults filled in (listed in ``Setting.assumed``)."""
+        from fedbound.config import load_config
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", FedboundWarning)
+            cfg = load_config(config, [self.config_section], list(overrides))
+        values = {k: v for k, v in cfg[self.name].items() if v is not None}
+        assumed = tuple(k for k in self.defaults if k not in values)
+        values.update({k: self.defaults[k] for k in assumed})
+        return Setting(values, assumed, tuple(dict.fromkeys(str(w.message) for w in caught)))
+
+    def variants(self, variant: str = "paper") -> tuple[str, ...]:
+        """The named readings ``variant`` combines (ParameterError for an unknown one); all of them when
+        ``variant`` is "paper"."""
+        notation = resolve(self.theorems).NOTATION
+        names = notation.variant_names(variant)
+        return names or tuple(notation.variants)
 
     def load(self, what: str) -> Any:
         """The object behind a reference: ``noise``, ``planner``, ``plots``, ``recipe`` or ``theorems``."""
@@ -140,7 +200,7 @@ class Paper:
         return {"name": self.name, "seed": self.seed, "short": self.short, "title": self.title,
                 "authors": self.authors, "venue": self.venue, "year": self.year, "citation": self.citation,
                 "summary": self.summary, "supports": list(self.supports), "config_section": self.name,
-                "keys": self.keys()}
+                "keys": self.keys(), "example": dict(self.example)}
 
 
 def field_from_param(param: Any, *, default: Any = None, optional: bool = False, doc: str = "",

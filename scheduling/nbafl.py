@@ -16,7 +16,6 @@ certificate (:class:`~fedbound.scheduling.integer_search.Optimum` or :class:`Joi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,10 +23,11 @@ import numpy as np
 from fedbound.bounds import nbafl as nb
 from fedbound.bounds.claims import Claim, Computed
 from fedbound.errors import InfeasibleError, ParameterError
-from fedbound.scheduling.integer_search import Optimum, exhaustive_integer_min, unimodal_integer_min
+from fedbound.scheduling.integer_search import exhaustive_integer_min, unimodal_integer_min
+from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row
 
-__all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "JointOptimum",
-           "exhaustive_T", "T_STAR", "CLAIMS", "plan"]
+__all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "exhaustive_T",
+           "T_STAR", "CLAIMS", "plan"]
 
 F21_PROOF = ("spec 002 F21: h'(T) = P^T phi(T) with phi strictly increasing, phi(0) < 0, so h is strictly "
              "quasi-convex and T* < T_Theta")
@@ -133,38 +133,12 @@ def optimal_T_k(settings: Mapping[str, Any], T_max: int = 1000, variant: str = "
     return exhaustive_T(settings, T_max, variant, theorem=nb.K_BOUND)
 
 
-@dataclass(frozen=True)
-class JointOptimum:
-    """Certificate of the joint (T, K) search for Theorem 3 (exhaustive over the integer grid)."""
-
-    T: Any
-    K: Any
-    fun: Any
-    success: Any
-    message: str
-    method: str
-    T_range: tuple[int, int]
-    K_range: tuple[int, int]
-    at_T_edge: Any
-    at_K_upper_edge: Any
-    n_feasible: Any
-
-    def to_dict(self) -> dict[str, Any]:
-        def plain(v: Any) -> Any:
-            return np.asarray(v).tolist()
-
-        return {"T": plain(self.T), "K": plain(self.K), "fun": plain(self.fun),
-                "success": plain(self.success),
-                "message": self.message, "method": self.method, "T_range": list(self.T_range),
-                "K_range": list(self.K_range), "at_T_edge": plain(self.at_T_edge),
-                "at_K_upper_edge": plain(self.at_K_upper_edge), "n_feasible": plain(self.n_feasible)}
-
-
 def optimal_TK(settings: Mapping[str, Any], T_max: int = 300, variant: str = "paper",
-               K_range: tuple[int, int] | None = None) -> JointOptimum:
+               K_range: tuple[int, int] | None = None) -> Optimum:
     """Joint integer (T, K) minimising h_K over [1, T_max] x K_range (default [1, N]).  Spec 002 F36.
 
-    ``at_T_edge`` flags T* = T_max (widen the range); ties go to the smaller T, then the smaller K.
+    ``x = {"T": .., "K": ..}``; ``at_upper_edge`` (also ``evidence["at_T_edge"]``) flags T* = T_max (widen
+    the range), ``evidence["at_K_upper_edge"]`` K* = N; ties go to the smaller T, then the smaller K.
     """
     s = _settings(settings, ("T", "K"))
     shape = _shape(s)
@@ -189,11 +163,13 @@ def optimal_TK(settings: Mapping[str, Any], T_max: int = 300, variant: str = "pa
     def sc(x: Any) -> Any:
         return np.asarray(x).item() if np.ndim(x) == 0 else x
 
-    return JointOptimum(T=sc(T_opt), K=sc(K_opt), fun=sc(np.where(ok, fun, np.inf)), success=sc(ok),
-                        message=f"exhaustive search over T in [1, {T_max}] and K in [{klo}, {khi}]",
-                        method="exhaustive 2-D grid", T_range=(1, int(T_max)), K_range=(klo, khi),
-                        at_T_edge=sc(ok & (T_opt == T_max)), at_K_upper_edge=sc(ok & (K_opt == s["N"])),
-                        n_feasible=sc(n_feasible))
+    at_T_edge = sc(ok & (T_opt == T_max))
+    return Optimum(x={"T": sc(T_opt), "K": sc(K_opt)}, fun=sc(np.where(ok, fun, np.inf)), success=sc(ok),
+                   message=f"exhaustive search over T in [1, {T_max}] and K in [{klo}, {khi}]",
+                   method="exhaustive 2-D grid", bracket=((1, klo), (int(T_max), khi)),
+                   at_upper_edge=at_T_edge,
+                   evidence={"T_range": [1, int(T_max)], "K_range": [klo, khi], "at_T_edge": at_T_edge,
+                             "at_K_upper_edge": sc(ok & (K_opt == s["N"])), "n_feasible": sc(n_feasible)})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -263,17 +239,14 @@ def _tight(fn: Any, *args: Any, warnings: list[str]) -> float | None:
         return None
 
 
-def plan(settings: Mapping[str, Any], variant: str = "paper") -> dict[str, Any]:
-    """Everything a designer needs for one NbAFL setting, as one JSON-ready dict.
+PAPER = "NbAFL (Wei et al. 2020)"
+SENSITIVITY_PREMISE = ("NbAFL's sensitivity 2C/m of a client's clipped upload (eq. (6)): replacing one "
+                       "record moves the upload by at most 2C/m. This holds for one local step; multi-step "
+                       "local training can exceed it (check with an empirical audit)")
 
-    ``settings``: the [nbafl] keys (N, m, C, eps, delta, L and the loss constants; T and K optional).  The
-    sigma's are reported at the setting's T when it has one, else at the optimal T.  With K set, K* is
-    searched over every feasible K including K = N, and the joint (T, K) optimum is reported too.
-    Tight counterparts come from fedbound.accounting (exact Gaussian composition; numerical accounting of
-    sampling without replacement for K-scheduling).
-    """
-    s = {k: v for k, v in settings.items() if v is not None}
-    warnings: list[str] = []
+
+def _paper_answer(s: dict[str, Any], variant: str, warnings: list[str]) -> tuple[dict[str, Any], Optimum]:
+    """The paper's own answer: its sigma's at its T (the setting's or Theorem 2's T*), T*, the bound, K*."""
     t_res = optimal_T(s, variant)
     T_opt = int(t_res.x)
     T_used = float(s["T"]) if "T" in s else float(T_opt)
@@ -294,53 +267,203 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> dict[str, Any]:
         _collect(warnings, ev_t)
         out["bound_at_T"] = float(ev_t.value)
     args = (s["eps"], s["delta"], s["C"], s["m"], s["N"], T_used, s["L"])
-    out["sigma_uplink_tight"] = _tight(nb.sigma_uplink_tight, *args[:4], s["L"], warnings=warnings)
-    out["sigma_downlink_tight"] = _tight(nb.sigma_downlink_tight, *args, warnings=warnings)
-    out["sigma_aggregate_tight"] = _tight(nb.sigma_aggregate_tight, *args, warnings=warnings)
-    for key in ("sigma_uplink", "sigma_aggregate"):
+    out["sigma_uplink_tight"] = float(nb.sigma_uplink_tight(*args[:4], s["L"]))
+    out["sigma_downlink_tight"] = float(nb.sigma_downlink_tight(*args))
+    out["sigma_aggregate_tight"] = float(nb.sigma_aggregate_tight(*args))
+    for key, what in (("sigma_uplink", "client noise std"), ("sigma_aggregate", "aggregate noise std")):
         tight = out[f"{key}_tight"]
-        if tight is not None and float(out[key]) < tight * (1 - 1e-9):
-            warnings.append(f"{key}: the paper's value {float(out[key]):.4g} is below the smallest std "
-                            f"that is exactly (eps, delta)-DP ({tight:.4g}): the paper's noise does not "
-                            "deliver its claimed privacy here (classic mechanism at eps >= 1, spec 002 E6)")
-    z = _tight(nb.tight_noise_multiplier, s["eps"], s["delta"], warnings=warnings)
-    if z is not None:
-        t_tight = optimal_T({**s, "z": z}, "tight")
-        out.update(z_tight=z, T_opt_tight=int(t_tight.x), bound_at_T_opt_tight=float(t_tight.fun))
-    else:
-        out.update(z_tight=None, T_opt_tight=None, bound_at_T_opt_tight=None)
+        if float(out[key]) < tight * (1 - 1e-9):
+            warnings.append(f"{key}: the paper's {what} {float(out[key]):.4g} is below the smallest std that "
+                            f"is exactly (eps, delta)-DP ({tight:.4g}): the paper's noise does not deliver "
+                            f"its claimed privacy here (the classic Gaussian mechanism of {PAPER}, "
+                            "Sec. II-C, "
+                            "is proven only for eps < 1)")
+    z = float(nb.tight_noise_multiplier(s["eps"], s["delta"]))
+    t_tight = optimal_T({**s, "z": z}, "tight")
+    out.update(z_tight=z, T_opt_tight=int(t_tight.x), bound_at_T_opt_tight=float(t_tight.fun))
     out.update(K=s.get("K"), K_opt=None)
-    if "K" in s:
-        out.update(_plan_k(s, at, variant, warnings))
-    out["warnings"] = warnings
-    return out
+    out.update(_plan_k(s, at, variant, warnings))
+    return out, t_res
 
 
 def _plan_k(s: dict[str, Any], at: dict[str, Any], variant: str, warnings: list[str]) -> dict[str, Any]:
-    K, N, T_used = int(s["K"]), int(s["N"]), at["T"]
-    ev_dk = nb.SIGMA_DOWNLINK_K.evaluate(at, variant=variant)
-    ev_ak = nb.SIGMA_AGGREGATE_K.evaluate(at, variant=variant)
-    ev_hk = nb.K_BOUND.evaluate(at, variant=variant)
-    _collect(warnings, ev_dk, ev_ak, ev_hk)
-    out: dict[str, Any] = {"sigma_downlink_k": ev_dk.value, "sigma_aggregate_k": ev_ak.value,
-                           "bound_k_at_T": float(ev_hk.value) if ev_hk.defined and ev_hk.admissible else None}
+    """Theorem 3 at the setting's K (when given) and K* over 1..N (always), plus the joint (T, K) optimum."""
+    N, T_used = int(s["N"]), at["T"]
+    out: dict[str, Any] = {}
+    if "K" in s:
+        ev_dk = nb.SIGMA_DOWNLINK_K.evaluate(at, variant=variant)
+        ev_ak = nb.SIGMA_AGGREGATE_K.evaluate(at, variant=variant)
+        ev_hk = nb.K_BOUND.evaluate(at, variant=variant)
+        _collect(warnings, ev_dk, ev_ak, ev_hk)
+        out.update(sigma_downlink_k=ev_dk.value, sigma_aggregate_k=ev_ak.value,
+                   bound_k_at_T=float(ev_hk.value) if ev_hk.defined and ev_hk.admissible else None)
     try:
         k_res = optimal_K(at, variant)
     except InfeasibleError as exc:
-        warnings.append(f"K_opt: {exc}")
+        warnings.append(f"K_opt: {exc} (Theorem 3 of {PAPER} needs condition (60) and 0 < Q < 1)")
         k_res = None
     if k_res is not None:
         out.update(K_opt=int(k_res.x), bound_at_K_opt=float(k_res.fun), K_opt_is_N=bool(k_res.x == N),
                    K_opt_at_domain_edge=bool(k_res.at_lower_edge), K_opt_certificate=k_res.to_dict())
         if k_res.at_lower_edge:
-            warnings.append(f"K_opt = {k_res.x} is the smallest feasible K: a domain-edge artifact of the "
-                            "one-sided amplification in Lemma 4 (spec 002 E9); compare --variant two_sided")
+            warnings.append(f"K_opt = {k_res.x} is the smallest feasible K: an artifact of the edge of Lemma "
+                            f"4's domain (condition (60) of {PAPER}, whose one-sided amplification blows up "
+                            "there), not a real optimum; compare --variant two_sided")
         if k_res.x == N:
             warnings.append("K_opt = N: scheduling fewer clients does not improve Theorem 3's bound here")
-    T_max = int(max(300, 4 * T_used))
-    joint = optimal_TK(s, T_max=T_max, variant=variant)
-    out["joint_opt"] = joint.to_dict()
-    k_args = (s["eps"], s["delta"], s["C"], s["m"], N, K, int(round(max(T_used, 1))), s["L"])
-    out["sigma_downlink_k_tight"] = _tight(nb.sigma_downlink_k_tight, *k_args, warnings=warnings)
-    out["sigma_aggregate_k_tight"] = _tight(nb.sigma_aggregate_k_tight, *k_args, warnings=warnings)
+    joint = optimal_TK(s, T_max=int(max(300, 4 * T_used)), variant=variant)
+    out["joint_opt"] = {**joint.to_dict(), **joint.evidence}
+    if "K" in s:
+        k_args = (s["eps"], s["delta"], s["C"], s["m"], N, int(s["K"]), int(round(max(T_used, 1))), s["L"])
+        out["sigma_downlink_k_tight"] = _tight(nb.sigma_downlink_k_tight, *k_args, warnings=warnings)
+        out["sigma_aggregate_k_tight"] = _tight(nb.sigma_aggregate_k_tight, *k_args, warnings=warnings)
     return out
+
+
+def _tight_variant(variant: str) -> tuple[str, str]:
+    """The tight reading combined with the user's variant where they do not redefine the same quantity."""
+    if variant == "paper":
+        return "tight", ""
+    if "tight" in nb.NOTATION.variant_names(variant):
+        return variant, ""
+    combined = f"tight+{variant}"
+    try:
+        nb.NOTATION.definitions_for(combined)
+    except ParameterError:
+        return "tight", (f"the recommendation uses the paper's bound with exact noise; variant {variant} "
+                         "redefines the same noise term, so it is not combined with it")
+    return combined, ""
+
+
+def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str,
+               warnings: list[str]) -> tuple[Recommendation, Optimum, dict[str, float]]:
+    """The design to deploy: T* under exact accounting, sigma's calibrated at that T, its bound."""
+    tight_variant, note = _tight_variant(variant)
+    if note:
+        warnings.append(note)
+    t_opt = optimal_T({**s, "z": paper["z_tight"]}, tight_variant)
+    T_rec = int(t_opt.x)
+    K = s.get("K")
+    scheduled = K is not None and int(K) < int(s["N"])
+    sigma = nb.noise({**s, "K": K}, T_rec, "tight")
+    args = (s["eps"], s["delta"], s["C"], s["m"], s["N"])
+    sigma_agg = (nb.sigma_aggregate_k_tight(*args, K, T_rec, s["L"]) if scheduled
+                 else float(nb.sigma_aggregate_tight(*args, T_rec, s["L"])))
+    accounting = ("exact composition of the T Gaussian releases (analytic Gaussian mechanism, Balle & Wang "
+                  "2018) for every adversary view")
+    why = (f"T = {T_rec} minimises Theorem 2's bound of {PAPER} (eq. (14)) when the noise is calibrated "
+           f"exactly: the exact noise grows like sqrt(T), the paper's linear composition like T, so the "
+           f"paper's T* = {paper['T_opt']} moves to {T_rec}")
+    bound: float | None = float(t_opt.fun)
+    if scheduled:
+        accounting = ("RDP of K-of-N sampling without replacement (Wang, Balle & Kasiviswanathan 2019) for "
+                      "the server's broadcasts; exact Gaussian composition for the uploads")
+        ev_q = nb.CONTRACTION_Q.evaluate(s)
+        if ev_q.admissible:
+            a0, a1, _ = nb.ksched_alphas(s["mu"], s["rho"], s["B"], K, s["N"])
+            bound = float(nb.recursive_bound(T_rec, s["Theta"], float(ev_q.value), a1, a0, s["beta"],
+                                             sigma_agg / 2))
+            why += (f"; with K = {K} of N = {s['N']} clients per round the bound is Theorem 3's (eq. (17)) "
+                    "with the exactly calibrated aggregate noise")
+        else:
+            bound = None
+            why += (f"; Theorem 3's bound (eq. (17)) does not apply at K = {K} (it needs 0 < Q < 1), so no "
+                    "bound is predicted for the scheduled design")
+    premises = (SENSITIVITY_PREMISE,
+                "the loss constants Theta, l, beta, rho, B, mu of the setting (Theorem 2 needs 0 < P < 1)",
+                f"the adversary sees each client's uploads and the server's broadcasts ({PAPER}, Sec. III)")
+    rec = Recommendation(T=T_rec, K=int(K) if K is not None else None, sigma=sigma, bound=bound,
+                         accounting=accounting, why=why, premises=premises,
+                         extra={"sigma_aggregate": sigma_agg, "variant": tight_variant})
+    return rec, t_opt, {"sigma_aggregate": sigma_agg}
+
+
+def _fmt(x: Any) -> Any:
+    return None if x is None else x
+
+
+def _rows(s: dict[str, Any], d: dict[str, Any], rec: Recommendation) -> tuple[Row, ...]:
+    t_note = "paper at the config's T" if d["T_source"] == "config" else "paper at its T*"
+    at_t = f"{t_note} = {d['T']:g}; tight at the recommended T = {rec.T}"
+    rows = [
+        Row("sigma_uplink (client noise std)", d["sigma_uplink"], rec.sigma["uplink"], "per coordinate"),
+        Row("sigma_downlink (server noise std)", d["sigma_downlink"],
+            rec.sigma["server"] if rec.K is None or rec.K >= s["N"] else None, at_t),
+        Row("sigma_aggregate (effective)", d["sigma_aggregate"],
+            rec.extra["sigma_aggregate"] if rec.K is None or rec.K >= s["N"] else None, at_t),
+        Row("T_opt (Theorem 2)", d["T_opt"], d["T_opt_tight"],
+            f"continuous {d['T_opt_continuous']:.4g}; Lambert-W upper {d['T_opt_linear']:.4g}"),
+        Row("bound at T_opt", d["bound_at_T_opt"], d["bound_at_T_opt_tight"], f"Theta = {s['Theta']:g}"),
+        Row("noise multiplier z of one (eps, delta) release", None, d["z_tight"], "analytic Gaussian"),
+    ]
+    if "bound_at_T" in d:
+        rows.append(Row("bound at the config's T", d["bound_at_T"], None, ""))
+    if d.get("K") is not None:
+        rows += [
+            Row("K (config)", d["K"], None, f"of N = {s['N']}"),
+            Row("sigma_downlink_k (Lemma 4)", d["sigma_downlink_k"], rec.sigma["server"],
+                f"paper at T = {d['T']:g}; tight (RDP, K-of-N without replacement) at T = {rec.T}"),
+            Row("sigma_aggregate_k", d["sigma_aggregate_k"], rec.extra["sigma_aggregate"], ""),
+            Row("Theorem 3 bound at (T, K)", _fmt(d["bound_k_at_T"]), None, "- = outside condition (60)"),
+        ]
+    if d.get("K_opt") is not None:
+        edge = "K = N" if d["K_opt_is_N"] else ("domain edge" if d["K_opt_at_domain_edge"] else "interior")
+        rows.append(Row("K_opt (Theorem 3, over 1..N)", d["K_opt"], None,
+                        f"{edge}; bound {d['bound_at_K_opt']:.4g} at T = {d['T']:g}"))
+    j = d["joint_opt"]
+    if j["success"]:
+        rows.append(Row("joint (T, K) optimum (Theorem 3)", f"({j['T']}, {j['K']})", None,
+                        f"bound {j['fun']:.4g}"))
+    return tuple(rows)
+
+
+def _differences(d: dict[str, Any], rec: Recommendation) -> tuple[str, ...]:
+    out = []
+    if d["T_opt"] != rec.T:
+        out.append(f"T: the paper's T* = {d['T_opt']} (classic Gaussian mechanism, noise linear in T) "
+                   "against "
+                   f"{rec.T} with exact accounting (noise ~ sqrt(T)); the bound at the recommended T is "
+                   f"{_show(rec.bound)} against the paper's {d['bound_at_T_opt']:.4g}")
+    if d["sigma_uplink"] < d["sigma_uplink_tight"] * (1 - 1e-9):
+        out.append(f"sigma_uplink: the paper's {d['sigma_uplink']:.4g} is below the exact "
+                   f"{d['sigma_uplink_tight']:.4g}: it under-delivers (eps, delta)")
+    elif d["sigma_uplink"] > d["sigma_uplink_tight"] * (1 + 1e-9):
+        saving = 100 * (1 - d["sigma_uplink_tight"] / d["sigma_uplink"])
+        out.append(f"sigma_uplink: the paper's {d['sigma_uplink']:.4g} is more than the exact "
+                   f"{d['sigma_uplink_tight']:.4g} needed: {saving:.1f} % less noise meets the same "
+                   "(eps, delta)")
+    if d.get("K_opt_at_domain_edge"):
+        out.append(f"K: the paper's K* = {d['K_opt']} sits on the edge of Lemma 4's domain; it is an "
+                   "artifact, not a recommendation")
+    return tuple(out)
+
+
+def _show(x: float | None) -> str:
+    return "undefined" if x is None else f"{x:.4g}"
+
+
+def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
+    """What a designer deploys for one NbAFL setting: the recommendation, then the paper's own answer.
+
+    ``settings``: the [nbafl] keys (N, m, C, eps, delta, L and the loss constants; T and K optional).
+    Recommendation: T* of Theorem 2 (seed 002, eq. (14)) under exact accounting, the tight sigma's calibrated
+    at that T (:func:`fedbound.bounds.nbafl.noise`, method "tight"), and the bound it predicts.  The paper's
+    answer: its sigma's at the setting's T (else at its T*), T*, the bound, K* over 1..N at that T (always)
+    and the joint (T, K) optimum.  ``Plan.data`` keeps every key of the earlier ``plan nbafl --json``.
+    """
+    s = nb.with_tight_z({k: v for k, v in settings.items() if v is not None}, variant)
+    s.setdefault("L", 1)
+    if "K" in s and s["K"] > s["N"]:
+        raise ParameterError("K", s["K"], f"integer in [1, N = {s['N']}]",
+                             hint="at most N clients per round")
+    warnings: list[str] = []
+    data, t_paper = _paper_answer(s, variant, warnings)
+    rec, t_tight, _ = _recommend(s, data, variant, warnings)
+    data["warnings"] = warnings
+    optima = {"T_opt": t_paper, "T_opt_tight": t_tight}
+    return Plan(paper="nbafl", title=f"{PAPER}: plan", variant=variant, recommendation=rec,
+                rows=_rows(s, data, rec), optima=optima, warnings=tuple(warnings), data=data,
+                caption="paper: the paper's formulas (classic Gaussian mechanism, linear composition); "
+                        "tight: exact accounting through fedbound.accounting",
+                differences=_differences(data, rec))
+

@@ -283,3 +283,39 @@ def test_privacy_loss_helpers():
     tail = nb.gaussian_tail_bound(3.0, 1.0)
     from scipy.stats import norm
     assert norm.sf(3.0) <= tail <= 2 * norm.sf(3.0)
+
+
+def test_compare_without_extra_arguments_skips_variants_that_need_a_parameter():
+    out = nb.BOUND.compare(TV1)
+    assert "paper" in out and "regime_aware" in out
+    assert set(out.skipped) == {"noise_dimension", "tight"}
+    assert out.skipped["noise_dimension"].startswith("needs d")
+    assert out["paper"].value == pytest.approx(nb.BOUND(TV1), rel=1e-15)
+
+
+def test_a_missing_input_says_needs_and_what_it_is():
+    from fedbound.bounds.core import MissingInputError
+
+    with pytest.raises(MissingInputError, match=r"needs d \(noise dimension"):
+        nb.BOUND(TV1, variant="noise_dimension")
+    try:
+        nb.BOUND(TV1, variant="noise_dimension")
+    except MissingInputError as exc:
+        assert "None" not in str(exc)
+
+
+def test_variant_tight_computes_its_own_z():
+    z = nb.tight_noise_multiplier(TV1["eps"], TV1["delta"])
+    s = nb.with_tight_z(TV1, "tight")
+    assert s["z"] == z and "z" not in nb.with_tight_z(TV1, "paper")
+    expected = nb.BOUND({**TV1, "z": z}, variant="tight")
+    assert nb.BOUND(s, variant="tight") == pytest.approx(expected, rel=1e-15)
+
+
+def test_lemma4_is_exact_at_K_equals_N_for_any_eps_over_T():
+    """u = eps/T and gamma = eps/(L sqrt(N)) at K = N, also where the printed log1p form overflows."""
+    for eps_over_T in (0.5, 37.0, 40.0, 400.0):
+        T = 2.0
+        eps = eps_over_T * T
+        assert nb.ksched_u(eps, T, 50, 50) == pytest.approx(eps_over_T, rel=1e-12)
+        assert nb.ksched_gamma(eps, 50, 50, 1) == pytest.approx(eps / np.sqrt(50), rel=1e-12)

@@ -68,7 +68,7 @@ def test_tight_bound_variant_and_plan():
     s = {**TV1, "eps": 6.0, "z": z}
     assert nb.BOUND(s, variant="tight") == pytest.approx(
         nb.recursive_bound(25, 2.0, 0.96875, 0.5, 0.5, 1.0, z * 5 * 20 / (100 * math.sqrt(50))), rel=1e-12)
-    p = sched.plan({**TV1, "eps": 6.0, "T": None})
+    p = sched.plan({**TV1, "eps": 6.0, "T": None}).data
     assert p["sigma_uplink_tight"] == pytest.approx(float(nb.sigma_uplink_tight(6.0, 0.01, 20.0, 100, 1)))
     assert p["T_opt_tight"] >= 1 and p["bound_at_T_opt_tight"] < 2.0
 

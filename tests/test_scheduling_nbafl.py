@@ -139,16 +139,17 @@ def test_joint_optimum_is_the_grid_minimum():
     ev = nb.K_BOUND.evaluate(TV3, T=T, K=K)
     values = np.where(ev.admissible, ev.value, np.inf)
     i, j = np.unravel_index(np.argmin(values), values.shape)
-    assert (joint.T, joint.K) == (i + 1, j + 1) and joint.fun == values[i, j]
-    assert joint.success and not joint.at_T_edge
-    assert joint.to_dict()["T"] == joint.T
+    assert (joint.x["T"], joint.x["K"]) == (i + 1, j + 1) and joint.fun == values[i, j]
+    assert joint.success and not joint.evidence["at_T_edge"] and not joint.at_upper_edge
+    assert joint.to_dict()["T"] == joint.x["T"] and joint.to_dict()["K"] == joint.x["K"]
 
 
 def test_joint_optimum_vectorises_over_settings():
     grid = sched.optimal_TK({**TV1, "eps": np.array([6.0, 60.0])}, T_max=200)
     for i, eps in enumerate((6.0, 60.0)):
         single = sched.optimal_TK({**TV1, "eps": eps}, T_max=200)
-        assert (grid.T[i], grid.K[i]) == (single.T, single.K) and grid.fun[i] == single.fun
+        assert (grid.x["T"][i], grid.x["K"][i]) == (single.x["T"], single.x["K"])
+        assert grid.fun[i] == single.fun
 
 
 def test_integer_search_primitives():
@@ -171,11 +172,11 @@ def test_integer_search_primitives():
 
 
 def test_plan_answers_the_designer_question():
-    p = sched.plan({**TV1, "eps": 6.0, "K": 20, "T": None})
+    p = sched.plan({**TV1, "eps": 6.0, "K": 20, "T": None}).data
     assert p["T_opt"] == 5 and p["T"] == 5.0 and p["T_source"] == "T_opt"
     assert p["sigma_uplink"] == pytest.approx(0.2071674307, rel=1e-9)
     assert p["K_opt"] == 35 and p["K_opt_at_domain_edge"] and not p["K_opt_is_N"]
-    assert any("E6" in w for w in p["warnings"]) and any("(60)" in w for w in p["warnings"])
-    with_T = sched.plan({**TV1, "eps": 6.0, "K": 20, "T": 25})
+    assert any("classic Gaussian" in w for w in p["warnings"]) and any("(60)" in w for w in p["warnings"])
+    with_T = sched.plan({**TV1, "eps": 6.0, "K": 20, "T": 25}).data
     assert with_T["T_source"] == "config" and with_T["bound_k_at_T"] == pytest.approx(2.542425237, rel=1e-9)
     assert with_T["K_opt"] == 11

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from fedbound.errors import ConfigError
 from fedbound.training.config import TRAIN_SECTION
 from fedbound.validation.runner import train_from_config
 from fedbound.validation.train_nbafl import nbafl_plan
-from fedbound.validation.train_udp import UDP_SECTION, udp_plan
+from fedbound.validation.train_udp import udp_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -45,7 +46,8 @@ lr = 0.2
 
 TINY_UDP = """
 [udp]
-U = 6
+N = 6
+m = 30
 K = 4
 T = 3
 eps = 8.0
@@ -111,21 +113,24 @@ def test_human_output_has_the_summary_table(tiny, tmp_path, capsys):
         assert needle in text
 
 
-def test_an_algorithm_without_a_recipe_says_not_implemented(tiny, capsys, monkeypatch):
-    from fedbound.validation import runner
+def test_an_unknown_paper_or_one_without_a_recipe_is_a_clear_error(tiny, capsys, monkeypatch):
+    from fedbound import registry
 
-    monkeypatch.setattr(runner, "implemented", lambda: ("nbafl",))
+    assert main(["train", "udpp", str(tiny(TINY_NBAFL))]) == 2
+    assert "did you mean 'udp'" in capsys.readouterr().err
+    paper = registry.get("udp")
+    monkeypatch.setitem(registry._REGISTRY, "udp", dataclasses.replace(paper, recipe=None))
     assert main(["train", "udp", str(tiny(TINY_NBAFL))]) == 2
-    assert "not implemented yet" in capsys.readouterr().err
+    assert "has no train" in capsys.readouterr().err
 
 
-def test_every_recipe_module_is_found():
-    from fedbound.training.config import ALGORITHMS
+def test_every_recipe_is_found_through_the_registry():
     from fedbound.validation.runner import implemented, recipe
 
-    assert {"nbafl", "udp"} <= set(implemented()) <= set(ALGORITHMS)
+    assert {"nbafl", "udp", "dppfl", "adaptive", "wpfl"} <= set(implemented())
     for algo in implemented():
-        assert recipe(algo).section.name  # the module defines a usable RECIPE
+        assert callable(recipe(algo).plan)  # the entry points to a usable RECIPE
+
 
 
 def test_unknown_algorithm_is_a_usage_error(tiny):
@@ -188,7 +193,7 @@ def test_nbafl_plan_regression_values():
 def test_udp_plan_regression_values():
     """Spec 003 Sec. 8.2: TV1 sigma = 0.001314130442 (z = 13.14130442) and TV2 z = 5.089605318 with
     Delta = 2 eta C / |D_i| = 1e-4 (eta = 0.002, C = 20, |D_i| = 800)."""
-    base = {"U": 50, "K": 50, "T": 200, "eps": 4.0, "delta": 1e-3, "eta": 0.002, "C": 20.0}
+    base = {"N": 50, "K": 50, "T": 200, "eps": 4.0, "delta": 1e-3, "eta": 0.002, "C": 20.0}
     plan = udp_plan(base, np.full(50, 800))
     np.testing.assert_allclose(plan.sigma["uplink"][0], 0.001314130442, rtol=1e-9)
     plan2 = udp_plan({**base, "K": 30, "eps": 8.0}, np.full(50, 800))
@@ -204,5 +209,8 @@ def test_udp_plan_regression_values():
 
 
 def test_udp_section_ranges():
+    from fedbound.registry import get
+
     with pytest.raises(ConfigError, match="beta"):
-        load_config(None, [UDP_SECTION], ["U=5", "T=3", "eps=1", "delta=0.1", "eta=0.1", "C=1", "beta=1.5"])
+        load_config(None, [get("udp").config_section], ["N=5", "m=10", "T=3", "eps=1", "delta=0.1", "eta=0.1",
+                                                       "C=1", "beta=1.5"])

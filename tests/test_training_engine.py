@@ -8,6 +8,7 @@ import torch
 from scipy import stats
 
 from fedbound.errors import ConfigError, PrivacyBudgetExceeded
+from fedbound.scheduling.crd import CRDPolicy
 from fedbound.tests._training_reference import nbafl_reference, resumed_and_full, tiny_setup, udp_reference
 from fedbound.training.engine import Algorithm, RunOptions, run
 from fedbound.training.local import LocalSGD
@@ -15,7 +16,7 @@ from fedbound.training.nbafl import NbAFL
 from fedbound.training.noise import Streams
 from fedbound.training.participation import uniform_subset
 from fedbound.training.plan import NoisePlan, View
-from fedbound.training.udp import UDP, CRDSettings
+from fedbound.training.udp import UDP
 
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 
@@ -233,7 +234,7 @@ def test_crd_discounts_and_keeps_the_inverse_variance_budget():
     plan = NoisePlan(rounds=T, num_clients=5, sigma={"uplink": np.full(T, sigma0)},
                      sensitivity={"uplink": 0.01}, eps=10.0, delta=1e-3,
                      views=(View("uplink", "upload", sample_rate=0.6),), paper_accountant="udp_moments")
-    algo = UDP(T, clip_norm=1.0, lr=0.1, clients_per_round=3, crd=CRDSettings(beta=0.8, zeta=1e9))
+    algo = UDP(T, clip_norm=1.0, lr=0.1, clients_per_round=3, crd=CRDPolicy(beta=0.8, zeta=1e9))
     res = run(algo, model, data, plan=plan, options=F64)
     total, expected = T, []
     for t in range(T):

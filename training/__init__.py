@@ -24,13 +24,13 @@ from fedbound.training.nbafl import NbAFL
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan, View
 from fedbound.training.privacy import PrivacyLedger
-from fedbound.training.udp import UDP, CRDSettings
+from fedbound.training.udp import UDP, CRDRule
 from fedbound.training.wpfl import WPFL, WPFLSchedule
 
 __all__ = [
     "run", "Algorithm", "RoundContext", "RunOptions", "RunResult", "RunState",
     "NoisePlan", "View", "PrivacyLedger", "Streams",
-    "NbAFL", "UDP", "CRDSettings", "PADPFL", "DPPFL", "WPFL", "WPFLSchedule", "LocalSGD", "select_minibatch",
+    "NbAFL", "UDP", "CRDRule", "PADPFL", "DPPFL", "WPFL", "WPFLSchedule", "LocalSGD", "select_minibatch",
     "clip_rows", "per_sample_clipped_grad", "per_sample_clipped_grad_vmap",
     "Model", "build_model", "Dataset", "load_dataset", "convex_constants", "convex_objective",
     "ClientData", "ClientBatch", "TRAIN_SECTION",

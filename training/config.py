@@ -27,10 +27,8 @@ from fedbound.training.local import LocalSGD
 from fedbound.training.models import MODEL_NAMES, Model, build_model
 from fedbound.training.noise import Streams
 
-__all__ = ["TRAIN_SECTION", "ALGORITHMS", "TrainingSetup", "build_data", "build_model_for",
+__all__ = ["TRAIN_SECTION", "TrainingSetup", "build_data", "build_model_for",
            "run_options", "local_sgd", "resolve_device", "parse_int_list", "dump_toml"]
-
-ALGORITHMS = ("nbafl", "udp", "dppfl", "adaptive", "wpfl")
 
 TRAIN_SECTION = Section("train", (
     Field("dataset", str, "mnist_subset", "training data", choices=DATASET_NAMES),

@@ -11,27 +11,26 @@ What differs from FedAvg:
 * upload: the local model plus ``N(0, sigma_i^2 I)`` (stage ``"uplink"``, per-client sigma);
 * aggregation: ``p_i = |D_i| / sum_{j in S_t} |D_j|``, renormalised over the selected clients (spec 003 E14).
 
-CRD (``crd=CRDSettings(beta, zeta)``): after round ``t`` the server compares the validation loss ``V``
-(the held-out test loss of the new global model; the training loss without a test set; the paper averages
-the clients' local test losses) with the previous one; if ``V_prev - V_new < zeta`` it sets
-``T <- floor(beta (T - t)) + t`` (0-based ``t``; Alg. 2 line 13).  Every later round uses
-``sigma_i^t = sqrt((T - t) / (Phi_i - sum_{tau < t} sigma_i^{-2}))`` (eq. (25)), where ``Phi_i`` is the
-total inverse variance of client ``i``'s initial plan (eq. (25)'s ``eps^2 / (2 q Delta^2 ln(1/delta))``
-for the paper's calibration), so the paper's accountant never exceeds the budget.  An exhausted budget
-ends training (spec 003 E17).  Every client's sigma follows the broadcast ``T`` (spec 003 E16).
+CRD (``crd=``: a policy object, given as data; ``fedbound.scheduling.crd.CRDPolicy`` is the one recipes
+pass, and nothing here imports it): after round ``t`` the server compares the validation loss ``V`` (the
+held-out test loss of the new global model; the training loss without a test set; the paper averages the
+clients' local test losses) with the previous one and asks ``crd.next_T(T, t, V_prev, V_new)`` for the T
+in force next (Alg. 2: ``floor(beta (T - t)) + t`` when ``V_prev - V_new < zeta``).  Every later round uses
+``crd.sigma(t, T, Phi_i, sum_{tau < t} sigma_i^{-2})`` (Theorem 4, eq. (25)), where ``Phi_i`` is the total
+inverse variance of client ``i``'s initial plan, so the paper's accountant never exceeds the budget.  An
+exhausted budget (``PrivacyBudgetExceeded`` from the policy) ends training (never a reused sigma).  Every
+client's sigma follows the broadcast ``T``, selected or not.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from fedbound.errors import ConfigError, ParameterError
+from fedbound.errors import ConfigError, ParameterError, PrivacyBudgetExceeded
 from fedbound.training.engine import Algorithm, RoundContext
 from fedbound.training.federation import ClientBatch
 from fedbound.training.local import LocalSGD
@@ -39,21 +38,15 @@ from fedbound.training.metrics import evaluate_clients, evaluate_test
 from fedbound.training.participation import uniform_subset
 from fedbound.training.plan import NoisePlan
 
-__all__ = ["UDP", "CRDSettings"]
+__all__ = ["UDP", "CRDRule"]
 
 
-@dataclass(frozen=True)
-class CRDSettings:
-    """Seed 003 Alg. 2: discount factor ``beta`` in (0, 1) and trigger threshold ``zeta`` > 0."""
+class CRDRule(Protocol):
+    """What the simulator needs from a CRD policy (seed 003 Alg. 2, Theorem 4)."""
 
-    beta: float = 0.9
-    zeta: float = 0.001
+    def next_T(self, T: int, t: int, v_prev: float, v_new: float) -> int: ...
 
-    def __post_init__(self) -> None:
-        if not 0 < self.beta < 1:
-            raise ParameterError("beta", self.beta, "(0, 1)")
-        if not self.zeta > 0:
-            raise ParameterError("zeta", self.zeta, "(0, inf)")
+    def sigma(self, t: int, T: int, phi: Any, inverse_variance_spent: Any) -> Any: ...
 
 
 class UDP(Algorithm):
@@ -61,38 +54,67 @@ class UDP(Algorithm):
 
     name = "udp"
 
-    def __init__(self, rounds: int, clip_norm: float, lr: float, clients_per_round: int, local_steps: int = 1,
-                 crd: CRDSettings | None = None, weight_decay: float = 0.0) -> None:
-        super().__init__(rounds, LocalSGD(steps=local_steps, lr=lr, per_sample_clip=clip_norm,
-                                          weight_decay=weight_decay))
+    def __init__(
+        self,
+        rounds: int,
+        clip_norm: float,
+        lr: float,
+        clients_per_round: int,
+        local_steps: int = 1,
+        crd: CRDRule | None = None,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            rounds, LocalSGD(steps=local_steps, lr=lr, per_sample_clip=clip_norm, weight_decay=weight_decay)
+        )
         self.clients_per_round = clients_per_round
         self.crd = crd
         self.weight_decay = weight_decay
 
     @classmethod
-    def from_config(cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> UDP:
-        """From the [udp] setting (U, K, eta, C, crd, beta, zeta) and [train] (local_steps, weight_decay).
+    def from_config(
+        cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int, crd: CRDRule | None = None
+    ) -> UDP:
+        """From the [udp] setting (N, K, eta, C), [train] (local_steps, weight_decay) and a CRD policy.
 
         The learning rate is [udp] eta (it sets the sensitivity, eq. (13)); the local step is full-batch.
         """
         if train["lr"] is not None and train["lr"] != setting["eta"]:
-            raise ConfigError(f"[train] lr = {train['lr']} differs from [udp] eta = {setting['eta']}: UDP's "
-                              "learning rate is eta (it sets the sensitivity 2 eta C / |D_i|); drop [train] "
-                              "lr")
+            raise ConfigError(
+                f"[train] lr = {train['lr']} differs from [udp] eta = {setting['eta']}: UDP's "
+                "learning rate is eta (it sets the sensitivity 2 eta C / |D_i|); drop [train] "
+                "lr"
+            )
         if train["batch_size"]:
-            raise ConfigError("[train] batch_size must be 0 for UDP: its sensitivity (seed 003 eq. (13)) "
-                              "is for full-batch local steps")
-        crd = CRDSettings(setting["beta"], setting["zeta"]) if setting["crd"] else None
-        return cls(rounds, setting["C"], setting["eta"], setting["K"] or setting["U"], train["local_steps"],
-                   crd, train["weight_decay"])
+            raise ConfigError(
+                "[train] batch_size must be 0 for UDP: its sensitivity (seed 003 eq. (13)) "
+                "is for full-batch local steps"
+            )
+        return cls(
+            rounds,
+            setting["C"],
+            setting["eta"],
+            setting["K"] or setting["N"],
+            train["local_steps"],
+            crd,
+            train["weight_decay"],
+        )
 
     def participants(self, ctx: RoundContext) -> np.ndarray:
         return uniform_subset(ctx.rng("participation"), ctx.num_clients, self.clients_per_round)
 
-    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
-                     batch: ClientBatch) -> torch.Tensor:
-        return self.local.run(ctx.model, start, batch, streams=ctx.streams, round_=ctx.round, clients=clients,
-                              num_clients=ctx.num_clients)
+    def local_update(
+        self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor, batch: ClientBatch
+    ) -> torch.Tensor:
+        return self.local.run(
+            ctx.model,
+            start,
+            batch,
+            streams=ctx.streams,
+            round_=ctx.round,
+            clients=clients,
+            num_clients=ctx.num_clients,
+        )
 
     def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
         return ctx.add_noise("uplink", local, clients)
@@ -110,8 +132,12 @@ class UDP(Algorithm):
         sigma = ctx.plan.stage_matrix("uplink")
         if np.any(sigma <= 0):
             raise ParameterError("uplink sigma", float(sigma.min()), "(0, inf) for CRD")
-        return {"phi": (1.0 / sigma**2).sum(axis=0), "inv_var_spent": np.zeros(ctx.num_clients),
-                "v_prev": self._validation_loss(ctx, ctx.global_params), "discounts": []}
+        return {
+            "phi": (1.0 / sigma**2).sum(axis=0),
+            "inv_var_spent": np.zeros(ctx.num_clients),
+            "v_prev": self._validation_loss(ctx, ctx.global_params),
+            "discounts": [],
+        }
 
     def end_of_round(self, ctx: RoundContext, metrics: Mapping[str, Any]) -> NoisePlan | None:
         if self.crd is None or ctx.plan is None:
@@ -121,18 +147,21 @@ class UDP(Algorithm):
         st["inv_var_spent"] = st["inv_var_spent"] + 1.0 / used**2
         v_new = self._validation_loss(ctx, ctx.global_params)
         total = ctx.state.rounds
-        if st["v_prev"] - v_new < self.crd.zeta:
-            total = max(math.floor(self.crd.beta * (total - t)) + t, t + 1)
+        decided = int(self.crd.next_T(total, t, st["v_prev"], v_new))
+        if decided != total:
+            total = max(decided, t + 1)
             st["discounts"].append((t + 1, total))
         st["v_prev"] = v_new
-        left = st["phi"] - st["inv_var_spent"]
         remaining = total - (t + 1)
-        if remaining > 0 and np.any(left <= 0):
-            total, remaining = t + 1, 0
+        future = None
+        if remaining > 0:
+            try:
+                future = np.asarray(self.crd.sigma(t + 1, total, st["phi"], st["inv_var_spent"]), dtype=float)
+            except PrivacyBudgetExceeded:
+                total, remaining = t + 1, 0
         ctx.state.rounds = total
         if remaining <= 0:
             return ctx.plan
-        future = np.sqrt(remaining / left)
         sigma = ctx.plan.stage_matrix("uplink")[: t + 1]
         sigma = np.vstack([sigma, np.tile(future, (remaining, 1))])
         return ctx.plan.with_sigma("uplink", sigma, rounds=total)

@@ -4,10 +4,11 @@ This is where prediction meets the simulator.  The noise formulas live in ``fedb
 ``fedbound.accounting``; ``fedbound.training`` only receives their numbers as a
 :class:`~fedbound.training.plan.NoisePlan`.
 
-Each algorithm contributes one *recipe* module, ``fedbound.validation.train_<algo>``, that defines
-``RECIPE = Recipe(...)``: the setting section it reads next to ``[train]``, how many clients and rounds the
-setting means, the noise plan (from the paper's formulas or their tight counterparts), and the algorithm
-object.  :func:`recipe` finds the module by name, so adding an algorithm never edits this file.
+Each paper's registry entry (fedbound.registry) points to its *recipe*, ``RECIPE = Recipe(...)`` in
+``fedbound.validation.train_<paper>``: how many clients and rounds the setting means, the noise plan (from
+the paper's ``noise`` function, paper or tight), and the algorithm object.  The setting section is the
+paper's registered ``[<paper>]`` section.  :func:`recipe` looks the paper up, so adding an algorithm never
+edits this file.
 
 :func:`train_from_config` is the whole of ``fedbound train``: load ``[ALGO]`` + ``[train]``, build the data,
 the plan and the algorithm, run (resuming from ``out``'s checkpoint), write the run directory.
@@ -16,8 +17,6 @@ the plan and the algorithm, run (resuming from ``out``'s checkpoint), write the 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import json
 import shutil
 import time
@@ -30,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from fedbound.config import Section, load_config
-from fedbound.errors import ConfigError
 
 __all__ = ["Recipe", "recipe", "implemented", "capture", "run_key", "TrainRun", "train_from_config"]
 
@@ -56,13 +54,14 @@ class Recipe:
     ``plan(setting, train, client_sizes, rounds)`` returns the NoisePlan (it is only called when
     ``[train] private = true``); ``algorithm(setting, train, rounds)`` the training.Algorithm;
     ``min_client_size(setting)`` the smallest client the setting allows (e.g. NbAFL's m), or None;
-    ``summary(setting)`` extra entries for the run summary (e.g. where T came from).
+    ``summary(setting)`` extra entries for the run summary (e.g. where T came from).  ``section`` is
+    optional: the paper's registered section is used.
     """
 
-    section: Section
     num_clients: Callable[[Setting], int]
     plan: Callable[..., Any]
     algorithm: Callable[..., Any]
+    section: Section | None = None
     rounds: Callable[[Setting], int] = _rounds_from_T
     min_client_size: Callable[[Setting], int | None] = _no_minimum
     summary: Callable[[Setting], dict[str, Any]] = _no_summary
@@ -70,34 +69,34 @@ class Recipe:
 
 
 def implemented() -> tuple[str, ...]:
-    """The algorithms ``fedbound train`` can run (those with a recipe module)."""
-    from fedbound.training.config import ALGORITHMS
+    """The papers ``fedbound train`` can run (those whose registry entry has a recipe)."""
+    from fedbound.registry import names
 
-    return tuple(a for a in ALGORITHMS if importlib.util.find_spec(f"fedbound.validation.train_{a}"))
+    return names("train")
 
 
 def recipe(algo: str) -> Recipe:
-    """The recipe of ``algo``; ConfigError for an unknown algorithm or one without a recipe yet."""
-    from fedbound.training.config import ALGORITHMS
+    """The recipe of paper ``algo``; ConfigError for an unknown paper or one without a recipe."""
+    from fedbound.registry import get
 
-    if algo not in ALGORITHMS:
-        raise ConfigError(f"algorithm {algo!r} is outside its valid range one of {', '.join(ALGORITHMS)}")
-    if algo not in implemented():
-        raise ConfigError(f"fedbound train {algo}: not implemented yet (the simulator has "
-                          f"{', '.join(implemented())} so far)")
-    return importlib.import_module(f"fedbound.validation.train_{algo}").RECIPE
+    return get(algo, "train").load("recipe")
 
 
-def capture(fn: Callable[..., Any], *args: Any, notes: list[str]) -> float:
-    """``fn(*args)`` as a float, its warnings appended to ``notes`` (deduplicated)."""
+def capture_warnings(fn: Callable[..., Any], *args: Any, notes: list[str]) -> Any:
+    """``fn(*args)``, its warnings appended to ``notes`` (deduplicated) instead of shown."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        value = float(fn(*args))
+        value = fn(*args)
     for w in caught:
         text = str(w.message)
         if text not in notes:
             notes.append(text)
     return value
+
+
+def capture(fn: Callable[..., Any], *args: Any, notes: list[str]) -> float:
+    """``fn(*args)`` as a float, its warnings appended to ``notes`` (deduplicated)."""
+    return float(capture_warnings(fn, *args, notes=notes))
 
 
 def run_key(algo: str, sections: Mapping[str, Mapping[str, Any]]) -> str:
@@ -128,19 +127,25 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
     resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
     """
+    from fedbound.registry import get
     from fedbound.training import config as tc
     from fedbound.training.engine import run
     from fedbound.training.metrics import write_outputs
 
-    rec = recipe(algo)
-    section = rec.section
+    paper = get(algo, "train")
+    rec = paper.load("recipe")
+    section = paper.config_section
     extra = list(overrides)
     if seed is not None:
         extra.append(f"train.seed={seed}")
     if device is not None:
         extra.append(f"train.device={json.dumps(device)}")
-    cfg = load_config(config, [section, tc.TRAIN_SECTION], extra)
+    with warnings.catch_warnings(record=True) as caught:  # alias notes go into the summary
+        warnings.simplefilter("always")
+        cfg = load_config(config, [section, tc.TRAIN_SECTION], extra)
     setting, train = dict(cfg[section.name]), dict(cfg["train"])
+    assumed = tuple(k for k in paper.defaults if setting.get(k) is None)
+    setting.update({k: paper.defaults[k] for k in assumed})
     rounds = rec.rounds(setting)
     n_clients = rec.num_clients(setting)
     device_name = tc.resolve_device(train["device"])
@@ -164,6 +169,8 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
         summary["plan"] = dict(plan.info)
         summary["plan_rounds"] = plan.rounds
     summary.update(rec.summary(setting))
+    summary["assumed"] = list(assumed)
+    summary["warnings"] = [*dict.fromkeys(str(w.message) for w in caught), *summary.get("warnings", [])]
     crd = result.state.algo_state.get("discounts")
     if crd:
         summary["crd_discounts"] = [list(d) for d in crd]

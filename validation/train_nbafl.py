@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.bounds.nbafl import CONFIG_SECTION
 from fedbound.errors import ConfigError
-from fedbound.validation.runner import Recipe, capture
+from fedbound.validation.runner import Recipe, capture_warnings
 
 __all__ = ["nbafl_plan", "RECIPE"]
 
@@ -63,21 +62,13 @@ def nbafl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
         raise ConfigError(f"[nbafl] m = {m} but the smallest client has {int(sizes.min())} samples: the "
                           "sensitivity 2C/m would be too small; lower m or give every client >= m samples")
     notes: list[str] = []
+    sigma = capture_warnings(nb.noise, setting, rounds, noise, notes=notes)
+    up, down = sigma["uplink"], sigma["server"]
     if noise == "paper":
-        up = capture(nb.sigma_uplink, eps, delta, C, m, L, notes=notes)
-        if scheduled:
-            down = capture(nb.sigma_downlink_k, eps, delta, C, m, N, K, rounds, L, notes=notes)
-        else:
-            down = capture(nb.sigma_downlink, eps, delta, C, m, N, rounds, L, notes=notes)
-        source = "seed 002: sigma_U F10, sigma_D " + ("Lemma 4 / F27 (K-client scheduling)" if scheduled
-                                                      else "Theorem 1 / F11")
+        source = "NbAFL (Wei et al. 2020): sigma_U Sec. III-A, sigma_D " + (
+            "Lemma 4 eq. (16) (K-client scheduling)" if scheduled else "Theorem 1 eq. (10)")
     else:
-        up = capture(nb.sigma_uplink_tight, eps, delta, C, m, L, notes=notes)
-        if scheduled:
-            down = capture(nb.sigma_downlink_k_tight, eps, delta, C, m, N, K, rounds, L, notes=notes)
-        else:
-            down = capture(nb.sigma_downlink_tight, eps, delta, C, m, N, rounds, L, notes=notes)
-        source = "fedbound.bounds.nbafl tight counterparts of F10 / F11 / F27 (exact Gaussian composition)"
+        source = "exact counterparts of NbAFL's sigma_U / sigma_D (fedbound.bounds.nbafl.noise, method tight)"
     views = (View("uplink", "upload", stage="uplink", max_releases=int(L)),
              View("downlink", "broadcast", stage="uplink", sample_rate=(K / N) if scheduled else 1.0,
                   hidden_sampling=scheduled, paper_amplification="lemma4" if scheduled else "none",
@@ -90,7 +81,6 @@ def nbafl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
 
 
 RECIPE = Recipe(
-    section=CONFIG_SECTION,
     num_clients=lambda setting: int(setting["N"]),
     plan=lambda setting, train, sizes, rounds: nbafl_plan(setting, sizes, rounds, train["noise"]),
     algorithm=_algorithm,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,12 +12,27 @@ import typer
 from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
 
 
-class Algo(StrEnum):
-    nbafl = "nbafl"
-    udp = "udp"
-    dppfl = "dppfl"
-    adaptive = "adaptive"
-    wpfl = "wpfl"
+@contextlib.contextmanager
+def _train_extra():
+    """A missing training dependency becomes one line saying which extra to install (exit code 2)."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in TRAIN_EXTRA:
+            raise
+        from fedbound.errors import ConfigError
+
+        raise ConfigError(f"fedbound train needs {exc.name}: install the train extra: "
+                          "pip install 'fedbound[train]'") from None
+
+
+TRAIN_EXTRA = ("torch", "mlxtend", "sklearn", "tqdm", "pyarrow")
+
+
+def _papers() -> str:
+    from fedbound.registry import names
+
+    return ", ".join(names("train"))
 
 
 def _fmt(value) -> object:
@@ -25,10 +40,11 @@ def _fmt(value) -> object:
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
-    @app.command("train")
+    @app.command("train", help="Train a paper's algorithm on CONFIG's setting ([PAPER] + [train]); print a "
+                               f"summary, write the run directory. Papers: {_papers()}.")
     def train(
-        algo: Annotated[Algo, typer.Argument(help="Algorithm: nbafl, udp, dppfl, adaptive or wpfl.",
-                                             show_default=False)],
+        algo: Annotated[str, typer.Argument(metavar="PAPER", help=f"Paper: {_papers()}.",
+                                            show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
         out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<algo>_<config>)."
@@ -41,17 +57,20 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                )] = True,
         json_: JsonFlag = False,
     ) -> None:
-        """Train ALGO on CONFIG's setting ([ALGO] + [train]); print a summary, write the run directory.
+        """Train PAPER's algorithm on CONFIG's setting ([PAPER] + [train]).
 
         The run directory gets config.toml, checkpoint.pt (every round), metrics.csv, metrics.parquet and
         summary.json. Running the same command again resumes from the checkpoint with identical numbers.
         """
         from fedbound.output import print_json, print_table, print_warnings
+        from fedbound.registry import get
         from fedbound.validation.runner import train_from_config
 
-        with warnings.catch_warnings():  # every warning is in the summary, printed once below
+        get(algo, "train")
+
+        with warnings.catch_warnings(), _train_extra():  # every warning is in the summary, printed once below
             warnings.simplefilter("ignore")
-            done = train_from_config(algo.value, config, set_ or [], out=out, seed=seed, device=device,
+            done = train_from_config(algo, config, set_ or [], out=out, seed=seed, device=device,
                                      progress=progress and not json_, overwrite=overwrite)
         s = done.summary
         if json_:

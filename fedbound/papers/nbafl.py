@@ -43,4 +43,5 @@ PAPER = Paper(
     plots="fedbound.validation.plots_nbafl:PLOTS",
     recipe="fedbound.validation.train_nbafl:RECIPE",
     defaults=LOSS_DEFAULTS,
+    example={"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01},
 )

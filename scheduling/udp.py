@@ -1,0 +1,479 @@
+"""UDP's optimal number of rounds and the plan a designer reads (seed 003, Theorems 1-3; Algorithm 2's CRD).
+
+* :func:`optimal_T`: Theorem 3's integer optimum of eq. (22) with a certificate (closed form with the Wright
+  omega function, unimodality, both integer neighbours evaluated).
+* :func:`optimal_T_tight`: the same trade-off with the noise of the tight calibration: eq. (22)'s privacy term
+  is (L^2/2mu) x mean_i sigma_i^2 (identity D6), so h_tight(T) = A^T Theta + (1 - A^T)((L^2/2mu) mean_i
+  sigma_tight,i(T)^2 + b).  sigma_tight(T)^2/T varies slowly in T: a fixed-point iteration on the effective
+  coefficient finds the candidate, and h_tight is evaluated exactly (one calibration per T) at it and both
+  integer neighbours.
+* :func:`plan`: the recommendation first (T, sigma per client under the tight accountant at that T, the
+  bound), then the paper's answer beside it (eq. (10)'s sigma and the delta it really achieves).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from fedbound.bounds import udp
+from fedbound.bounds import udp_moments as um
+from fedbound.bounds.claims import Claim, Computed, Region
+from fedbound.errors import ParameterError
+from fedbound.scheduling.crd import CRDPolicy, heuristic_search_T, run_crd
+from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row
+
+__all__ = [
+    "coeffs",
+    "optimal_T",
+    "optimal_T_tight",
+    "bound_tight",
+    "plan",
+    "parse_grid",
+    "CLAIMS",
+    "TIGHT_ACCOUNTING",
+]
+
+SHORT = udp.SHORT
+TIGHT_ACCOUNTING = (
+    "Renyi DP of Algorithm 1's release (nothing w.p. 1 - q, Gaussian w.p. q; the server sees "
+    "who uploads), optimal RDP -> (eps, delta) conversion (fedbound.accounting.rdp_to_dp)"
+)
+PREMISES = (
+    "one full-batch gradient step per round with per-sample clipping to C, so Delta_l = 2 eta C/|D_i| "
+    f"({SHORT}, eq. (13))",
+    "replace-one adjacency of a client's local dataset; the server is honest-but-curious",
+    "the guarantee counts the server's random K-of-N selection (independent of the data); a guarantee for "
+    "every realised participation pattern needs noise(..., 'tight_participation'), the exact T-fold "
+    "Gaussian calibration",
+    f"the loss constants L, mu, xi-bar, Theta of Theorem 2 ({SHORT}, eq. (22)); its proof is not in "
+    "the seed text",
+)
+
+
+def coeffs(s: Mapping[str, Any]) -> dict[str, float]:
+    """Theorem 2's constants for a planner setting (per-client eps_i, delta_i; Delta_l of the smallest
+    dataset, the worst case)."""
+    arr = udp.client_arrays(s)
+    return udp.bound_coeffs(
+        int(s["N"]),
+        int(s.get("K") or s["N"]),
+        arr["eps"],
+        arr["delta"],
+        s["L"],
+        s["mu"],
+        s["eta"],
+        float(arr["sens"].max()),
+        s["div"],
+        s["theta0"],
+    )
+
+
+def optimal_T(co: Mapping[str, float], T_max: int | None = None) -> Optimum:
+    """The integer T minimising eq. (22), certified: h is strictly quasi-convex (h' = A^T g, g increasing;
+    Theorem 3 corrected), so the better of floor/ceil of the Wright-omega T* is the integer optimum."""
+    t_cont = udp.optimal_T(co)
+    t_int = udp.optimal_T_int(co)
+    if T_max is not None and t_int > T_max:
+        t_int = int(T_max)
+    fun = udp.bound(t_int, co)
+    below = udp.bound(t_int - 1, co) if t_int > 1 else math.inf
+    above = udp.bound(t_int + 1, co) if T_max is None or t_int < T_max else math.inf
+    edge = t_int == 1
+    msg = (
+        "Theta <= b: h increases in T, the best integer is T = 1"
+        if co["theta0"] <= co["b"]
+        else "interior optimum: h decreases before T* and increases after (quasi-convex)"
+    )
+    return Optimum(
+        x=t_int,
+        fun=float(fun),
+        success=bool(fun <= below and fun <= above),
+        message=msg,
+        method="closed form (Wright omega) + integer neighbours",
+        bracket=(1, T_max),
+        fun_below=float(below),
+        fun_above=float(above),
+        at_lower_edge=edge,
+        at_upper_edge=T_max is not None and t_int == T_max,
+        x_continuous=t_cont,
+        evidence={
+            "T_convexity_limit": udp.convexity_limit(co),
+            "h_prime_at_x": udp.bound_d1(t_int, co),
+            "R": 1.0 + co["c"] * (co["theta0"] - co["b"]) / co["a"],
+        },
+    )
+
+
+def _sigma_tight(s: Mapping[str, Any], T: int) -> np.ndarray:
+    return udp.noise(s, T, "tight")["uplink"]
+
+
+def bound_tight(s: Mapping[str, Any], co: Mapping[str, float], T: int) -> tuple[float, np.ndarray]:
+    sig = _sigma_tight(s, T)
+    noise_term = s["L"] ** 2 / (2.0 * s["mu"]) * float(np.mean(sig**2))
+    A_T = math.exp(-co["c"] * T)
+    return A_T * co["theta0"] + (1.0 - A_T) * (noise_term + co["b"]), sig
+
+
+def optimal_T_tight(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[Optimum, np.ndarray]:
+    """The integer T minimising eq. (22) with the tight noise (module docstring), and the sigma's at it."""
+    T, seen = udp.optimal_T_int(co), []
+    for _ in range(12):
+        if T in seen:
+            break
+        seen.append(T)
+        sig = _sigma_tight(s, T)
+        a_eff = s["L"] ** 2 / (2.0 * s["mu"]) * float(np.mean(sig**2)) / T
+        T = udp.optimal_T_int({**co, "a": a_eff})
+    fun, sig = bound_tight(s, co, T)
+    below = bound_tight(s, co, T - 1)[0] if T > 1 else math.inf
+    above = bound_tight(s, co, T + 1)[0]
+    ok = fun <= below and fun <= above
+    return Optimum(
+        x=T,
+        fun=fun,
+        success=bool(ok),
+        message="fixed point of the effective noise coefficient; "
+        + ("no better integer neighbour" if ok else "an integer neighbour is better: not certified"),
+        method="fixed-point iteration + exact neighbours",
+        fun_below=below,
+        fun_above=above,
+        at_lower_edge=T == 1,
+        evidence={"iterations": len(seen)},
+    ), sig
+
+
+def _accountant_deltas(s: Mapping[str, Any], sigma: float, sens: float, T: int) -> dict[str, float]:
+    q = int(s.get("K") or s["N"]) / int(s["N"])
+    e, d = float(np.min(np.atleast_1d(s["eps"]))), float(np.max(np.atleast_1d(s["delta"])))
+    return {acc: um.delta_from_sigmas(e, q, [sigma] * T, sens, acc) for acc in um.ACCOUNTANTS} | {
+        "claimed": d
+    }
+
+
+def _worst_client(s: Mapping[str, Any]) -> int:
+    arr = udp.client_arrays(s)
+    return int(np.argmax(-np.log(arr["delta"]) * arr["sens"] ** 2 / arr["eps"] ** 2))
+
+
+def _paper_warnings(
+    s: Mapping[str, Any], T: int, sig: np.ndarray, arr: dict[str, np.ndarray], deltas: dict[str, float]
+) -> list[str]:
+    out = []
+    i = _worst_client(s)
+    e, d = float(arr["eps"][i]), float(arr["delta"][i])
+    if deltas["approx"] > d:
+        out.append(
+            f"{SHORT}, eq. (10): the paper's sigma achieves delta = {deltas['approx']:.4g} (not "
+            f"{d:g}) under its own accountant, eqs. (16)-(17) over integer orders; under the exact "
+            f"accountant of Algorithm 1's release delta = {deltas['release']:.4g}.  Eq. (21) bounds "
+            "ln(1/delta) from the wrong side; use sigma_corrected or sigma_tight"
+        )
+    if e >= 2.0 * math.log(1.0 / d):
+        out.append(
+            f"{SHORT}, Theorem 1: at eps = {e:g} >= 2 ln(1/delta) = {2 * math.log(1 / d):.4g} the paper's "
+            "sigma gives no guarantee at all (achieved delta >= 1)"
+        )
+    q = int(s.get("K") or s["N"]) / int(s["N"])
+    x = um.validity_x(e, q, [float(sig[i])] * T, float(arr["sens"][i]))
+    if x > 0.75:
+        out.append(
+            f"{SHORT}, eq. (15): lambda Delta_l^2/(2 sigma^2) = {x:.3g} > 0.75 at the optimal order: the "
+            "approximation no longer bounds the exact moment"
+        )
+    return out
+
+
+def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
+    """Which sigma and how many rounds for a UDP setting: the recommendation (tight accountant at the optimal
+    T of eq. (22)), then the paper's answer (eq. (10), Theorem 3) with the delta it really achieves."""
+    udp.NOTATION.variant_names(variant)  # only "paper": ParameterError otherwise
+    s = dict(settings)
+    n = int(s["N"])
+    k = int(s.get("K") or n)
+    if k > n:
+        raise ParameterError("K", k, f"integer in [1, {n}] (N = {n})")
+    co = coeffs(s)
+    arr = udp.client_arrays(s)
+    t_opt = optimal_T(co)
+    T_used = int(s["T"]) if s.get("T") else int(t_opt.x)
+    rec_opt, rec_sigma = optimal_T_tight(s, co)
+    T_rec = int(rec_opt.x)
+    sig = {
+        m: udp.noise(s, T_used, m)["uplink"]
+        for m in ("paper", "corrected", "numeric", "numeric_release", "tight")
+    }
+    i = _worst_client(s)
+    deltas = _accountant_deltas(
+        {**s, "eps": arr["eps"][i], "delta": arr["delta"][i]},
+        float(sig["paper"][i]),
+        float(arr["sens"][i]),
+        T_used,
+    )
+    warnings = _paper_warnings(s, T_used, sig["paper"], arr, deltas)
+    if co["theta0"] <= co["b"]:
+        warnings.append(
+            f"{SHORT}, Theorem 3: Theta = {co['theta0']:g} <= b = {co['b']:.4g}: the bound (22) "
+            "increases in T from the start; T = 1 is optimal and the bound is not informative"
+        )
+    if s.get("T") and T_used > udp.convexity_limit(co):
+        warnings.append(
+            f"{SHORT}, eq. (23): T = {T_used} lies beyond T_c = {udp.convexity_limit(co):.4g}, where "
+            "(22) is concave in T (the paper's proof claims convexity)"
+        )
+    optima: dict[str, Optimum] = {"T_opt": t_opt, "T_opt_tight": rec_opt}
+    if s.get("T_grid"):
+        grid = parse_grid(str(s["T_grid"]))
+        optima["heuristic_search"] = heuristic_search_T(lambda T: udp.bound(T, co), grid)
+    crd = _crd_summary(s, co, arr) if s.get("crd") else None
+    why = (
+        f"T = {T_rec} minimises Theorem 2's bound (22) with the tight noise at every T (its privacy term is "
+        f"(L^2/2mu) x mean sigma_i^2); sigma is the smallest std whose {T_rec} rounds meet (eps_i, delta_i) "
+        "for every client under the exact accountant of what Algorithm 1 releases"
+    )
+    rec = Recommendation(
+        T=T_rec,
+        K=k,
+        sigma={"uplink": rec_sigma},
+        bound=float(rec_opt.fun),
+        accounting=TIGHT_ACCOUNTING,
+        why=why,
+        premises=PREMISES,
+        extra={"q": k / n, "sensitivity": arr["sens"]},
+    )
+
+    def band(x: np.ndarray) -> Any:
+        return float(x[0]) if np.allclose(x, x[0]) else f"{x.min():.6g}..{x.max():.6g}"
+
+    rows = (
+        Row(
+            "sigma per client (uplink)",
+            band(sig["paper"]),
+            band(sig["tight"]),
+            f"at T = {T_used}; paper: eq. (10); tight: release RDP",
+        ),
+        Row(
+            "sigma, corrected closed form",
+            band(sig["paper"]),
+            band(sig["corrected"]),
+            "eqs. (18)-(19) solved for rho",
+        ),
+        Row("sigma, numeric (paper's accountant, integer orders)", band(sig["paper"]), band(sig["numeric"])),
+        Row(
+            "delta achieved by the paper's sigma",
+            deltas["approx"],
+            deltas["release"],
+            f"claimed {deltas['claimed']:g}; paper: its accountant (16); tight column: Algorithm 1's release",
+        ),
+        Row("optimal T", int(t_opt.x), T_rec, "Theorem 3 (Wright omega); tight: same bound, tight noise"),
+        Row("bound at the optimal T", float(t_opt.fun), float(rec_opt.fun), "eq. (22)"),
+        Row("T_c (end of convexity)", udp.convexity_limit(co), None, "eq. (23) corrected"),
+    )
+    data = {
+        "setting": {k_: (v.tolist() if isinstance(v, np.ndarray) else v) for k_, v in s.items()},
+        "q": k / n,
+        "T": T_used,
+        "T_source": "config" if s.get("T") else "T_opt",
+        "sigma": sig["paper"],
+        "sigma_corrected": sig["corrected"],
+        "sigma_numeric": sig["numeric"],
+        "sigma_numeric_release": sig["numeric_release"],
+        "sigma_tight": sig["tight"],
+        "delta_achieved_by_paper_sigma": deltas,
+        "T_opt": int(t_opt.x),
+        "T_opt_continuous": udp.optimal_T(co),
+        "T_convexity_limit": udp.convexity_limit(co),
+        "bound_at_T_opt": float(t_opt.fun),
+        "T_opt_tight": T_rec,
+        "bound_at_T_opt_tight": float(rec_opt.fun),
+        "coefficients": co,
+        "crd": crd,
+    }
+    if s.get("T"):
+        data["bound_at_T"] = udp.bound(T_used, co)
+    return Plan(
+        paper="udp",
+        title=f"{SHORT}: noise and rounds for N = {n}, K = {k}",
+        variant=variant,
+        recommendation=rec,
+        rows=rows,
+        optima=optima,
+        warnings=tuple(warnings),
+        data=data,
+        caption="sigma per client; bound = Theorem 2, eq. (22)",
+        differences=_differences(sig, T_used, int(t_opt.x), rec, deltas),
+    )
+
+
+def _differences(
+    sig: dict[str, np.ndarray], T_used: int, T_paper: int, rec: Recommendation, deltas: dict[str, float]
+) -> tuple[str, ...]:
+    paper, tight = float(np.max(sig["paper"])), float(np.max(sig["tight"]))
+    out = [
+        f"the paper's sigma at T = {T_used} (eq. (10)) is {paper:.4g}, the tight one {tight:.4g} "
+        f"({100 * (paper / tight - 1):+.1f} %); with it delta is {deltas['release']:.3g} instead of "
+        f"{deltas['claimed']:g} (Algorithm 1's release)"
+    ]
+    if T_paper != rec.T:
+        out.append(
+            f"the paper's optimal T is {T_paper} (Theorem 3 with eq. (10)'s noise); with the tight noise "
+            f"it is {rec.T}"
+        )
+    return tuple(out)
+
+
+def parse_grid(text: str) -> list[int]:
+    """ "lo:hi:step" or a comma list of rounds -> the grid of the heuristic search."""
+    try:
+        if ":" in text:
+            lo, hi, step = (int(x) for x in text.split(":"))
+            grid = list(range(lo, hi + 1, step))
+        else:
+            grid = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise ParameterError("T_grid", text, '"lo:hi:step" or a comma list of integers') from exc
+    if not grid or min(grid) < 1:
+        raise ParameterError("T_grid", text, "a non-empty grid of rounds >= 1")
+    return grid
+
+
+def _crd_summary(s: Mapping[str, Any], co: Mapping[str, float], arr: dict[str, np.ndarray]) -> dict[str, Any]:
+    """CRD on the bound as a surrogate loss curve: V(w^t) = h(t) (a designer's preview, not a measurement)."""
+    n, k = int(s["N"]), int(s.get("K") or s["N"])
+    T0 = int(s.get("T") or udp.optimal_T_int(co))
+    i = _worst_client(s)
+    phi = um.budget_phi(arr["eps"][i], arr["delta"][i], k / n, arr["sens"][i])
+    trace = run_crd(CRDPolicy(s.get("beta", 0.9), s.get("zeta", 0.001)), lambda t: udp.bound(t, co), T0, phi)
+    return {"surrogate": "V(w^t) = h(t), eq. (22)", **trace.to_dict()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Claims about optima and CRD (spec 003 P8, P9, P13 brute force)
+# ---------------------------------------------------------------------------------------------------------
+def _t_int_is_brute_force(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    co = udp.bound_coeffs(
+        *(v[k] for k in ("N", "K", "eps", "delta", "L", "mu", "eta", "sens", "div", "theta0"))
+    )
+    t_int = udp.optimal_T_int(co)
+    hi = max(5000, 3 * t_int)
+    grid = np.arange(1, hi + 1)
+    brute = int(grid[np.argmin(udp.bound(grid, co))])
+    same = brute == t_int or math.isclose(udp.bound(brute, co), udp.bound(t_int, co), rel_tol=1e-13)
+    return same, f"closed form {t_int}, brute force {brute}"
+
+
+def _crd_run(v: Mapping[str, Any]) -> tuple[Any, float]:
+    rng = np.random.default_rng(int(v["seed"]))
+    drops = np.abs(rng.normal(0.0, 0.01, 400)) * (rng.random(400) < 0.7)
+    curve = np.concatenate([[1.0], 1.0 - np.cumsum(drops)])
+    phi = float(um.budget_phi(v["eps"], v["delta"], v["q"], v["sens"]))
+    return run_crd(CRDPolicy(v["beta"], 0.004), curve, int(v["T"]), phi), phi
+
+
+def _theorem4_invariants(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    trace, phi = _crd_run(v)
+    sig = trace.sigmas
+    sigma0 = float(udp.SIGMA(eps=v["eps"], delta=v["delta"], q=v["q"], T=v["T"], sens=v["sens"]))
+    first = trace.discounts[0][0] if trace.discounts else trace.rounds
+    ok_a = math.isclose(sig[0], sigma0, rel_tol=1e-10)
+    ok_b = bool(np.allclose(sig[: first + 1], sigma0, rtol=1e-10))
+    spent = float(np.sum(sig**-2.0))
+    ok_e = spent <= phi * (1 + 1e-9)
+    return ok_a and ok_b and ok_e, (
+        f"sigma^0 = Thm 1: {ok_a}; constant until the first discount: {ok_b}; "
+        f"sum sigma^-2 = {spent:.6g} <= Phi = {phi:.6g}: {ok_e}"
+    )
+
+
+def _schedule_rules(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    trace, _ = _crd_run(v)
+    T = list(trace.T_in_force)
+    never_up = all(b <= a for a, b in zip(T, T[1:], strict=False))
+    steps_ok = all(
+        new - t == math.floor(v["beta"] * (old - t) + 1e-12) and new - t <= old - t - 1
+        for t, old, new in trace.discounts
+    )
+    return never_up and steps_ok and trace.rounds <= int(v["T"]), (
+        f"T never increases: {never_up}; T_new - t = floor(beta (T - t)) <= T - t - 1: {steps_ok}; "
+        f"rounds {trace.rounds} <= T_init {int(v['T'])}"
+    )
+
+
+def _d13(v: Mapping[str, Any], variant: str) -> tuple[bool, str]:
+    phi = float(um.budget_phi(v["eps"], v["delta"], v["q"], v["sens"]))
+    T0, t, T1 = int(v["T"]), int(v["frac"] * (int(v["T"]) - 1)), int(v["T1"])
+    T1 = max(T1, t + 1)
+    s0 = um.sigma_crd(0, T0, phi, 0.0)
+    st = um.sigma_crd(t, T1, phi, t / s0**2)
+    want = s0 * math.sqrt((T1 - t) / (T0 - t))
+    spent = um.eps_spent([s0] * t, v["delta"], v["q"], v["sens"]) if t else 0.0
+    ok = math.isclose(st, want, rel_tol=1e-9) and math.isclose(
+        spent, v["eps"] * math.sqrt(t / T0), rel_tol=1e-9, abs_tol=1e-12
+    )
+    return ok, f"sigma^t = {st:.10g} vs sigma^0 sqrt((T'-t)/(T0-t)) = {want:.10g}"
+
+
+_CRD_REGION = Region(
+    {
+        "eps": (0.5, 20.0),
+        "delta": (1e-6, 0.1, "log"),
+        "q": (0.05, 1.0),
+        "sens": (1e-4, 0.1, "log"),
+        "T": (5, 300),
+        "beta": (0.3, 0.95),
+        "seed": (0, 10**6),
+    },
+    integers=frozenset({"T", "seed"}),
+)
+_INT_REGION = replace(udp.ADMISSIBLE, ranges={**udp.ADMISSIBLE.ranges, "sens": (1e-3, 0.05, "log")})
+_ONE = Computed("crd", lambda v, var: np.asarray(1.0), "a CRD run")
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "P8",
+        "Theorem 4: sigma^0 is Theorem 1's sigma, sigma stays constant while T does, and a whole CRD run "
+        "spends at most Phi (eps_spent <= eps)",
+        _ONE,
+        "predicate",
+        _CRD_REGION,
+        other=_theorem4_invariants,
+        source="Theorem 4, eqs. (25)-(31)",
+    ),
+    Claim(
+        "P8c",
+        "(D13): after t rounds at sigma^0, a new T' gives sigma^t = sigma^0 sqrt((T'-t)/(T0-t)) and "
+        "eps_spent = eps sqrt(t/T0)",
+        _ONE,
+        "predicate",
+        Region(
+            {**_CRD_REGION.ranges, "frac": (0.0, 1.0), "T1": (1, 300)},
+            integers=frozenset({"T", "T1", "seed"}),
+        ),
+        other=_d13,
+        source="Theorem 4, derived",
+    ),
+    Claim(
+        "P9",
+        "CRD schedule: T never increases, T_new - t = floor(beta (T - t)) <= T - t - 1, at most T_init "
+        "rounds",
+        _ONE,
+        "predicate",
+        _CRD_REGION,
+        other=_schedule_rules,
+        source="Alg. 2",
+    ),
+    Claim(
+        "P13c",
+        "the closed-form integer T* equals the brute-force argmin of (22)",
+        _ONE,
+        "predicate",
+        _INT_REGION,
+        other=_t_int_is_brute_force,
+        source="Theorem 3",
+    ),
+)
