@@ -160,7 +160,7 @@ def optimal_T(
     if refined:
         message = (
             f"geometric grid of 48 T in [1, {T_max}], then every integer in [{lo}, {hi}] around its "
-            "argmin (Phi is unimodal, spec 000 P18)"
+            "argmin (Phi is unimodal on every tested grid)"
         )
     x_cont = None
     name = settings.get("bound", "nonconvex")
@@ -173,7 +173,7 @@ def optimal_T(
         if settings["Delta0"] <= K1:
             message += (
                 f"; Delta0 = {settings['Delta0']:g} <= K(1) = {K1:.6g}: Phi2 is non-decreasing, T* = 1 "
-                "is proved (spec 000 Sec. 3.8)"
+                "is proved (Phi2(T+1) - Phi2(T) >= 0)"
             )
     elif float(settings["q_in"]) == 1.0 == float(settings["q_out"]):
         _, K1 = _noise_slope({**settings, "T": 1.0}, variant, ratio)
@@ -310,7 +310,8 @@ def model_size(settings: Mapping[str, Any], sigma: float, variant: str = "paper"
         i = int(np.argmin(np.where(np.isfinite(phi), phi, np.inf)))
         msg = (
             f"the bound alone over {reading}: increasing in S (theta_exact) or parity-broken (paper's "
-            "Theta, E14), so the smallest size wins; give a0 and kappa for the Psi(S) extension"
+            "Theta (27) is 2x/4x E||n|| for odd/even S), so the smallest size wins; give a0 and kappa "
+            "for the Psi(S) extension"
         )
         fun = float(phi[i])
     return Optimum(
@@ -371,7 +372,7 @@ def optimal_split(
             success=True,
             method="degenerate (analysis)",
             message=(
-                f"the paper's bounds depend on sigma_in only (outer noise omitted in (227), E18):"
+                f"the paper's bounds depend on sigma_in only (the outer noise is omitted in App. G, (227)):"
                 f" the bound decreases as r -> infinity (at r = {big:g}: {val:.6g}, at 50/50: "
                 f"{base:.6g}); use variant outer_noise for a meaningful split"
             ),
@@ -609,28 +610,37 @@ def _eps_parts(
     return eps, alpha, float(e_in[0]), float(e_out[0])
 
 
-def _differences(s: Mapping[str, Any], data: Mapping[str, Any], t_paper: Optimum, clip: Optimum,
-                 split: Optimum, name: str) -> tuple[str, ...]:
+def _differences(
+    s: Mapping[str, Any], data: Mapping[str, Any], t_paper: Optimum, clip: Optimum, split: Optimum, name: str
+) -> tuple[str, ...]:
     """The paper's own answer against the recommendation, in words."""
     out = []
     if data.get("bound_at_T") is not None:
-        out.append(f"the configured T = {data['T']} predicts {data['bound_at_T']:.6g}; the recommended "
-                   f"T* = {data['T_opt']} predicts {data['bound_at_T_opt']:.6g}")
+        out.append(
+            f"the configured T = {data['T']} predicts {data['bound_at_T']:.6g}; the recommended "
+            f"T* = {data['T_opt']} predicts {data['bound_at_T_opt']:.6g}"
+        )
     sp, st = data["noise_multiplier_paper"], data["noise_multiplier"]
     if data["T_opt_paper"] != data["T_opt"] or abs(sp - st) > 1e-9 * sp:
-        out.append(f"the paper's accountant (Opacus' orders) gives T* = {data['T_opt_paper']} with sigma* = "
-                   f"{sp:.6g}; the recommendation uses sigma = {st:.6g} at T* = {data['T_opt']} "
-                   f"({100 * (st / sp - 1):+.2f} % inner noise)")
+        out.append(
+            f"the paper's accountant (Opacus' orders) gives T* = {data['T_opt_paper']} with sigma* = "
+            f"{sp:.6g}; the recommendation uses sigma = {st:.6g} at T* = {data['T_opt']} "
+            f"({100 * (st / sp - 1):+.2f} % inner noise)"
+        )
     else:
-        out.append(f"the paper's accountant and the tight one agree here (sigma* = {sp:.6g} at T* = "
-                   f"{data['T_opt']}): the exact sampled-Gaussian RDP is what both use")
+        out.append(
+            f"the paper's accountant and the tight one agree here (sigma* = {sp:.6g} at T* = "
+            f"{data['T_opt']}): the exact sampled-Gaussian RDP is what both use"
+        )
     if clip.at_lower_edge:
         out.append(f"the paper's C = {s['C']:g} is kept although the bound would prefer C -> 0")
     else:
         out.append(f"the paper's C = {s['C']:g} against C* = {float(clip.x):.6g} of Lemma 4")
     if math.isfinite(split.x) and split.x != 1.0:
-        out.append(f"the paper splits the budget 50/50 (bound {split.evidence['bound_50_50']:.6g}); "
-                   f"sigma_out/sigma_in = {split.x:.4g} gives {float(split.fun):.6g}")
+        out.append(
+            f"the paper splits the budget 50/50 (bound {split.evidence['bound_50_50']:.6g}); "
+            f"sigma_out/sigma_in = {split.x:.4g} gives {float(split.fun):.6g}"
+        )
     return tuple(out)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -145,7 +146,7 @@ def test_split_reproduces_the_paper_at_ratio_one():
     val, sig = sd._split_value(s, 1.0, "paper", "paper")
     assert sig == pytest.approx(dp.rdp_pfl_noise_multiplier(2.0, 1e-3, 30, 1, 0.1, 0.1), rel=1e-7)
     degenerate = sd.optimal_split(s, "paper")
-    assert math.isinf(degenerate.x) and "E18" in degenerate.message
+    assert math.isinf(degenerate.x) and "(227)" in degenerate.message
 
 
 def test_model_size_no_interior_optimum_and_the_extension():
@@ -173,8 +174,8 @@ def test_plan_recommendation_first_and_json_keys():
                                   rec.extra["noise_multiplier_outer"], 1e-3, dp.TIGHT_ORDERS)
     assert spent <= 2.0 * (1 + 1e-9)
     assert rec.bound == pytest.approx(92.34097, rel=1e-5)
-    assert any("E18" not in w and "(227)" in w for w in p.warnings)
-    assert all("spec 000" not in w for w in p.warnings)
+    assert any("(227)" in w for w in p.warnings)
+    assert not any(re.search(r"spec 0|\bE\d+\b", w) for w in (*p.warnings, *p.differences))
     assert d["noise_multiplier_at_T"] == pytest.approx(3.34841371, rel=1e-6)
 
 

@@ -54,8 +54,9 @@ def test_plan_stages_views_and_notes():
     np.testing.assert_array_equal(plan.orders, OPACUS_ORDERS)
     assert plan.paper_accountant == "rdp" and plan.info["inner_share"] == pytest.approx(0.5)
     assert not plan.notes
-    assert any("E9" in n for n in dppfl_plan(setting(variant="v1"), np.full(4, 20), 3).notes)
-    assert any("E8" in n for n in dppfl_plan(setting(g1="hessian"), np.full(4, 20), 3).notes)
+    v1 = dppfl_plan(setting(variant="v1"), np.full(4, 20), 3)
+    assert any("per-example clipping" in n for n in v1.notes)
+    assert any("does not cover" in n for n in dppfl_plan(setting(g1="hessian"), np.full(4, 20), 3).notes)
     exact = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3, noise_method="tight")
     paper = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3)
     assert exact.budget_accountant == "tight"

@@ -83,14 +83,14 @@ def dppfl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
     _, inner, outer = rdp_pfl_rdp(np.array([alpha]), rounds, tau0, q_in, sigma, q_out, sigma_out)
     notes = []
     if setting["variant"] == "v1":
-        notes.append("variant v1 (seed 000 eqs. (6)-(11) literally) clips the mini-batch gradient as a whole "
-                     "and adds N(0, C^2 sigma^2) to it: Theorem 1's sampled-Gaussian analysis assumes "
-                     "per-example clipping (spec 000 E9), so the recorded epsilon is the paper's claim, "
-                     "not a proven guarantee; use variant v2")
+        notes.append("variant v1 (DP-PFL (Wei et al. 2023), eqs. (6)-(11) literally) clips the mini-batch "
+                     "gradient as a whole and adds N(0, C^2 sigma^2) to it: Theorem 1's sampled-Gaussian "
+                     "analysis (eqs. (13)-(14)) assumes per-example clipping, so the recorded epsilon is the "
+                     "paper's claim, not a proven guarantee; use variant v2")
     elif setting["g1"] == "hessian":
-        notes.append("g1 = hessian (eq. (10)): the query batch's Hessian lets query records into the outer "
-                     "step outside the sampled Gaussian mechanism, which Theorem 1 does not cover (spec 000 "
-                     "E8); g1 = first_order keeps the guarantee")
+        notes.append("g1 = hessian (DP-PFL (Wei et al. 2023), eq. (10)): the query batch's Hessian lets "
+                     "query records into the outer step outside the sampled Gaussian mechanism, which Theorem 1 "
+                     "(eq. (12)) does not cover; g1 = first_order keeps the guarantee")
     views = (View("inner", "steps", stage="inner", sample_rate=q_in, hidden_sampling=True,
                   releases_per_round=tau0, group="local", hidden_scope="participants"),
              View("outer", "steps", stage="outer", sample_rate=q_out, hidden_sampling=True,
