@@ -89,8 +89,8 @@ def dppfl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
                      "paper's claim, not a proven guarantee; use variant v2")
     elif setting["g1"] == "hessian":
         notes.append("g1 = hessian (DP-PFL (Wei et al. 2023), eq. (10)): the query batch's Hessian lets "
-                     "query records into the outer step outside the sampled Gaussian mechanism, which Theorem 1 "
-                     "(eq. (12)) does not cover; g1 = first_order keeps the guarantee")
+                     "query records into the outer step outside the sampled Gaussian mechanism, which "
+                     "Theorem 1 (eq. (12)) does not cover; g1 = first_order keeps the guarantee")
     views = (View("inner", "steps", stage="inner", sample_rate=q_in, hidden_sampling=True,
                   releases_per_round=tau0, group="local", hidden_scope="participants"),
              View("outer", "steps", stage="outer", sample_rate=q_out, hidden_sampling=True,
