@@ -32,9 +32,12 @@ demo: $(STAMP)
 	@mkdir -p $(DEMO_OUT)
 	@echo "== 1. Accounting: noise for eps = 6, delta = 0.01 over 25 rounds at q = 0.4, by every method"
 	$(FEDBOUND) calibrate --eps 6 --delta 0.01 --q 0.4 --steps 25
-	@echo "== 2. NbAFL plan: which T, K and sigma for eps = 6 with 50 clients? (paper vs tight)"
-	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml --set K=20
+	@echo "== 2. The registered papers, then two plans: the recommendation (T, K, sigma under exact accounting,"
+	@echo "==    its bound), then the paper's own answer. NbAFL: eps = 6, 50 clients; UDP: eps_i = 8, q = 0.6"
+	$(FEDBOUND) papers
+	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml
 	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml --set K=20 --json > $(DEMO_OUT)/nbafl_plan.json
+	$(FEDBOUND) plan udp examples/udp_mnist.toml
 	@echo "== 3. NbAFL bound vs T and vs K (PNG + SVG in $(DEMO_OUT))"
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs T --out $(DEMO_OUT)/nbafl_vs_T.png
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs K --set T=60 --out $(DEMO_OUT)/nbafl_vs_K.png

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedbound.checks import check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_probability, check_real, scalar_or_array
 from fedbound.errors import InfeasibleError
 
 __all__ = ["PrivacyParams", "amplify_by_subsampling", "inverse_amplify_by_subsampling"]
@@ -44,7 +44,7 @@ def amplify_by_subsampling(eps: ArrayLike, delta: ArrayLike, q: ArrayLike) -> Pr
     e = check_real("eps", eps, 0.0)
     d = check_real("delta", delta, 0.0, 1.0)
     qq = check_probability("q", q, allow_one=True)
-    e, d, qq = np.broadcast_arrays(e, d, qq)
+    e, d, qq = broadcast(eps=e, delta=d, q=qq)
     big = e > 30.0
     with np.errstate(over="ignore"):
         eps_amp = np.where(big, e + np.log(qq + (1.0 - qq) * np.exp(-e)),
@@ -63,7 +63,7 @@ def inverse_amplify_by_subsampling(eps: ArrayLike, delta: ArrayLike, q: ArrayLik
     e = check_real("eps", eps, 0.0)
     d = check_real("delta", delta, 0.0, 1.0, high_open=True)
     qq = check_probability("q", q, allow_one=True)
-    e, d, qq = np.broadcast_arrays(e, d, qq)
+    e, d, qq = broadcast(eps=e, delta=d, q=qq)
     if np.any(d / qq >= 1.0):
         i = np.unravel_index(int(np.argmax(d / qq >= 1.0)), d.shape) if d.ndim else ()
         raise InfeasibleError(f"delta / q = {d[i] / qq[i]:g} >= 1: no per-release delta amplifies to "

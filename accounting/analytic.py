@@ -21,7 +21,8 @@ from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
 from fedbound.accounting._numerics import decreasing_root, log1mexp
-from fedbound.checks import check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_finite, check_probability, check_real, scalar_or_array
+from fedbound.errors import DomainError
 
 __all__ = ["analytic_gaussian_delta", "analytic_gaussian_std", "analytic_gaussian_epsilon",
            "analytic_gaussian_log_delta"]
@@ -37,8 +38,10 @@ def analytic_gaussian_log_delta(eps: np.ndarray, noise_multiplier: np.ndarray) -
     a = 0.5 / z - eps * z
     b = -0.5 / z - eps * z
     log_pa = log_ndtr(a)
-    ratio = np.minimum(eps + log_ndtr(b) - log_pa, 0.0)  # < 0 in exact arithmetic
-    return log_pa + log1mexp(ratio)
+    with np.errstate(invalid="ignore"):
+        ratio = np.minimum(eps + log_ndtr(b) - log_pa, 0.0)  # < 0 in exact arithmetic
+    # Phi(a) underflows to 0 (a below about -38): delta is 0 to float precision, not -inf - -inf = NaN
+    return np.where(np.isneginf(log_pa), -np.inf, log_pa + log1mexp(np.nan_to_num(ratio, nan=-1.0)))
 
 
 def analytic_gaussian_delta(eps: ArrayLike, sigma: ArrayLike, sensitivity: ArrayLike = 1.0
@@ -51,20 +54,26 @@ def analytic_gaussian_delta(eps: ArrayLike, sigma: ArrayLike, sensitivity: Array
     e = check_real("eps", eps, 0.0)
     s = check_real("sigma", sigma, 0.0, low_open=True)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
-    return scalar_or_array(np.exp(analytic_gaussian_log_delta(e, s / d)))
+    e, s, d = broadcast(eps=e, sigma=s, sensitivity=d)
+    with np.errstate(over="ignore", divide="ignore"):
+        log_delta = analytic_gaussian_log_delta(e, s / d)
+    return scalar_or_array(check_finite("delta", np.exp(log_delta), {"eps": e, "sigma": s, "sensitivity": d}))
 
 
-def _bracket(f, lo: np.ndarray, hi: np.ndarray, factor: float = 4.0, max_steps: int = 200):
+def _bracket(f, lo: np.ndarray, hi: np.ndarray, name: str, value, factor: float = 4.0, max_steps: int = 60):
     """Widen [lo, hi] geometrically until f(lo) > 0 >= f(hi) (f decreasing); x is a log-scale variable."""
     f_lo, f_hi = f(lo), f(hi)
+    step = np.log(factor)
     for _ in range(max_steps):
         bad_lo, bad_hi = f_lo <= 0, f_hi > 0
         if not (bad_lo.any() or bad_hi.any()):
             return lo, hi, f_lo, f_hi
-        lo = np.where(bad_lo, lo - np.log(factor), lo)
-        hi = np.where(bad_hi, hi + np.log(factor), hi)
+        lo = np.where(bad_lo, lo - step, lo)
+        hi = np.where(bad_hi, hi + step, hi)
+        step = min(2.0 * step, 64.0)  # doubling steps reach any float64 scale in ~20 rounds
         f_lo, f_hi = np.where(bad_lo, f(lo), f_lo), np.where(bad_hi, f(hi), f_hi)
-    raise RuntimeError("internal error: could not bracket the analytic Gaussian root")  # pragma: no cover
+    raise DomainError(name, float(np.max(value)), "a value whose analytic Gaussian root can be bracketed",
+                      "the privacy profile is flat to float precision there")
 
 
 def analytic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
@@ -77,16 +86,18 @@ def analytic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLi
     e = check_real("eps", eps, 0.0, low_open=True)
     dl = check_probability("delta", delta)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
-    e, dl, d = np.broadcast_arrays(e, dl, d)
+    e, dl, d = broadcast(eps=e, delta=dl, sensitivity=d)
     shape, e, log_dl = e.shape, e.ravel(), np.log(dl.ravel())
 
     def g(x, idx=slice(None)):
         return analytic_gaussian_log_delta(e[idx], np.exp(x)) - log_dl[idx]
 
-    guess = np.log(np.sqrt(2.0 * np.log(1.25 / np.exp(log_dl))) / e)
-    lo, hi, f_lo, f_hi = _bracket(g, guess - np.log(2.0), guess + np.log(2.0))
+    guess = np.log(np.sqrt(2.0 * (np.log(1.25) - log_dl)) / e)
+    lo, hi, f_lo, f_hi = _bracket(g, guess - np.log(2.0), guess + np.log(2.0), "delta", dl)
     _, hi = decreasing_root(g, lo, hi, f_lo, f_hi, xtol=1e-13)
-    return scalar_or_array((np.exp(hi) * d.ravel()).reshape(shape))
+    sigma = (np.exp(hi) * d.ravel()).reshape(shape)
+    return scalar_or_array(check_finite("sigma", sigma, {"eps": e, "delta": dl, "sensitivity": d},
+                                        positive=True))
 
 
 def analytic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
@@ -98,7 +109,7 @@ def analytic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: A
     s = check_real("sigma", sigma, 0.0, low_open=True)
     dl = check_probability("delta", delta)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
-    s, dl, d = np.broadcast_arrays(s, dl, d)
+    s, dl, d = broadcast(sigma=s, delta=dl, sensitivity=d)
     shape, z, log_dl = s.shape, (s / d).ravel(), np.log(dl.ravel())
     out = np.zeros(z.shape)
     need = analytic_gaussian_log_delta(0.0, z) > log_dl
@@ -108,8 +119,9 @@ def analytic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: A
         def g(x, idx=slice(None)):  # x = log eps; decreasing in eps
             return analytic_gaussian_log_delta(np.exp(x), zn[idx]) - ln[idx]
 
-        guess = np.log(np.sqrt(2.0 * np.log(1.25 / np.exp(ln))) / zn + 1.0 / zn)
-        lo, hi, f_lo, f_hi = _bracket(g, guess - np.log(2.0), guess + np.log(2.0))
+        guess = np.log(np.sqrt(2.0 * (np.log(1.25) - ln)) / zn + 1.0 / zn)
+        lo, hi, f_lo, f_hi = _bracket(g, guess - np.log(2.0), guess + np.log(2.0), "sigma", s)
         _, hi = decreasing_root(g, lo, hi, f_lo, f_hi, xtol=1e-13)
         out[need] = np.exp(hi)
-    return scalar_or_array(out.reshape(shape))
+    eps = out.reshape(shape)
+    return scalar_or_array(check_finite("eps", eps, {"sigma": s, "delta": dl, "sensitivity": d}))

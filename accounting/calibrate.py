@@ -24,6 +24,7 @@ most the target.  Unreachable targets raise InfeasibleError, never inf or NaN.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -37,7 +38,7 @@ from fedbound.accounting.analytic import (
     analytic_gaussian_std,
 )
 from fedbound.accounting.events import check_sampling
-from fedbound.accounting.pld import pld_delta, pld_epsilon
+from fedbound.accounting.pld import PldTooCostly, pld_delta, pld_epsilon
 from fedbound.accounting.rdp import (
     _check_conversion,
     check_orders,
@@ -48,14 +49,30 @@ from fedbound.accounting.rdp import (
     rdp_to_delta,
     rdp_to_dp,
 )
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
-from fedbound.errors import InfeasibleError, ParameterError, UnsupportedError
+from fedbound.checks import broadcast, check_int, check_probability, check_real, scalar_or_array
+from fedbound.errors import (
+    AccountingFallbackWarning,
+    DomainError,
+    InfeasibleError,
+    ParameterError,
+    UnsupportedError,
+)
 
-__all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon", "calibrate_noise"]
+__all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "MIN_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon",
+           "calibrate_noise"]
 
 METHODS = ("rdp", "pld", "analytic")
 #: Calibration gives up (InfeasibleError) beyond this noise multiplier.
 MAX_NOISE_MULTIPLIER = 1e12
+#: dp-accounting's RDP for sampling without replacement fails somewhere above this (2.7e8 at q = 0.1: math
+#: domain error), and each of its evaluations costs ~0.5 s: its calibration stops here (InfeasibleError).
+WOR_MAX_NOISE_MULTIPLIER = 1e7
+#: Targets met by even this little noise are refused (ParameterError naming target_eps): no privacy left, and
+#: the RDP series lose meaning as 1/z^2 approaches the float range.
+MIN_NOISE_MULTIPLIER = 1e-10
+#: PLD points per step during a calibration search (~20 evaluations; a coarser discretisation only makes the
+#: calibrated noise slightly larger, never smaller than needed: pessimistic rounding).
+PLD_CALIBRATION_STEP_POINTS = 5e4
 _SAFETY = 1e-9  # relative margin added to calibrated noise so that rounding never lands on the wrong side
 
 
@@ -77,7 +94,7 @@ def _inputs(noise_multiplier, sample_rate, steps, other, other_name, other_check
     q = check_probability("sample_rate", sample_rate, allow_one=True)
     t = check_int("steps", steps, 1)
     o = other_check(other_name, other)
-    return np.broadcast_arrays(z, q, t, o)
+    return broadcast(noise_multiplier=z, sample_rate=q, steps=t, **{other_name: o})
 
 
 def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
@@ -92,9 +109,12 @@ def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLik
     _check_method(method, sampling, q)
     _check_conversion(conversion)
     if method == "analytic":
-        return analytic_gaussian_epsilon(z / np.sqrt(t), d)
+        return _composed(analytic_gaussian_epsilon, z, t, d)
     if method == "pld":
-        return pld_epsilon(z, q, t, d, pld_discretization)
+        try:
+            return pld_epsilon(z, q, t, d, pld_discretization)
+        except PldTooCostly as exc:
+            _fallback(exc)
     o = check_orders(orders)
     rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
     rdp = rdp_fn(o.ravel(), q, z, t)
@@ -113,9 +133,12 @@ def delta_for_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps
     _check_method(method, sampling, q)
     _check_conversion(conversion)
     if method == "analytic":
-        return analytic_gaussian_delta(e, z / np.sqrt(t))
+        return _composed(lambda sigma, eps: analytic_gaussian_delta(eps, sigma), z, t, e)
     if method == "pld":
-        return pld_delta(z, q, t, e, pld_discretization)
+        try:
+            return pld_delta(z, q, t, e, pld_discretization)
+        except PldTooCostly as exc:
+            _fallback(exc)
     o = check_orders(orders)
     rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
     return rdp_to_delta(o.ravel(), rdp_fn(o.ravel(), q, z, t), e, conversion=conversion)
@@ -135,7 +158,7 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
     d = check_probability("delta", delta)
     q = check_probability("sample_rate", sample_rate, allow_one=True)
     t = check_int("steps", steps, 1)
-    e, d, q, t = np.broadcast_arrays(e, d, q, t)
+    e, d, q, t = broadcast(target_eps=e, delta=d, sample_rate=q, steps=t)
     _check_method(method, sampling, q)
     _check_conversion(conversion)
     shape = e.shape
@@ -145,8 +168,32 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
     elif method == "rdp" and sampling == "poisson":
         z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
     else:
-        z = _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization)
+        try:
+            z = _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization)
+        except PldTooCostly as exc:
+            _fallback(exc)
+            z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+        except (InfeasibleError, DomainError) as exc:  # at a noise the search tried: name the user's target
+            where = (f"target_eps = {e[0]:g} at delta = {d[0]:g}, sample_rate = {q[0]:g}, steps = {t[0]}"
+                     if e.size == 1 else f"target_eps (a grid of {e.size} points)")
+            raise InfeasibleError(f"{where} cannot be calibrated: {exc}") from None
     return scalar_or_array(z.reshape(shape))
+
+
+def _composed(fn: Callable, z: np.ndarray, t: np.ndarray, other: np.ndarray) -> float | np.ndarray:
+    """``fn(z / sqrt(steps), other)``: T Gaussian releases are one with std z / sqrt(T) (Dong, Roth & Su 2022,
+    Cor. 3.3); an error about that derived std names the noise multiplier the user gave."""
+    try:
+        return fn(z / np.sqrt(t), other)
+    except ParameterError as exc:
+        raise DomainError("noise_multiplier", float(np.min(z)), "a value whose composed std z / sqrt(steps) "
+                          "the analytic Gaussian can evaluate", str(exc)) from None
+
+
+def _fallback(exc: PldTooCostly) -> None:
+    """Say that RDP (a valid, looser upper bound on eps) answers where PLD would be too costly."""
+    warnings.warn(f"method='pld' would be too costly here ({exc}); RDP answered instead (an upper bound on "
+                  "eps, slightly looser than PLD)", AccountingFallbackWarning, stacklevel=3)
 
 
 def _infeasible(e: np.ndarray, d: np.ndarray, bad: np.ndarray, orders: np.ndarray) -> InfeasibleError:
@@ -181,6 +228,11 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
     part = np.flatnonzero(q < 1.0)
     if part.size:
         z[part] = _calibrate_subsampled(q[part], z[part], budget[part], usable[part], orders)
+    if np.any(z < MIN_NOISE_MULTIPLIER):  # nan-free: z is >= 0 or inf here
+        i = int(np.argmin(z))
+        raise ParameterError("target_eps", float(e[i]), f"a target that needs noise multiplier >= "
+                             f"{MIN_NOISE_MULTIPLIER:g}", f"at delta = {d[i]:g}, q = {q[i]:g}, steps = "
+                             f"{t[i]} even noise multiplier {MIN_NOISE_MULTIPLIER:g} meets it: no privacy")
     if np.any(z > MAX_NOISE_MULTIPLIER):
         i = int(np.argmax(z))
         raise InfeasibleError(f"target_eps = {e[i]:g} at delta = {d[i]:g}, q = {q[i]:g}, steps = {t[i]} "
@@ -201,6 +253,10 @@ def _calibrate_subsampled(q, z_hi, budget, usable, orders) -> np.ndarray:
 
     ok = (usable & (r_lo <= budget)).any(axis=1)
     while ok.any():  # the lower end is still private enough: move the bracket down
+        if np.any(lo[ok] < MIN_NOISE_MULTIPLIER):  # below the calibration range: report, do not descend
+            z = z_hi.copy()
+            z[ok & (lo < MIN_NOISE_MULTIPLIER)] = 0.0
+            return z
         hi[ok], r_hi[ok] = lo[ok], r_lo[ok]
         lo[ok] *= np.clip(0.5 * q[ok], 1e-4, 0.5)
         r_lo[ok] = _rdp_grid(q[ok], lo[ok], orders)
@@ -236,13 +292,16 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
     """Root search in log z per grid point for methods without a vectorised calibration (PLD, without
     replacement).
 
-    Bracket: the RDP-Poisson (for PLD) or q = 1 (without replacement) calibration, widened until it holds;
-    xtol 1e-6 relative for PLD (its eps is discretised), 1e-10 otherwise.
+    Bracket: the RDP-Poisson calibration (x 1.25 for PLD, x 1.5 either way without replacement), widened
+    until it holds; xtol 1e-6 relative (PLD's eps is discretised; dp-accounting's RDP without replacement
+    costs ~0.4-1.5 s per evaluation, so each saved iteration counts).
     """
     def eps_at(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        if method == "pld":  # a cheaper discretisation per evaluation: the search makes ~20 of them
+            return np.atleast_1d(pld_epsilon(np.exp(x), q[idx], t[idx], d[idx], pld_discretization,
+                                             step_points=PLD_CALIBRATION_STEP_POINTS))
         return np.atleast_1d(epsilon(np.exp(x), q[idx], t[idx], d[idx], method, sampling=sampling,
-                                     orders=orders, conversion=conversion,
-                                     pld_discretization=pld_discretization))
+                                     orders=orders, conversion=conversion))
 
     def f(x, idx):
         with np.errstate(divide="ignore"):
@@ -255,15 +314,21 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
         if full.any():
             guess[full] = np.sqrt(t[full]) * np.asarray(analytic_gaussian_std(e[full], d[full])).ravel()
             width[full] = 2e-3
-    else:
-        guess = _calibrate_rdp(e, d, np.ones_like(q), t, check_orders(orders).ravel(), conversion)
+    else:  # without replacement: the Poisson answer at the same q is a close, cheap guess (x 1.5 either way)
+        guess = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+        width = np.full(e.size, np.log(1.5))
+    z_max = MAX_NOISE_MULTIPLIER if method == "pld" else WOR_MAX_NOISE_MULTIPLIER
+    if np.any(guess * np.exp(width) > z_max):
+        raise InfeasibleError(f"the target needs a noise multiplier near {float(np.max(guess)):.3g}, above "
+                              f"{z_max:g} (the limit of {method!r} with sampling {sampling!r})")
     everything = np.arange(e.size)
-    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + np.where(width < 0.1, width, 0.0), everything)
-    _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6 if method == "pld" else 1e-10)
+    upper = np.where(width < 0.1, width, 0.0) if method == "pld" else width
+    lo, hi = _widen(f, np.log(guess) - width, np.log(guess) + upper, everything, z_max)
+    _, hi = decreasing_root(f, lo[0], hi[0], lo[1], hi[1], xtol=1e-6)
     return np.exp(hi)
 
 
-def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray):
+def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray, z_max: float):
     """Move [lo, hi] (log z) until f(lo) > 0 >= f(hi); returns ((lo, f_lo), (hi, f_hi))."""
     f_lo, f_hi = f(lo, idx), f(hi, idx)
     for _ in range(60):
@@ -279,6 +344,6 @@ def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray):
             f_lo[bad_lo] = f(lo[bad_lo], idx[bad_lo])
         if bad_hi.size == 0 and bad_lo.size == 0:
             return (lo, f_lo), (hi, f_hi)
-        if np.any(hi > np.log(MAX_NOISE_MULTIPLIER)):
-            raise InfeasibleError(f"the target needs a noise multiplier above {MAX_NOISE_MULTIPLIER:g}")
+        if np.any(hi > np.log(z_max)):
+            raise InfeasibleError(f"the target needs a noise multiplier above {z_max:g}")
     raise InfeasibleError("could not bracket the noise multiplier")  # pragma: no cover

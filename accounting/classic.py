@@ -30,7 +30,14 @@ from fedbound.accounting.analytic import (
     analytic_gaussian_epsilon,
     analytic_gaussian_std,
 )
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import (
+    broadcast_errors_named,
+    check_finite,
+    check_int,
+    check_probability,
+    check_real,
+    scalar_or_array,
+)
 from fedbound.errors import ClassicGaussianRangeWarning, InfeasibleError
 
 __all__ = [
@@ -40,10 +47,20 @@ __all__ = [
 ]
 
 
+def _log_125_over(delta: np.ndarray) -> np.ndarray:
+    """ln(1.25 / delta) without overflowing 1.25 / delta at subnormal delta."""
+    return np.log(1.25) - np.log(delta)
+
+
+def _sigma_out(name: str, value: np.ndarray, **inputs) -> float | np.ndarray:
+    """A computed sigma or eps, checked finite and positive (overflow is an error naming the inputs)."""
+    return scalar_or_array(check_finite(name, value, inputs, positive=True))
+
+
 def classic_gaussian_constant(delta: ArrayLike) -> float | np.ndarray:
     """c(delta) = sqrt(2 ln(1.25/delta)) (Dwork & Roth 2014, Thm A.1; seed 002 eq. (9); c(0.01) = 3.10751)."""
     d = check_probability("delta", delta)
-    return scalar_or_array(np.sqrt(2.0 * np.log(1.25 / d)))
+    return scalar_or_array(np.sqrt(2.0 * _log_125_over(d)))
 
 
 def classic_range_message(eps_release: ArrayLike, where: str = "") -> str | None:
@@ -66,6 +83,7 @@ def _warn_range(eps_release: np.ndarray, where: str = "") -> None:
         warnings.warn(message, ClassicGaussianRangeWarning, stacklevel=3)
 
 
+@broadcast_errors_named
 def classic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                          ) -> float | np.ndarray:
     """sigma = sqrt(2 ln(1.25/delta)) Delta / eps for one release (Dwork & Roth 2014, Thm A.1; proven for eps
@@ -77,9 +95,10 @@ def classic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLik
     c = np.asarray(classic_gaussian_constant(delta))
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
     _warn_range(e)
-    return scalar_or_array(c * d / e)
+    return _sigma_out("sigma", c * d / e, eps=e, delta=delta, sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                              ) -> float | np.ndarray:
     """eps = sqrt(2 ln(1.25/delta)) Delta / sigma, the inverse of ``classic_gaussian_std``.
@@ -91,7 +110,7 @@ def classic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: Ar
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
     eps = c * d / s
     _warn_range(eps)
-    return scalar_or_array(eps)
+    return _sigma_out("eps", eps, sigma=s, delta=delta, sensitivity=d)
 
 
 def _per_step_delta(delta: ArrayLike, steps: ArrayLike, split_delta: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -100,6 +119,7 @@ def _per_step_delta(delta: ArrayLike, steps: ArrayLike, split_delta: bool) -> tu
     return (d / t if split_delta else d), t
 
 
+@broadcast_errors_named
 def classic_composed_std(eps: ArrayLike, delta: ArrayLike, steps: ArrayLike, sensitivity: ArrayLike = 1.0,
                          split_delta: bool = True) -> float | np.ndarray:
     """Per-release sigma for ``steps`` Gaussian releases composed linearly: c(delta_step) Delta steps / eps.
@@ -112,20 +132,23 @@ def classic_composed_std(eps: ArrayLike, delta: ArrayLike, steps: ArrayLike, sen
     d_step, t = _per_step_delta(delta, steps, split_delta)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
     _warn_range(e / t, " (per step)")
-    return scalar_or_array(np.sqrt(2.0 * np.log(1.25 / d_step)) * d * t / e)
+    return _sigma_out("sigma", np.sqrt(2.0 * _log_125_over(d_step)) * d * t / e, eps=e, delta=delta, steps=t,
+                      sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_composed_epsilon(sigma: ArrayLike, delta: ArrayLike, steps: ArrayLike,
                              sensitivity: ArrayLike = 1.0, split_delta: bool = True) -> float | np.ndarray:
     """Total eps = steps * c(delta_step) Delta / sigma of ``steps`` classic releases (linear composition)."""
     s = check_real("sigma", sigma, 0.0, low_open=True)
     d_step, t = _per_step_delta(delta, steps, split_delta)
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
-    eps_step = np.sqrt(2.0 * np.log(1.25 / d_step)) * d / s
+    eps_step = np.sqrt(2.0 * _log_125_over(d_step)) * d / s
     _warn_range(eps_step, " (per step)")
-    return scalar_or_array(t * eps_step)
+    return _sigma_out("eps", t * eps_step, sigma=s, delta=delta, steps=t, sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                            sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """Per-release sigma when each of ``steps`` rounds subsamples a q-fraction: classic + BBG + linear
@@ -142,9 +165,11 @@ def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
     d = check_real("sensitivity", sensitivity, 0.0, low_open=True)
     eps0, delta0 = (np.asarray(v) for v in inverse_amplify_by_subsampling(e / t, d_step, qq))
     _warn_range(eps0, " (per release, before amplification)")
-    return scalar_or_array(np.sqrt(2.0 * np.log(1.25 / delta0)) * d / eps0)
+    return _sigma_out("sigma", np.sqrt(2.0 * _log_125_over(delta0)) * d / eps0, eps=e, delta=delta, q=qq,
+                      steps=t, sensitivity=d)
 
 
+@broadcast_errors_named
 def classic_subsampled_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                                sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """Total eps of ``steps`` q-subsampled classic releases: steps * ln(1 + q(e^eps0 - 1)), eps0 = c(delta0)
@@ -161,9 +186,11 @@ def classic_subsampled_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike,
     if np.any(delta0 >= 1.0):
         raise InfeasibleError(f"delta / (steps q) = {float(np.max(delta0)):g} >= 1: the classic mechanism "
                               "has no per-release delta below 1 here")
-    eps0 = np.sqrt(2.0 * np.log(1.25 / delta0)) * d / s
+    eps0 = check_finite("eps", np.sqrt(2.0 * _log_125_over(delta0)) * d / s,
+                        dict(sigma=s, delta=delta, q=qq, steps=t, sensitivity=d))
     _warn_range(eps0, " (per release, before amplification)")
-    return scalar_or_array(t * np.asarray(amplify_by_subsampling(eps0, 0.0, qq).epsilon))
+    return _sigma_out("eps", t * np.asarray(amplify_by_subsampling(eps0, 0.0, qq).epsilon), sigma=s,
+                      delta=delta, q=qq, steps=t, sensitivity=d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +215,7 @@ class ClassicGaussianCheck:
     warnings: tuple[str, ...]
 
 
+@broadcast_errors_named
 def classic_gaussian_check(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                            ) -> ClassicGaussianCheck:
     """The classic sigma next to what it delivers and the tight sigma (Dwork & Roth Thm A.1 vs Balle & Wang

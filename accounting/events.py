@@ -104,6 +104,9 @@ def dp_event(noise_multiplier: float, sample_rate: float, steps: int = 1, sampli
         return poisson_gaussian_event(noise_multiplier, sample_rate, steps)
     q = _scalar("sample_rate", check_probability("sample_rate", sample_rate, allow_one=True))
     k, n = sample_fraction(q)
+    if k == 0:  # q below 1 / (largest N): no K-of-N subset has this rate
+        raise ParameterError("sample_rate", q, f"[{1 / _MAX_DENOMINATOR:g}, 1] for sampling without "
+                             f"replacement (K of N clients, N <= {_MAX_DENOMINATOR:g})")
     return without_replacement_gaussian_event(noise_multiplier, k, n, steps)
 
 

@@ -26,7 +26,14 @@ import warnings
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import (
+    broadcast_errors_named,
+    check_finite,
+    check_int,
+    check_probability,
+    check_real,
+    scalar_or_array,
+)
 from fedbound.errors import AssumptionWarning
 
 __all__ = ["moments_accountant_std", "moments_accountant_epsilon", "moments_accountant_conditions",
@@ -57,6 +64,7 @@ def moments_accountant_conditions(noise_multiplier: ArrayLike, q: ArrayLike) -> 
             + ", ".join(fails) + "; the constant c2 is then unsupported (use calibrate_noise)")
 
 
+@broadcast_errors_named
 def moments_accountant_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                            sensitivity: ArrayLike = 1.0, c2: float = 2.0) -> float | np.ndarray:
     """sigma = c2 q sqrt(T ln(1/delta)) Delta / eps (Abadi et al. 2016, Thm 1; c2 = 2 from Lemma 3, leading
@@ -68,13 +76,15 @@ def moments_accountant_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
     e = check_real("eps", eps, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
     c = check_real("c2", c2, 0.0, low_open=True)
-    z = c * qq * np.sqrt(t * np.log(1.0 / d)) / e
+    z = c * qq * np.sqrt(t * -np.log(d)) / e
     message = moments_accountant_conditions(z, qq)
     if message:
         warnings.warn(message, AssumptionWarning, stacklevel=2)
-    return scalar_or_array(z * s)
+    return scalar_or_array(check_finite("sigma", z * s, dict(eps=e, delta=d, q=qq, steps=t, sensitivity=s),
+                                        positive=True))
 
 
+@broadcast_errors_named
 def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                                sensitivity: ArrayLike = 1.0, c2: float = 2.0) -> float | np.ndarray:
     """eps = c2 q sqrt(T ln(1/delta)) Delta / sigma, the inverse of ``moments_accountant_std`` (same
@@ -85,9 +95,12 @@ def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike,
     message = moments_accountant_conditions(sg / s, qq)
     if message:
         warnings.warn(message, AssumptionWarning, stacklevel=2)
-    return scalar_or_array(c * qq * np.sqrt(t * np.log(1.0 / d)) * s / sg)
+    eps = c * qq * np.sqrt(t * -np.log(d)) * s / sg
+    return scalar_or_array(check_finite("eps", eps, dict(sigma=sg, delta=d, q=qq, steps=t, sensitivity=s),
+                                        positive=True))
 
 
+@broadcast_errors_named
 def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                      sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps: seed 003 (UDP), Theorem 1, eq. (10); spec 003 Sec. 3.4.
@@ -99,12 +112,16 @@ def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: Arra
     """
     e = check_real("eps", eps, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
-    return scalar_or_array(s * np.sqrt(2.0 * qq * t * np.log(1.0 / d)) / e)
+    return scalar_or_array(check_finite("sigma", s * np.sqrt(2.0 * qq * t * -np.log(d)) / e,
+                                        dict(eps=e, delta=d, q=qq, steps=t, sensitivity=s), positive=True))
 
 
+@broadcast_errors_named
 def udp_theorem1_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                          sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
     """eps = Delta_l sqrt(2 q T ln(1/delta)) / sigma, the inverse of seed 003 eq. (10) (same caveats)."""
     sg = check_real("sigma", sigma, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
-    return scalar_or_array(s * np.sqrt(2.0 * qq * t * np.log(1.0 / d)) / sg)
+    eps = s * np.sqrt(2.0 * qq * t * -np.log(d)) / sg
+    return scalar_or_array(check_finite("eps", eps, dict(sigma=sg, delta=d, q=qq, steps=t, sensitivity=s),
+                                        positive=True))

@@ -7,8 +7,18 @@ so the eps it reports is an upper bound).  Only Poisson sampling (add/remove rel
 dp-accounting 0.6.  dp-accounting truncates the noise tails at e^-50 of mass, so deltas below about 1e-15
 cannot be resolved: we raise a DomainError there instead of returning its inf.
 
-Functions loop over grid points (PLD is the slow exact method: ~0.1-0.5 s per point) and return a float for
+Functions loop over grid points (PLD is the slow exact method: ~0.1-2 s per point) and return a float for
 scalar input, an array otherwise.
+
+Cost: dp-accounting's time and memory grow with the number of discretisation points, i.e. with the range of
+the privacy loss (about 1/(2 z^2) + 10/z for one step, Meiser & Mohammadi 2018) and, after composition,
+with steps times its mean plus 10 standard deviations, all divided by the discretisation.
+:func:`discretization_for` estimates both from the input and coarsens the discretisation so that one
+evaluation stays within ``PLD_STEP_POINTS`` / ``PLD_TOTAL_POINTS`` (about 4 s and well under 1 GB on 2
+cores; measured).  Coarser is still an upper bound (pessimistic rounding), off by at most steps x
+discretisation in eps.  Where even ``PLD_MAX_DISCRETIZATION`` would not do, :class:`PldTooCostly` is raised
+and ``fedbound.accounting.epsilon`` (method="pld") falls back to RDP, saying so with an
+AccountingFallbackWarning.
 """
 
 from __future__ import annotations
@@ -19,30 +29,115 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedbound.accounting.events import make_accountant, poisson_gaussian_event
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
+from fedbound.checks import broadcast, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 
-__all__ = ["pld_epsilon", "pld_delta"]
+__all__ = ["pld_epsilon", "pld_delta", "discretization_for", "PldTooCostly", "PLD_STEP_POINTS",
+           "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
+
+PLD_STEP_POINTS = 5e5
+"""Points of one step's privacy-loss distribution (~4 s per evaluation on this 2-core machine, measured)."""
+PLD_TOTAL_POINTS = 2e6
+"""Points of the composed distribution (its FFT's memory: 16 bytes each, a few copies)."""
+PLD_MAX_STEPS = 10**6
+"""More steps than this: dp-accounting's self-composition takes minutes (10^6: ~4 s; 10^8: > 100 s)."""
+PLD_MAX_DISCRETIZATION = 0.05
+"""Coarser than this, PLD is no longer worth its cost: PldTooCostly (RDP is the fallback)."""
 
 
-def _accountant(z: float, q: float, t: int, discretization: float):
-    acc = make_accountant("pld", "poisson", pld_discretization=discretization)
+class PldTooCostly(DomainError):
+    """PLD would need more points than the cost limits allow even at ``PLD_MAX_DISCRETIZATION``."""
+
+
+def _loss_widths(z: float, q: float, t: int) -> tuple[float, float]:
+    """(one step's privacy-loss range, the composed range) of the q-subsampled Gaussian, as estimated above.
+
+    One step: losses L(x) = (1 - 2x) / (2 z^2) over x in [-10 z, 1 + 10 z] (dp-accounting's e^-50 tail
+    truncation), i.e. |L| <= 1/(2 z^2) + 10/z, subsampled by log(1 - q + q e^L).  Composed: steps * mean
+    + 10 sqrt(steps) * sd, with mean <= min(q / (2 z^2), chi^2)
+    and sd <= min(chi, sqrt(q) (1/z + 1/(2 z^2)), one step's range), chi^2 = q^2 (e^{1/z^2} - 1) (the
+    chi-square divergence of the subsampled Gaussian, Mironov et al. 2019).
+    """
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        z = np.float64(z)
+        l_hi = 0.5 / z**2 + 10.0 / z
+        l_lo = -l_hi
+        log_q = np.log(q)
+        if q >= 1.0:
+            step = 2.0 * l_hi
+        else:  # log(1 - q + q e^L) at both ends, without overflow
+            log_keep = np.log1p(-q)
+            step = np.logaddexp(log_keep, log_q + l_hi) - np.logaddexp(log_keep, log_q + l_lo)
+        chi2 = np.exp(min(2.0 * log_q + min(1.0 / z**2, 700.0), 700.0))
+        mean = min(q * 0.5 / z**2, chi2)
+        sd = min(np.sqrt(chi2), np.sqrt(q) * (1.0 / z + 0.5 / z**2), step)
+        total = min(t * step, t * mean + 10.0 * np.sqrt(t) * sd) + step
+    return float(step), float(total)
+
+
+def discretization_for(noise_multiplier: float, sample_rate: float, steps: int, requested: float = 1e-4,
+                       step_points: float = PLD_STEP_POINTS) -> float:
+    """The discretisation PLD uses for this input: ``requested``, coarsened to keep the cost bounded.
+
+    PldTooCostly (naming the noise multiplier, the steps and the sample rate) beyond
+    ``PLD_MAX_DISCRETIZATION``.
+    """
+    if steps > PLD_MAX_STEPS:
+        raise PldTooCostly("steps", int(steps), f"integer in [1, {PLD_MAX_STEPS:.0e}] for method='pld'",
+                           "dp-accounting's composition of more steps takes minutes; use method='rdp'")
+    step, total = _loss_widths(float(noise_multiplier), float(sample_rate), int(steps))
+    disc = max(requested, step / step_points, total / PLD_TOTAL_POINTS)
+    if not (math.isfinite(step) and math.isfinite(total) and disc <= PLD_MAX_DISCRETIZATION):
+        raise PldTooCostly("noise_multiplier", float(noise_multiplier),
+                           "large enough for PLD at these steps and sample rate",
+                           f"PLD of {int(steps)} steps at q = {float(sample_rate):g} would need "
+                           f"{total / requested:.3g} discretisation points; use method='rdp'")
+    return disc
+
+
+def _accountant(z: float, q: float, t: int, discretization: float, step_points: float = PLD_STEP_POINTS):
+    disc = discretization_for(z, q, t, discretization, step_points)
+    acc = make_accountant("pld", "poisson", pld_discretization=disc)
     acc.compose(poisson_gaussian_event(z, q, t))
     return acc
 
 
-def pld_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
-                discretization: float = 1e-4) -> float | np.ndarray:
-    """eps of ``steps`` Poisson-subsampled Gaussian rounds at ``delta`` by dp-accounting's PLDAccountant."""
+def _evaluate(query: str, z: float, q: float, t: int, x: float, discretization: float,
+              step_points: float) -> float:
+    """``get_epsilon(x)`` or ``get_delta(x)`` of the PLD accountant; dp-accounting's arithmetic errors at
+    extreme inputs become a DomainError naming them."""
+    try:
+        acc = _accountant(z, q, t, discretization, step_points)
+        return float(getattr(acc, query)(x))
+    except DomainError:
+        raise
+    except (ArithmeticError, ValueError, MemoryError) as exc:
+        raise PldTooCostly("noise_multiplier", z, "a value dp-accounting's PLD can evaluate",
+                           f"PLD failed at q = {q:g}, steps = {t} ({type(exc).__name__}); use method='rdp'"
+                           ) from None
+
+
+def _prepare(noise_multiplier, sample_rate, steps, other_name, other_check, discretization):
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     q = check_probability("sample_rate", sample_rate, allow_one=True)
     t = check_int("steps", steps, 1)
-    d = check_probability("delta", delta)
+    o = other_check()
     check_real("discretization", discretization, 0.0, 0.1, low_open=True)
-    z, q, t, d = np.broadcast_arrays(z, q, t, d)
+    return broadcast(noise_multiplier=z, sample_rate=q, steps=t, **{other_name: o})
+
+
+def pld_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, delta: ArrayLike,
+                discretization: float = 1e-4, *, step_points: float = PLD_STEP_POINTS) -> float | np.ndarray:
+    """eps of ``steps`` Poisson-subsampled Gaussian rounds at ``delta`` by dp-accounting's PLDAccountant.
+
+    ``discretization`` is coarsened where the input would make PLD too costly (module docstring).
+    """
+    z, q, t, d = _prepare(noise_multiplier, sample_rate, steps, "delta",
+                          lambda: check_probability("delta", delta), discretization)
     out = np.empty(z.shape)
     for i in np.ndindex(z.shape):
-        eps = _accountant(float(z[i]), float(q[i]), int(t[i]), discretization).get_epsilon(float(d[i]))
+        eps = _evaluate("get_epsilon", float(z[i]), float(q[i]), int(t[i]), float(d[i]), discretization,
+                        step_points)
         if not math.isfinite(eps):
             raise DomainError("delta", float(d[i]), "[1e-15, 1) for method='pld'",
                               "dp-accounting's PLD truncates tail mass below e^-50; use method='rdp'")
@@ -51,15 +146,12 @@ def pld_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: Arra
 
 
 def pld_delta(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLike, eps: ArrayLike,
-              discretization: float = 1e-4) -> float | np.ndarray:
+              discretization: float = 1e-4, *, step_points: float = PLD_STEP_POINTS) -> float | np.ndarray:
     """delta at ``eps`` of ``steps`` Poisson-subsampled Gaussian rounds by dp-accounting's PLDAccountant."""
-    z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
-    q = check_probability("sample_rate", sample_rate, allow_one=True)
-    t = check_int("steps", steps, 1)
-    e = check_real("eps", eps, 0.0)
-    check_real("discretization", discretization, 0.0, 0.1, low_open=True)
-    z, q, t, e = np.broadcast_arrays(z, q, t, e)
+    z, q, t, e = _prepare(noise_multiplier, sample_rate, steps, "eps", lambda: check_real("eps", eps, 0.0),
+                          discretization)
     out = np.empty(z.shape)
     for i in np.ndindex(z.shape):
-        out[i] = _accountant(float(z[i]), float(q[i]), int(t[i]), discretization).get_delta(float(e[i]))
+        out[i] = _evaluate("get_delta", float(z[i]), float(q[i]), int(t[i]), float(e[i]), discretization,
+                           step_points)
     return scalar_or_array(np.clip(out, 0.0, 1.0))

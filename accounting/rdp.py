@@ -26,10 +26,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedbound.accounting import _sgm
-from fedbound.checks import check_int, check_probability, check_real, scalar_or_array
-from fedbound.errors import ParameterError
+from fedbound.checks import broadcast, check_finite, check_int, check_probability, check_real, scalar_or_array
+from fedbound.errors import DomainError, ParameterError
 
-__all__ = ["DEFAULT_ORDERS", "CONVERSIONS", "rdp_gaussian", "rdp_subsampled_gaussian",
+__all__ = ["DEFAULT_ORDERS", "CONVERSIONS", "MAX_ORDER", "rdp_gaussian", "rdp_subsampled_gaussian",
            "rdp_sampled_without_replacement", "rdp_to_dp", "rdp_to_delta", "conversion_offset"]
 
 #: Renyi orders used when none are given: 37 fractional orders 1.01 ... 11 (12 per decade of alpha - 1, where
@@ -44,12 +44,16 @@ DEFAULT_ORDERS.setflags(write=False)
 
 CONVERSIONS = ("improved", "classic")
 
+#: Largest Renyi order accepted: the integer-order series has alpha terms (and the optimum order of any
+#: setting with eps <= 1e4 lies far below it).
+MAX_ORDER = 1e5
+
 
 def check_orders(orders: ArrayLike | None) -> np.ndarray:
     """Orders as a 1-D float array (scalars stay 0-d); each must be a finite real > 1."""
     if orders is None:
         return DEFAULT_ORDERS
-    o = check_real("orders", orders, 1.0, low_open=True)
+    o = check_real("orders", orders, 1.0, MAX_ORDER, low_open=True)
     if o.ndim > 1:
         raise ParameterError("orders", o, "a scalar or a 1-D array of Renyi orders > 1")
     if o.size == 0:
@@ -62,8 +66,10 @@ def rdp_gaussian(orders: ArrayLike, noise_multiplier: ArrayLike, steps: ArrayLik
     o = check_orders(orders)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
-    z, t = np.broadcast_arrays(z, t)
-    out = t[..., None] * o.ravel() / (2.0 * z[..., None] ** 2)
+    z, t = broadcast(noise_multiplier=z, steps=t)
+    with np.errstate(over="ignore"):
+        out = t[..., None] * o.ravel() / (2.0 * z[..., None] ** 2)
+    out = check_finite("rdp", out, {"orders": o, "noise_multiplier": z, "steps": t})
     return scalar_or_array(out.reshape(z.shape + o.shape))
 
 
@@ -79,13 +85,15 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     qq = check_probability("q", q, allow_one=True)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
-    qq, z, t = np.broadcast_arrays(qq, z, t)
+    qq, z, t = broadcast(q=qq, noise_multiplier=z, steps=t)
     shape = qq.shape
     alpha = np.broadcast_to(o.ravel(), (qq.size, o.size)).ravel()
     qf = np.repeat(qq.ravel(), o.size)
     zf = np.repeat(z.ravel(), o.size)
-    rdp = _sgm.log_a(alpha, qf, zf) / (alpha - 1.0)
-    out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
+    with np.errstate(all="ignore"):
+        rdp = np.maximum(_sgm.log_a(alpha, qf, zf) / (alpha - 1.0), 0.0)  # RDP >= 0; rounding may dip below
+        out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
+    out = check_finite("rdp", out, {"orders": o, "q": qq, "noise_multiplier": z, "steps": t})
     return scalar_or_array(out.reshape(shape + o.shape))
 
 
@@ -97,23 +105,40 @@ def rdp_sampled_without_replacement(orders: ArrayLike, q: ArrayLike, noise_multi
     (Wang, Balle & Kasiviswanathan 2019, Thm 27 at integer orders; fractional orders by their Cor. 10
     interpolation, also an upper bound).  Loops over distinct (q, z); O(alpha^2) per integer order <= 256.
     """
-    from fedbound.accounting.events import dp_event, make_accountant
-
     o = check_orders(orders)
     qq = check_probability("q", q, allow_one=True)
     z = check_real("noise_multiplier", noise_multiplier, 0.0, low_open=True)
     t = check_int("steps", steps, 1)
-    qq, z, t = np.broadcast_arrays(qq, z, t)
+    qq, z, t = broadcast(q=qq, noise_multiplier=z, steps=t)
     out = np.empty(qq.shape + (o.size,))
     cache: dict[tuple[float, float], np.ndarray] = {}
     for i in np.ndindex(qq.shape):
         key = (float(qq[i]), float(z[i]))
         if key not in cache:
-            acc = make_accountant("rdp", "without_replacement", o)
-            acc.compose(dp_event(key[1], key[0], 1, "without_replacement"))
-            cache[key] = acc.rdp
+            cache[key] = _wor_rdp_one_step(o, *key)
         out[i] = cache[key] * t[i]
     return scalar_or_array(out.reshape(qq.shape + o.shape))
+
+
+def _wor_rdp_one_step(orders: np.ndarray, q: float, z: float) -> np.ndarray:
+    """One step's RDP by dp-accounting; its float errors at extreme z (OverflowError at 1e308,
+    ZeroDivisionError at 1e-308, "math domain error" at 1e12) become a DomainError naming the input."""
+    from fedbound.accounting.events import dp_event, make_accountant
+
+    acc = make_accountant("rdp", "without_replacement", orders)
+    try:
+        acc.compose(dp_event(z, q, 1, "without_replacement"))
+        rdp = np.asarray(acc.rdp, dtype=float)
+    except (ArithmeticError, ValueError) as exc:
+        if isinstance(exc, ParameterError):
+            raise
+        raise DomainError("noise_multiplier", z, "a value dp-accounting's RDP for sampling without "
+                          "replacement can evaluate", f"it failed with {type(exc).__name__} at q = {q:g}; "
+                          "try a noise multiplier in [1e-3, 1e6]") from None
+    if not np.all(rdp >= 0):  # NaN or a negative RDP: not a valid bound
+        raise DomainError("noise_multiplier", z, "a value dp-accounting's RDP for sampling without "
+                          f"replacement evaluates to a valid (>= 0) RDP at q = {q:g}")
+    return rdp
 
 
 def _check_conversion(conversion: str) -> None:

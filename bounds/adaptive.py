@@ -1,56 +1,455 @@
-"""Seed 001 (Talaei & Izadi, arXiv 2406.18491, PADPFL): the noise formulas of Sec. III and Theorem 1.
+"""PADPFL: priority-based aggregation with client- and server-side DP (seed 001, spec 001).
 
-Spec 001 Sec. 3.3-3.5 and 3.12, the paper's equation numbers.  PADPFL is NbAFL with impact factors ``p_i``
-as aggregation weights: every client adds ``sigma_C`` (eq. (8)); the server tops the broadcast up by
-``sigma_S^(t)`` (Theorem 1, eq. (13)) so that it carries ``sigma_A^(t)`` (F17) whenever ``T > T_th^(t)``
-(F20).  Plain vectorised functions (one value per row of ``p``); the theorem-as-data form
-(``fedbound.bounds.core``) and the convergence bound come with seed 001's planning issue.  Used by
-``fedbound.validation.train_adaptive`` to build the training noise plan.
+M. Talaei, I. Izadi, "Enhancing Federated Learning with Adaptive Differential Privacy and Priority-Based
+Aggregation" (arXiv 2406.18491).  PADPFL is NbAFL (seed 002) with non-uniform, possibly time-varying impact
+factors ``p_i`` (aggregation weights): every client adds ``sigma_C`` (eq. (8)), the server tops the
+broadcast up by ``sigma_S`` (Theorem 1, eq. (13)) and the convergence analysis (Lemmas 1-3, Theorems 2-3)
+bounds the optimality gap after T rounds.
+
+Two layers, as in :mod:`fedbound.bounds.nbafl`:
+
+* Theorem objects (upper case: ``SIGMA_CLIENT``, ``SIGMA_SERVER``, ``BOUND`` ...) on scalar summaries of the
+  weights and sizes: ``p_max = max_i p_i``, ``S2 = sum_i p_i^2``, ``m_min``/``m_max`` (smallest/largest
+  local dataset) and ``N``.  Every formula of the paper depends on p and m only through these.
+* Plain functions taking the vectors ``p`` (one row per round for a schedule) and ``m`` and returning floats
+  or arrays (the spec's function index, Sec. 3.13), and the
+  impact-factor rules of Sec. 3.12 (:mod:`fedbound.bounds.adaptive_impact`, re-exported here).
+
+``c`` (the Gaussian constant) is a parameter of the theorems, so the hand-checkable vectors with ``c = 1``
+work; :func:`gaussian_c` gives the paper's ``sqrt(2 ln(1.25/delta))``.  ``B`` is the paper's clip bound on
+the model weights (the config key ``C`` of the shared vocabulary).  The divergence constant the paper calls
+epsilon in Assumption 1.4 is ``zeta`` here (erratum E7).
+
+Variants (``variant=`` of the theorems; combine with ``+``):
+
+* ``"paper"`` (default): the printed constants of Theorems 2 and 3, eqs. (46)/(50)/(69).
+* ``"corrected"`` (E1-E4): k_0 (and k_0') get the factor N that (49) puts into E||n||^2; m_max becomes m_min
+  (the sensitivity (10) actually used by the noise (13)); Theorem 3's k_2' loses its spurious 1/m_max.
+  Only this reading satisfies bound(T) = Theta + T * per-round increment of Lemma 2 (claim M18).
+* ``"noise_dimension"`` (E11): the noise moments (49) with the model dimension d instead of N (exact chi
+  moments); changes ``NOISE_MOMENT_1``/``NOISE_MOMENT_2`` only.
+* ``"sound"`` (E6): k_2 = max(lambda_2, 0) beta^2 -- the substitution ||grad L||^2 <= beta^2 is only valid
+  for lambda_2 >= 0; with the paper's k_2 the non-private bound turns negative for large T (claim M25).
+
+Decisions (where spec and paper differ, checked against the seed text):
+
+* Theorem 1's branch is decided from the radicand with a relative tolerance (spec F19 numerical note,
+  :data:`RADICAND_RTOL`), so T = T_th gives exactly 0.  The seed text writes the condition as
+  ``T > R sqrt(sum p^2)/max p`` and the same root; the tolerance only changes values below 1e-6 sigma_A.
+* lambda_1 = 1 + rho A (1+gamma)/mu_bar (E12): the seed's own derivation (33)-(44) starts with 1, not
+  NbAFL's 1/mu.  The limiting case "equal weights = NbAFL" is checked against fedbound.bounds.nbafl, which
+  keeps NbAFL's 1/mu; lambda_2 agrees exactly at gamma = 0.
+* ``min_i m_i`` is over all clients, including those with p_i = 0 (E22, the literal reading); the optional
+  :func:`server_sensitivity_tight` is ``max_i 2 B p_i / m_i``.
+* The Gaussian mechanism's guarantee needs a per-release epsilon < 1 (E13); the formulas are evaluated for
+  any eps > 0 and the plan shows the tight calibration beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import sympy as sp
 
+from fedbound.bounds.adaptive_impact import (
+    SIMPLEX_ATOL,
+    Design,
+    _m_min,
+    _sizes,
+    design_from_settings,
+    impact_factor_change,
+    impact_factors_by_size,
+    impact_factors_from_ratios,
+    impact_factors_from_scores,
+    impact_factors_uniform,
+    impact_schedule,
+    parse_lists,
+    redistribute_impact,
+    update_impact_factors,
+    validate_impact_factors,
+    weight_summaries,
+)
+from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 from fedbound.checks import check_int, check_real, scalar_or_array
-from fedbound.errors import ParameterError
+from fedbound.errors import DomainError, ParameterError
 
-__all__ = ["RADICAND_RTOL", "gaussian_constant", "client_noise_sigma", "server_sensitivity",
-           "aggregated_client_noise_sigma", "total_noise_sigma", "server_noise_threshold",
-           "server_noise_sigma", "effective_noise_sigma", "impact_factors_from_ratios", "impact_schedule"]
+SEED = "001"
+Number = float | np.ndarray
 
 RADICAND_RTOL = 1e-12
 """Relative tolerance of Theorem 1's radicand (spec 001 F19 numerical note): ``sigma_S = 0`` when
 ``T^2 max p^2 - R^2 sum p^2 <= 1e-12 T^2 max p^2``, so the boundary ``T = T_th`` gives exactly 0."""
 
 
-def gaussian_constant(delta: float) -> float:
+def _src(eq: str, spec: str) -> Source:
+    return Source(SEED, eq, f"001 {spec}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parameters (spec 001, Sec. 2)
+# ---------------------------------------------------------------------------------------------------------
+_POS = {"low": 0.0, "low_open": True}
+_NONNEG = {"low": 0.0}
+PARAMS = (
+    Param("eps", sp.Symbol("epsilon", positive=True), "privacy budget epsilon", **_POS),
+    Param(
+        "delta", sp.Symbol("delta", positive=True), "privacy failure probability delta", 0.0, 1.0, True, True
+    ),
+    Param("c", sp.Symbol("c", positive=True), "Gaussian constant c >= sqrt(2 ln(1.25/delta)) (F7)", **_POS),
+    Param("B", sp.Symbol("B", positive=True), "clip bound on the model weights ||x_i|| <= B", **_POS),
+    Param(
+        "R",
+        sp.Symbol("R", positive=True),
+        "uplink exposures of a client's weights (NbAFL's L)",
+        1,
+        integer=True,
+    ),
+    Param(
+        "T",
+        sp.Symbol("T", nonnegative=True),
+        "aggregation rounds (real: the bound is read as a function of a continuous T)",
+        **_NONNEG,
+    ),
+    Param("N", sp.Symbol("N", positive=True), "number of clients", 1, integer=True),
+    Param("m_min", sp.Symbol("m_min", positive=True), "smallest local dataset min_i m_i", 1, integer=True),
+    Param("m_max", sp.Symbol("m_max", positive=True), "largest local dataset max_i m_i", 1, integer=True),
+    Param(
+        "p_max",
+        sp.Symbol("p_max", positive=True),
+        "largest impact factor max_i p_i (over rounds in Theorem 3)",
+        0.0,
+        1.0,
+        True,
+    ),
+    Param("S2", sp.Symbol("S_2", positive=True), "sum of squared impact factors sum_i p_i^2", 0.0, 1.0, True),
+    Param("A", sp.Symbol("A", positive=True), "A-local dissimilarity constant of Lemma 1 (>= 1)", 1.0),
+    Param(
+        "A_prime",
+        sp.Symbol("A'", nonnegative=True),
+        "dissimilarity constant under adaptive p, (56)",
+        **_NONNEG,
+    ),
+    Param("gamma", sp.Symbol("gamma", nonnegative=True), "local inexactness of the FedProx solve", 0.0, 1.0),
+    Param("rho", sp.Symbol("rho", positive=True), "smoothness constant of the local losses", **_POS),
+    Param("mu", sp.Symbol("mu", positive=True), "FedProx proximal coefficient", **_POS),
+    Param(
+        "rho_minus",
+        sp.Symbol("rho_-", nonnegative=True),
+        "lower curvature bound (0 for convex losses)",
+        **_NONNEG,
+    ),
+    Param("beta", sp.Symbol("beta", positive=True), "bound on ||grad L|| (Lipschitz constant of L)", **_POS),
+    Param("Theta", sp.Symbol("Theta", nonnegative=True), "initial gap L(x0) - L(x*)", **_NONNEG),
+    Param(
+        "l_max",
+        sp.Symbol("l_max", nonnegative=True),
+        "largest local loss value over clients and rounds",
+        **_NONNEG,
+    ),
+    Param(
+        "d", sp.Symbol("d", positive=True), "noise dimension (number of model parameters)", 1, integer=True
+    ),
+)
+NOTATION = Notation("PADPFL (seed 001)", PARAMS)
+(
+    eps,
+    delta,
+    c,
+    B,
+    R,
+    T,
+    N,
+    m_min,
+    m_max,
+    p_max,
+    S2,
+    A,
+    A_prime,
+    gamma,
+    rho,
+    mu,
+    rho_minus,
+    beta,
+    Theta,
+    l_max,
+    d,
+) = NOTATION.symbols(
+    "eps delta c B R T N m_min m_max p_max S2 A A_prime gamma rho mu rho_minus beta Theta l_max d"
+)
+_sym = sp.Symbol
+
+
+def _define(name: str, expr: sp.Expr, doc: str = "", conditions: Sequence[Condition] = ()) -> sp.Symbol:
+    return NOTATION.define(Definition(_sym(name), expr, doc, tuple(conditions)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Definitions (named sub-expressions)
+# ---------------------------------------------------------------------------------------------------------
+c_delta = _define("c_delta", sp.sqrt(2 * sp.log(sp.Rational(5, 4) / delta)), "sqrt(2 ln(1.25/delta)) (F7)")
+sigma_C = _define(r"\sigma_C", 2 * B * R * c / (m_min * eps), "united client noise std (8), F12")
+Df = _define(r"\Delta f", 2 * B * p_max / m_min, "server sensitivity (10), F14")
+sigma_AC = _define(r"\sigma_{AC}", sigma_C * sp.sqrt(S2), "aggregated client noise std (12), F16")
+sigma_A = _define(r"\sigma_A", c * T * Df / eps, "required total broadcast std, F17")
+radicand = _define("r", T**2 * p_max**2 - R**2 * S2, "radicand of Theorem 1 (13)")
+sigma_S = _define(
+    r"\sigma_S",
+    sp.Piecewise(
+        (2 * B * c * sp.sqrt(radicand) / (m_min * eps), radicand > RADICAND_RTOL * T**2 * p_max**2), (0, True)
+    ),
+    "server top-up std, Theorem 1 (13), F19",
+)
+T_th = _define("T_th", R * sp.sqrt(S2) / p_max, "server-noise threshold, F20")
+sigma_eff = _define(r"\sigma_{eff}", sp.sqrt(sigma_AC**2 + sigma_S**2), "effective broadcast std, F21")
+MU_BAR_OK = Condition(
+    "mu_bar>0",
+    sp.Gt(mu - rho_minus, 0),
+    "undefined",
+    "h_i is strongly convex only for mu_bar = mu - rho_- > 0 (seed 001 eq. (4), E8)",
+    "mu",
+    "mu > rho_minus",
+)
+mu_bar = _define(r"\bar\mu", mu - rho_minus, "strong-convexity modulus of h_i, F30", [MU_BAR_OK])
+
+
+def _lambdas(a: sp.Symbol) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    l2 = (
+        -1 / mu
+        + a / mu * (gamma + rho * (1 + gamma) / mu_bar)
+        + rho * a**2 * (1 + gamma) ** 2 / (2 * mu_bar**2)
+    )
+    return l2, 1 + rho * a * (1 + gamma) / mu_bar, rho / 2
+
+
+_l2, _l1, _l0 = _lambdas(A)
+lam2 = _define(r"\lambda_2", _l2, "Lemma 2 (23), F37")
+lam1 = _define(r"\lambda_1", _l1, "Lemma 2 (23), F38 (starts with 1, E12)")
+lam0 = _define(r"\lambda_0", _l0, "Lemma 2 (23), F39")
+_l2p, _l1p, _ = _lambdas(A_prime)
+lam2p = _define(r"\lambda_2'", _l2p, "Lemma 3 (52), F53 (lambda_2 with A')")
+lam1p = _define(r"\lambda_1'", _l1p, "Lemma 3 (52), F53 (lambda_1 with A')")
+
+m_ref = _define("m_ref", m_max, "dataset size in Theorem 2/3's sensitivity: max m (printed; E2)")
+n_k0 = _define("n_{k0}", sp.Integer(1), "factor N of E||n||^2 in k_0: dropped in the print (E1)")
+k2_div = _define("k_{2,div}", m_max, "divisor of lambda_2' beta^2 in Theorem 3's k_2' (printed; E3)")
+k2 = _define("k_2", lam2 * beta**2, "Theorem 2 (46), F44")
+k1 = _define("k_1", 2 * lam1 * beta * B * c * p_max / m_ref * sp.sqrt(2 * N / sp.pi), "Theorem 2 (46), F45")
+k0 = _define("k_0", 4 * lam0 * B**2 * c**2 * p_max**2 * n_k0 / m_ref**2, "Theorem 2 (46), F46")
+k2p = _define("k_2'", lam2p * beta**2 / k2_div + l_max / 2, "Theorem 3 (69), F54")
+k1p = _define("k_1'", 2 * lam1p * beta * B * c * p_max / m_ref * sp.sqrt(2 * N / sp.pi), "Theorem 3 (69)")
+k0p = _define("k_0'", 4 * lam0 * B**2 * c**2 * p_max**2 * n_k0 / m_ref**2, "Theorem 3 (69)")
+e1_factor = _define(
+    "e_1", sp.sqrt(2 * N / sp.pi), "E||n|| / sigma in (49): sqrt(2N/pi), N as dimension (E11)"
+)
+e2_factor = _define("e_2", N, "E||n||^2 / sigma^2 in (49): N as dimension (E11)")
+En1 = _define(r"\mathbb{E}\|n\|", sigma_A * e1_factor, "noise moment (49), F40")
+En2 = _define(r"\mathbb{E}\|n\|^2", sigma_A**2 * e2_factor, "noise moment (49), F41")
+
+_D = Definition
+for _v in (
+    Variant(
+        "corrected",
+        "k_0 with the factor N of (49), min m instead of max m, no 1/max m in k_2'",
+        "E1-E4",
+        (
+            _D(m_ref, m_min, "E2: the sensitivity (10) of the noise (13)"),
+            _D(n_k0, N, "E1"),
+            _D(k2_div, sp.Integer(1), "E3"),
+        ),
+    ),
+    Variant(
+        "noise_dimension",
+        "d-dimensional noise moments: E||n|| = sqrt(2) sigma Gamma((d+1)/2)/Gamma(d/2), E||n||^2 = d sigma^2",
+        "E11",
+        (
+            _D(e1_factor, sp.sqrt(2) * sp.exp(sp.loggamma((d + 1) / 2) - sp.loggamma(d / 2)), "E11"),
+            _D(e2_factor, d, "E11"),
+        ),
+    ),
+    Variant(
+        "sound",
+        "k_2 = max(lambda_2, 0) beta^2 (the substitution ||grad L|| <= beta needs lambda_2 >= 0)",
+        "E6",
+        (_D(k2, sp.Max(lam2, 0) * beta**2, "E6"),),
+    ),
+):
+    NOTATION.add_variant(_v)
+
+h2 = _define("h", Theta + k2 * T + k1 * T**2 / eps + k0 * T**3 / eps**2, "Theorem 2 bound (46)/(50), F43")
+h3 = _define("h'", Theta + k2p * T + k1p * T**2 / eps + k0p * T**3 / eps**2, "Theorem 3 bound (69), F54")
+
+
+def _theorem(
+    name: str, expr: sp.Expr, lhs: str, eq: str, spec: str, doc: str, conditions: Sequence[Condition] = ()
+) -> Theorem:
+    return Theorem(NOTATION, name, expr, lhs=lhs, source=_src(eq, spec), doc=doc, conditions=conditions)
+
+
+GAUSSIAN_C = _theorem("gaussian_c", c_delta, "c", "Sec. III-A", "F7", "Gaussian mechanism constant")
+SIGMA_CLIENT = _theorem("sigma_client", sigma_C, r"\sigma_C", "eq. (8)", "F12", "united client noise std")
+SERVER_SENSITIVITY = _theorem(
+    "server_sensitivity", Df, r"\Delta f", "eq. (10)", "F14", "server (aggregate) sensitivity"
+)
+SIGMA_AGG_CLIENT = _theorem(
+    "sigma_aggregated_client",
+    sigma_AC,
+    r"\sigma_{AC}",
+    "eq. (12)",
+    "F16",
+    "std of the aggregated client noise sum_i p_i n_i",
+)
+SIGMA_TOTAL = _theorem(
+    "sigma_total",
+    sigma_A,
+    r"\sigma_A",
+    "proof of Theorem 1",
+    "F17",
+    "broadcast std that T linearly composed releases need",
+)
+SIGMA_SERVER = _theorem(
+    "sigma_server", sigma_S, r"\sigma_S", "eq. (13), Theorem 1", "F19", "server top-up noise std"
+)
+THRESHOLD = _theorem(
+    "server_noise_threshold",
+    T_th,
+    "T_{th}",
+    "Theorem 1 condition",
+    "F20",
+    "rounds above which the server adds noise",
+)
+SIGMA_EFFECTIVE = _theorem(
+    "sigma_effective",
+    sigma_eff,
+    r"\sigma_{eff}",
+    "eqs. (11)-(14)",
+    "F21",
+    "std of the noise in the broadcast (max(sigma_A, sigma_AC))",
+)
+LAMBDA2 = _theorem("lambda2", lam2, r"\lambda_2", "eq. (23), Lemma 2", "F37", "Lemma 2 coefficient")
+LAMBDA1 = _theorem("lambda1", lam1, r"\lambda_1", "eq. (23), Lemma 2", "F38", "Lemma 2 coefficient")
+LAMBDA0 = _theorem("lambda0", lam0, r"\lambda_0", "eq. (23), Lemma 2", "F39", "Lemma 2 coefficient")
+LAMBDA2_PRIME = _theorem(
+    "lambda2_prime", lam2p, r"\lambda_2'", "eq. (52), Lemma 3", "F53", "Lemma 3 coefficient"
+)
+LAMBDA1_PRIME = _theorem(
+    "lambda1_prime", lam1p, r"\lambda_1'", "eq. (52), Lemma 3", "F53", "Lemma 3 coefficient"
+)
+NOISE_MOMENT_1 = _theorem(
+    "noise_moment_1", En1, r"\mathbb{E}\|n\|", "eq. (49)", "F40", "first noise moment used by Theorem 2"
+)
+NOISE_MOMENT_2 = _theorem(
+    "noise_moment_2", En2, r"\mathbb{E}\|n\|^2", "eq. (49)", "F41", "second noise moment used by Theorem 2"
+)
+K2 = _theorem("k2", k2, "k_2", "eq. (46)", "F44", "Theorem 2 constant k_2")
+K1 = _theorem("k1", k1, "k_1", "eq. (46)", "F45", "Theorem 2 constant k_1")
+K0 = _theorem("k0", k0, "k_0", "eq. (46)", "F46", "Theorem 2 constant k_0")
+K2_PRIME = _theorem("k2_prime", k2p, "k_2'", "eq. (69)", "F54", "Theorem 3 constant k_2'")
+K1_PRIME = _theorem("k1_prime", k1p, "k_1'", "eq. (69)", "F54", "Theorem 3 constant k_1'")
+K0_PRIME = _theorem("k0_prime", k0p, "k_0'", "eq. (69)", "F54", "Theorem 3 constant k_0'")
+BOUND = _theorem(
+    "bound",
+    h2,
+    "h(T)",
+    "eqs. (46)/(50), Theorem 2",
+    "F43",
+    "Theorem 2: E[L(x_T) - L*] <= Theta + k_2 T + k_1 T^2/eps + k_0 T^3/eps^2",
+)
+BOUND_ADAPTIVE = _theorem(
+    "bound_adaptive",
+    h3,
+    "h'(T)",
+    "eq. (69), Theorem 3",
+    "F54",
+    "Theorem 3: the bound with adaptive impact factors",
+)
+BOUND_DT = BOUND.derivative("T")
+BOUND_D2T = BOUND.derivative("T", 2)
+
+THEOREMS: dict[str, Theorem] = {
+    t.name: t
+    for t in (
+        GAUSSIAN_C,
+        SIGMA_CLIENT,
+        SERVER_SENSITIVITY,
+        SIGMA_AGG_CLIENT,
+        SIGMA_TOTAL,
+        SIGMA_SERVER,
+        THRESHOLD,
+        SIGMA_EFFECTIVE,
+        LAMBDA2,
+        LAMBDA1,
+        LAMBDA0,
+        LAMBDA2_PRIME,
+        LAMBDA1_PRIME,
+        NOISE_MOMENT_1,
+        NOISE_MOMENT_2,
+        K2,
+        K1,
+        K0,
+        K2_PRIME,
+        K1_PRIME,
+        K0_PRIME,
+        BOUND,
+        BOUND_ADAPTIVE,
+    )
+}
+THEOREMS.update({"bound_dT": BOUND_DT, "bound_d2T": BOUND_D2T})
+VARIANTS = tuple(NOTATION.variants)
+LOSS_CONSTANTS = ("Theta", "A", "gamma", "rho", "mu", "rho_minus", "beta")
+ASSUMED_LOSS_CONSTANTS = {
+    "Theta": 2.3,
+    "A": 1.2,
+    "gamma": 0.1,
+    "rho": 1.0,
+    "beta": 1.0,
+    "rho_minus": 0.0,
+    "l_max": 2.3,
+}
+"""Loss constants assumed when a setting gives none (the paper states none, spec 001 E24): Theta = ln 10 ~ 2.3
+(a 10-class cross-entropy at initialisation) and the constants of spec 001's test vectors (A = 1.2,
+gamma = 0.1, rho = 1, beta = 1), for which Lemma 2's lambda_2 < 0 at mu > 2.49."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Noise (Sec. III-A/B, Theorem 1) on the vectors p and m
+# ---------------------------------------------------------------------------------------------------------
+def gaussian_c(delta: Number) -> Number:
     """``c = sqrt(2 ln(1.25/delta))`` (seed 001 Sec. III-A; spec 001 F7; c(0.01) = 3.10751146009)."""
-    from fedbound.accounting import classic_gaussian_constant
-
-    return float(classic_gaussian_constant(delta))
+    return GAUSSIAN_C(delta=delta)
 
 
-def _c(delta: float, c: float | None) -> float:
-    return gaussian_constant(delta) if c is None else float(check_real("c", c, 0.0, low_open=True))
+gaussian_constant = gaussian_c
 
 
-def _impact(p: Any) -> np.ndarray:
-    arr = check_real("p", p, 0.0, 1.0)
-    if arr.ndim == 0 or arr.shape[-1] == 0:
-        raise ParameterError("p", arr, "a non-empty vector (or rows of vectors) on the simplex")
-    sums = np.atleast_1d(arr.sum(axis=-1))
-    bad = np.abs(sums - 1.0) > 1e-9
-    if bad.any():
-        raise ParameterError("sum_i p_i", float(sums[bad][0]), "1 to within 1e-9 (spec 001 F2)")
-    return arr
+def _c(delta: float, c_value: float | None) -> float:
+    if c_value is None:
+        return float(gaussian_c(delta))
+    return float(check_real("c", c_value, 0.0, low_open=True))
 
 
-def _m_min(m: Any) -> float:
-    return float(np.min(check_int("m", m, 1)))
+def gaussian_sigma(sensitivity: Number, eps: Number, delta: Number, c: float | None = None) -> Number:
+    """``sigma = c Delta f / eps`` (Gaussian mechanism as quoted in seed 001 Sec. III-A; spec 001 F8)."""
+    s = check_real("sensitivity", sensitivity, 0.0, low_open=True)
+    e = check_real("eps", eps, 0.0, low_open=True)
+    return scalar_or_array(_c(delta, c) * s / e)
+
+
+def client_sensitivity(B: Number, m_i: Number) -> Number:
+    """``Delta f_i = 2 B / m_i`` (seed 001 eq. (7); spec 001 F10)."""
+    b = check_real("B", B, 0.0, low_open=True)
+    return scalar_or_array(2.0 * b / _sizes(m_i))
+
+
+def client_noise_sigma_personal(
+    eps: float, delta: float, B: float, R: int, m_i: Number, c: float | None = None
+) -> Number:
+    """``sigma_i = 2 B R c / (m_i eps)``: per-client noise before the "united" choice (text before seed 001
+    eq. (8); spec 001 F11)."""
+    r = int(check_int("R", R, 1))
+    return scalar_or_array(r * np.asarray(gaussian_sigma(client_sensitivity(B, m_i), eps, delta, c)))
 
 
 def client_noise_sigma(eps: float, delta: float, B: float, R: int, m: Any, c: float | None = None) -> float:
@@ -58,44 +457,60 @@ def client_noise_sigma(eps: float, delta: float, B: float, R: int, m: Any, c: fl
 
     ``m``: all local dataset sizes (or the smallest one); independent of p and T (spec 001 E15).
     """
-    e = float(check_real("eps", eps, 0.0, low_open=True))
-    b = float(check_real("B", B, 0.0, low_open=True))
-    r = int(check_int("R", R, 1))
-    return 2.0 * b * r * _c(delta, c) / (_m_min(m) * e)
+    return float(SIGMA_CLIENT(eps=eps, c=_c(delta, c), B=B, R=R, m_min=_m_min(m)))
 
 
-def server_sensitivity(B: float, p: Any, m: Any) -> float | np.ndarray:
+def server_sensitivity(B: float, p: Any, m: Any) -> Number:
     """``Delta f = 2 B max_i p_i / min_i m_i`` (seed 001 eq. (10); spec 001 F14); one per row of ``p``."""
+    pm, _ = weight_summaries(p)
+    return SERVER_SENSITIVITY(B=B, p_max=pm, m_min=_m_min(m))
+
+
+def server_sensitivity_tight(B: float, p: Any, m: Any) -> Number:
+    """``max_i 2 B p_i / m_i``: the aggregate's sensitivity when client i's record moves only x_i (tighter
+    than seed 001 eq. (10), which pairs the largest p with the smallest m; spec 001 F14 note)."""
     b = float(check_real("B", B, 0.0, low_open=True))
-    return scalar_or_array(2.0 * b * _impact(p).max(axis=-1) / _m_min(m))
+    arr = validate_impact_factors(p)
+    sizes = _sizes(m).astype(float)
+    if sizes.shape != arr.shape[-1:]:
+        raise ParameterError("m", sizes.shape, f"one size per client ({arr.shape[-1]})")
+    return scalar_or_array(np.max(2.0 * b * arr / sizes, axis=-1))
 
 
-def aggregated_client_noise_sigma(p: Any, sigma_c: Any) -> float | np.ndarray:
-    """``sigma_AC = sqrt(sum_i p_i^2 sigma_Ci^2)`` (seed 001 eq. (12); spec 001 F16); ``sigma_c`` a scalar
-    or one std per client."""
+def aggregated_client_noise_sigma(p: Any, sigma_c: Any) -> Number:
+    """``sigma_AC = sqrt(sum_i p_i^2 sigma_Ci^2)`` (seed 001 eq. (12); spec 001 F16); ``sigma_c`` a scalar or
+    one std per client."""
     s = check_real("sigma_c", sigma_c, 0.0)
-    return scalar_or_array(np.sqrt(np.sum(_impact(p) ** 2 * s**2, axis=-1)))
+    return scalar_or_array(np.sqrt(np.sum(validate_impact_factors(p) ** 2 * s**2, axis=-1)))
 
 
-def total_noise_sigma(eps: float, delta: float, T: int, B: float, p: Any, m: Any, c: float | None = None
-                      ) -> float | np.ndarray:
+def total_noise_sigma(
+    eps: float, delta: float, T: Number, B: float, p: Any, m: Any, c: float | None = None
+) -> Number:
     """``sigma_A = c T Delta f / eps = 2 B T c max_i p_i / (min_i m_i eps)``: the broadcast std that T
     linearly composed releases need (proof of seed 001 Thm 1; spec 001 F17)."""
-    e = float(check_real("eps", eps, 0.0, low_open=True))
-    t = int(check_int("T", T, 1))
-    return scalar_or_array(_c(delta, c) * t * np.asarray(server_sensitivity(B, p, m)) / e)
+    pm, _ = weight_summaries(p)
+    return SIGMA_TOTAL(eps=eps, c=_c(delta, c), T=T, B=B, p_max=pm, m_min=_m_min(m))
 
 
-def server_noise_threshold(R: int, p: Any) -> float | np.ndarray:
+def server_noise_threshold(R: int, p: Any) -> Number:
     """``T_th = R sqrt(sum_i p_i^2) / max_i p_i`` (seed 001 Thm 1 condition; spec 001 F20): the server adds
     noise only for ``T > T_th``; ``R sqrt(N)`` for uniform p, ``R`` for one-hot p."""
-    r = int(check_int("R", R, 1))
-    arr = _impact(p)
-    return scalar_or_array(r * np.sqrt(np.sum(arr**2, axis=-1)) / arr.max(axis=-1))
+    pm, s2 = weight_summaries(p)
+    return THRESHOLD(R=R, p_max=pm, S2=s2)
 
 
-def server_noise_sigma(eps: float, delta: float, T: int, R: int, p: Any, B: float, m: Any,
-                       c: float | None = None) -> float | np.ndarray:
+def _check_R(R: int, T: Number) -> None:
+    t = np.max(np.asarray(T, dtype=float))
+    if int(check_int("R", R, 1)) > t:
+        raise ParameterError(
+            "R", R, f"integer in [1, T = {t:g}]", hint="R exposures cannot exceed the T rounds"
+        )
+
+
+def server_noise_sigma(
+    eps: float, delta: float, T: Number, R: int, p: Any, B: float, m: Any, c: float | None = None
+) -> Number:
     """Theorem 1 (seed 001 eq. (13); spec 001 F19): the server's top-up std
 
     ``sigma_S = 2 B c sqrt(T^2 max_i p_i^2 - R^2 sum_i p_i^2) / (min_i m_i eps)`` for ``T > T_th`` (F20),
@@ -103,49 +518,458 @@ def server_noise_sigma(eps: float, delta: float, T: int, R: int, p: Any, B: floa
     note), never by comparing with a rounded ``T_th``.  One value per row of ``p`` (an adaptive schedule:
     F19 with each round's p, spec 001 E25).
     """
-    e = float(check_real("eps", eps, 0.0, low_open=True))
-    b = float(check_real("B", B, 0.0, low_open=True))
-    t = int(check_int("T", T, 1))
-    r = int(check_int("R", R, 1, t, hint="R exposures cannot exceed the T rounds"))
-    arr = _impact(p)
-    full = t**2 * arr.max(axis=-1) ** 2
-    radicand = full - r**2 * np.sum(arr**2, axis=-1)
-    root = np.sqrt(np.where(radicand > RADICAND_RTOL * full, radicand, 0.0))
-    return scalar_or_array(2.0 * b * _c(delta, c) * root / (_m_min(m) * e))
+    _check_R(R, T)
+    pm, s2 = weight_summaries(p)
+    return SIGMA_SERVER(eps=eps, c=_c(delta, c), T=T, R=R, p_max=pm, S2=s2, B=B, m_min=_m_min(m))
 
 
-def effective_noise_sigma(eps: float, delta: float, T: int, R: int, p: Any, B: float, m: Any,
-                          c: float | None = None) -> float | np.ndarray:
+def server_noise_sigma_from_parts(sigma_A: Number, sigma_AC: Number) -> Number:
+    """``sqrt(sigma_A^2 - sigma_AC^2)`` where that exceeds the F19 tolerance, else 0 (seed 001 eq. (14);
+    spec 001 F18).  Works with per-client client noise too."""
+    a = check_real("sigma_A", sigma_A, 0.0)
+    ac = check_real("sigma_AC", sigma_AC, 0.0)
+    r = a**2 - ac**2
+    return scalar_or_array(np.sqrt(np.where(r > RADICAND_RTOL * a**2, r, 0.0)))
+
+
+def effective_noise_sigma(
+    eps: float, delta: float, T: Number, R: int, p: Any, B: float, m: Any, c: float | None = None
+) -> Number:
     """``sigma_eff = sqrt(sigma_AC^2 + sigma_S^2) = max(sigma_A, sigma_AC)``: the std of the noise in the
-    broadcast (seed 001 eq. (11)-(14); spec 001 F21)."""
-    sigma_c = client_noise_sigma(eps, delta, B, R, m, c)
-    ac = np.asarray(aggregated_client_noise_sigma(p, sigma_c))
-    return scalar_or_array(np.sqrt(ac**2 + np.asarray(server_noise_sigma(eps, delta, T, R, p, B, m, c)) ** 2))
+    broadcast (seed 001 eqs. (11)-(14); spec 001 F21)."""
+    _check_R(R, T)
+    pm, s2 = weight_summaries(p)
+    return SIGMA_EFFECTIVE(eps=eps, c=_c(delta, c), T=T, R=R, p_max=pm, S2=s2, B=B, m_min=_m_min(m))
 
 
-def impact_factors_from_ratios(ratios: Sequence[float], part_sizes: Sequence[int]) -> np.ndarray:
-    """``p_i = r_k(i) / sum_k' n_k' r_k'`` for the clients of part k (seed 001 Sec. VI, the "r1-r2-r3"
-    labels; spec 001 F55): (0, 1, 2) over 20/20/20 clients gives (0, 1/60, 1/30) per part."""
-    r = check_real("ratios", ratios, 0.0)
-    n = check_int("part_sizes", part_sizes, 1)
-    if r.ndim != 1 or r.shape != n.shape:
-        raise ParameterError("ratios", r, f"one non-negative priority per part ({n.size} parts)")
-    total = float(np.sum(r * n))
-    if total <= 0:
-        raise ParameterError("ratios", r, "non-negative priorities, at least one > 0")
-    return np.repeat(r / total, n)
+# --- tight counterparts (fedbound.accounting) -------------------------------------------------------------
+def tight_noise_multiplier(eps: float, delta: float) -> float:
+    """z: the std of one sensitivity-1 Gaussian release that is exactly (eps, delta)-DP (analytic Gaussian,
+    Balle & Wang 2018), valid for every eps > 0.  k Gaussian releases of sensitivity Delta and std sigma
+    compose exactly to one of sensitivity sqrt(k) Delta (Gaussian DP), so k exposures need sqrt(k) z Delta."""
+    from fedbound.accounting import analytic_gaussian_std
+
+    e = float(check_real("eps", eps, 0.0, low_open=True))
+    dl = float(check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True))
+    return float(analytic_gaussian_std(e, dl, 1.0))
 
 
-def impact_schedule(part_sizes: Sequence[int], ratios: Sequence[Sequence[float]], switch_after: Sequence[int],
-                    rounds: int) -> np.ndarray:
-    """``(rounds, N)`` impact factors: phase ``k``'s F55 factors from round ``switch_after[k-1] + 1`` on
-    (1-based; seed 001 scenario 4: ratios (0,1,2) for t <= 10, (2,1,0) after, spec 001 Sec. 5)."""
-    if len(switch_after) != len(ratios) - 1:
-        raise ParameterError("switch_after", list(switch_after), f"{len(ratios) - 1} round(s), one per later "
-                             "phase")
-    bounds = check_int("switch_after", list(switch_after), 1).ravel().tolist() if switch_after else []
-    if any(b <= a for a, b in zip(bounds, bounds[1:], strict=False)):
-        raise ParameterError("switch_after", bounds, "strictly increasing rounds")
-    phase = np.searchsorted(np.asarray(bounds, dtype=np.int64), np.arange(rounds), side="right")
-    rows = np.stack([impact_factors_from_ratios(r, part_sizes) for r in ratios])
-    return rows[phase]
+def client_noise_sigma_tight(eps: float, delta: float, B: float, R: int, m: Any) -> float:
+    """``sqrt(R) z 2B / min_i m_i``: R uplink exposures composed exactly (tight counterpart of seed 001
+    eq. (8), which composes linearly with the classic constant)."""
+    r = int(check_int("R", R, 1))
+    b = float(check_real("B", B, 0.0, low_open=True))
+    return math.sqrt(r) * tight_noise_multiplier(eps, delta) * 2.0 * b / _m_min(m)
+
+
+def total_noise_sigma_tight(eps: float, delta: float, T: Number, B: float, p: Any, m: Any) -> Number:
+    """``sqrt(T) z Delta f``: the broadcast std that T releases of sensitivity (10) need, composed exactly
+    (tight counterpart of seed 001's sigma_A, spec 001 F17)."""
+    t = check_real("T", T, 0.0)
+    return scalar_or_array(
+        np.sqrt(t) * tight_noise_multiplier(eps, delta) * np.asarray(server_sensitivity(B, p, m), dtype=float)
+    )
+
+
+def server_noise_sigma_tight(eps: float, delta: float, T: Number, R: int, p: Any, B: float, m: Any) -> Number:
+    """Server top-up to the tight total: ``sqrt(sigma_A,tight^2 - sigma_AC,tight^2)`` (0 when the aggregated
+    client noise already suffices; tight counterpart of seed 001 Theorem 1, eq. (13))."""
+    _check_R(R, T)
+    total = np.asarray(total_noise_sigma_tight(eps, delta, T, B, p, m), dtype=float)
+    ac = np.asarray(aggregated_client_noise_sigma(p, client_noise_sigma_tight(eps, delta, B, R, m)))
+    return server_noise_sigma_from_parts(total, np.broadcast_to(ac, total.shape))
+
+
+def exact_epsilon(
+    sigma: Mapping[str, Any], p: Any, m: Any, B: float, R: int, delta: float
+) -> dict[str, float]:
+    """The epsilon a noise plan actually spends at ``delta`` under exact accounting (analytic Gaussian,
+    Gaussian-DP composition), per view, for the worst client.
+
+    ``sigma``: :func:`noise_details`'s output (``uplink``, ``server``, ``aggregated_client`` per round);
+    ``p``: the round's impact factors ``(T, N)``.  Uplink: a client's first ``R`` rounds with p_i > 0, each
+    a release of sensitivity ``2B/min m`` with std sigma_C; downlink: every round with p_i > 0, sensitivity
+    eq. (10) ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What seed 001 eq. (8)/(13) spend
+    when they claim (eps, delta) (E13, E21).
+    """
+    from fedbound.accounting import analytic_gaussian_epsilon
+
+    rows = validate_impact_factors(p)
+    rows = rows[None, :] if rows.ndim == 1 else rows
+    active = rows > 0
+    m_min = _m_min(m)
+    up_z = np.asarray(sigma["uplink"], dtype=float)[: len(rows)] * m_min / (2 * float(B))
+    eff = np.sqrt(
+        np.asarray(sigma["server"], float) ** 2 + np.asarray(sigma["aggregated_client"], float) ** 2
+    )
+    down_z = eff[: len(rows)] / (2 * float(B) * rows.max(axis=1) / m_min)
+    first_r = active & (np.cumsum(active, axis=0) <= int(R))
+    inv_up = np.max(np.sum(np.where(first_r, 1 / up_z[:, None] ** 2, 0.0), axis=0))
+    inv_down = np.max(np.sum(np.where(active, 1 / down_z[:, None] ** 2, 0.0), axis=0))
+    return {
+        "uplink": float(analytic_gaussian_epsilon(1 / math.sqrt(inv_up), delta)),
+        "downlink": float(analytic_gaussian_epsilon(1 / math.sqrt(inv_down), delta)),
+    }
+
+
+NOISE_METHODS = ("paper", "tight")
+
+
+def noise_details(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, Any]:
+    """:func:`noise` plus the derived stds: ``{"uplink": sigma_C, "server": sigma_S^(t), "total": sigma_A^(t),
+    "aggregated_client": sigma_AC^(t)}``, arrays of length T.
+
+    ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13) (classic constant, linear composition);
+    ``"tight"``: the same views calibrated exactly (analytic Gaussian, Gaussian-DP composition:
+    ``sqrt(R) z 2B/m_min`` and ``sqrt(T) z Delta f^(t)``), the server topping up as in eq. (14).
+    ``setting``: ``eps``, ``delta``, ``C`` (the clip bound B; ``B`` accepted), ``R``, and either ``p`` (a
+    vector, or one row per round: the schedule, E25) with ``m`` (every client's size, or the smallest), or an
+    [adaptive] section's ``N``, ``parts``, ``ratios``, ``switch_after``, ``sizes``/``m`` (the F55 schedule).
+    Arrays of length T.
+    """
+    if method not in NOISE_METHODS:
+        raise ParameterError("method", method, "one of " + ", ".join(NOISE_METHODS))
+    t = int(check_int("T", T, 1))
+    clip = setting.get("C", setting.get("B"))
+    eps_v, delta_v, R_v = setting["eps"], setting["delta"], int(setting.get("R") or 1)
+    if setting.get("p") is not None:
+        p, m = validate_impact_factors(setting["p"]), setting["m"]
+    else:
+        design = design_from_settings(setting)
+        p, m = design.schedule(t), design.client_sizes
+    rows = np.tile(p, (t, 1)) if p.ndim == 1 else p[np.minimum(np.arange(t), len(p) - 1)]
+    if method == "paper":
+        up = client_noise_sigma(eps_v, delta_v, clip, R_v, m)
+        total = np.asarray(total_noise_sigma(eps_v, delta_v, t, clip, rows, m), dtype=float)
+        server = np.asarray(server_noise_sigma(eps_v, delta_v, t, R_v, rows, clip, m), dtype=float)
+    else:
+        _check_R(R_v, t)
+        up = client_noise_sigma_tight(eps_v, delta_v, clip, R_v, m)
+        total = np.asarray(total_noise_sigma_tight(eps_v, delta_v, t, clip, rows, m), dtype=float)
+        server = np.asarray(server_noise_sigma_tight(eps_v, delta_v, t, R_v, rows, clip, m), dtype=float)
+    agg = np.asarray(aggregated_client_noise_sigma(rows, up), dtype=float)
+    return {
+        "uplink": np.full(t, up),
+        "server": np.broadcast_to(server, (t,)).copy(),
+        "total": np.broadcast_to(total, (t,)).copy(),
+        "aggregated_client": np.broadcast_to(agg, (t,)).copy(),
+    }
+
+
+def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, np.ndarray]:
+    """The noise std of each stage PADPFL injects, for ``T`` rounds: ``{"uplink": sigma_C, "server":
+    sigma_S^(t)}`` (arrays of length T) -- the one place that decides "which sigma" (the planner and the
+    training recipe both call it).  ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13);
+    ``"tight"``: exact calibration (analytic Gaussian, Gaussian-DP composition).  See :func:`noise_details`
+    for the setting's keys and the derived sigma_A and sigma_AC.
+    """
+    details = noise_details(setting, T, method)
+    return {"uplink": details["uplink"], "server": details["server"]}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lemmas 1-3 (Sec. IV-V) on measured quantities
+# ---------------------------------------------------------------------------------------------------------
+def global_loss(p: Any, local_losses: Any) -> float:
+    """``L = sum_i p_i l_i`` (seed 001 eq. (1); spec 001 F1)."""
+    return float(validate_impact_factors(p) @ check_real("local_losses", local_losses))
+
+
+def aggregate(p: Any, local_weights: Any) -> np.ndarray:
+    """``x = sum_i p_i x_i`` for local weights of shape (N, d) (seed 001 eq. (3); spec 001 F3)."""
+    w = np.asarray(local_weights, dtype=float)
+    pv = validate_impact_factors(p)
+    if w.ndim != 2 or w.shape[0] != pv.shape[-1]:
+        raise ParameterError("local_weights", w.shape, f"an array (N = {pv.shape[-1]}, d)")
+    return pv @ w
+
+
+def is_gamma_inexact(grad_h_norm: Number, grad_l_at_anchor_norm: Number, gamma: float) -> bool | np.ndarray:
+    """``||grad h_i(x_0; x_bar)|| <= gamma ||grad l_i(x_bar)||`` (seed 001 eq. (38); spec 001 F5)."""
+    g = float(check_real("gamma", gamma, 0.0, 1.0))
+    out = np.asarray(check_real("grad_h_norm", grad_h_norm, 0.0)) <= g * np.asarray(
+        check_real("grad_l_at_anchor_norm", grad_l_at_anchor_norm, 0.0)
+    )
+    return bool(out) if out.ndim == 0 else out
+
+
+def dissimilarity_A1(grad_norm_L: Number, zeta: Number) -> Number:
+    """``A_1(x) = sqrt(1 + zeta^2 / ||grad L(x)||^2)`` (seed 001 eq. (20); spec 001 F26)."""
+    g = check_real("grad_norm_L", grad_norm_L, 0.0, low_open=True, hint="A_1 is undefined where grad L = 0")
+    z = check_real("zeta", zeta, 0.0)
+    return scalar_or_array(np.sqrt(1.0 + (z / g) ** 2))
+
+
+def empirical_dissimilarity(p: Any, local_grad_norms: Any, grad_norm_L: float) -> float:
+    """``A_emp = sum_i p_i ||grad l_i|| / ||grad L||``, the tightest A of Lemma 1 at a point (seed 001
+    eqs. (15)/(22); spec 001 F28)."""
+    g = float(
+        check_real(
+            "grad_norm_L", grad_norm_L, 0.0, low_open=True, hint="A is undefined where grad L = 0 (E18)"
+        )
+    )
+    return float(validate_impact_factors(p) @ check_real("local_grad_norms", local_grad_norms, 0.0)) / g
+
+
+def adaptive_dissimilarity(alpha: Any, local_grad_norms: Any, grad_norm_L: float, A: float) -> float:
+    """``A' = sum_i alpha_i ||grad l_i|| / ||grad L|| + A`` (seed 001 eq. (56); spec 001 F51); can be below
+    1 even when A is tight (E18)."""
+    g = float(
+        check_real("grad_norm_L", grad_norm_L, 0.0, low_open=True, hint="A' is undefined where grad L = 0")
+    )
+    a = check_real("alpha", alpha, -1.0, 1.0)
+    return float(a @ check_real("local_grad_norms", local_grad_norms, 0.0)) / g + float(
+        check_real("A", A, 0.0)
+    )
+
+
+def mu_bar_value(mu_value: float, rho_minus_value: float = 0.0) -> float:
+    """``mu_bar = mu - rho_-`` (seed 001 Lemma 2; spec 001 F30); DomainError unless > 0."""
+    out = float(check_real("mu", mu_value, 0.0, low_open=True)) - float(
+        check_real("rho_minus", rho_minus_value, 0.0)
+    )
+    if out <= 0:
+        raise DomainError(
+            "mu", mu_value, f"mu > rho_minus = {rho_minus_value}", hint="mu_bar must be > 0 (E8)"
+        )
+    return out
+
+
+def local_drift_bound(grad_norm_li: Number, gamma_value: float, mu_bar_v: float) -> Number:
+    """``||x_i^(t+1) - x~^(t)|| <= (1 + gamma)/mu_bar ||grad l_i(x~^(t))||`` (seed 001 eq. (39); F33)."""
+    g = check_real("grad_norm_li", grad_norm_li, 0.0)
+    return scalar_or_array(
+        (1 + float(check_real("gamma", gamma_value, 0.0, 1.0)))
+        / float(check_real("mu_bar", mu_bar_v, 0.0, low_open=True))
+        * g
+    )
+
+
+def step_norm_bound(
+    A_value: float, gamma_value: float, mu_bar_v: float, grad_norm_L: Number, noise_norm: Number
+) -> Number:
+    """``||x~^(t+1) - x~^(t)|| <= A (1 + gamma)/mu_bar ||grad L|| + ||n^(t+1)||`` (seed 001 eq. (40) with
+    mu_bar for mu, E9; spec 001 F34)."""
+    a = float(check_real("A", A_value, 0.0))
+    return scalar_or_array(
+        a * np.asarray(local_drift_bound(grad_norm_L, gamma_value, mu_bar_v))
+        + check_real("noise_norm", noise_norm, 0.0)
+    )
+
+
+def lemma2_lambdas(
+    A: float, gamma: float, rho: float, mu: float, rho_minus: float = 0.0
+) -> tuple[float, float, float]:
+    """``(lambda_2, lambda_1, lambda_0)`` of Lemma 2 (seed 001 eq. (23); spec 001 F37-F39); with ``A = A'``
+    those of Lemma 3 (eq. (52), F53).  lambda_1 starts with 1 (E12)."""
+    values = {"A": A, "gamma": gamma, "rho": rho, "mu": mu, "rho_minus": rho_minus}
+    return float(LAMBDA2(values)), float(LAMBDA1(values)), float(LAMBDA0(values))
+
+
+def noise_moments(sigma: Number, N: int, dim: int | None = None) -> tuple[Number, Number]:
+    """``(E||n||, E||n||^2) = (sigma sqrt(2N/pi), sigma^2 N)`` (seed 001 eq. (49), N as the dimension;
+    spec 001 F40/F41).  ``dim=d``: the exact chi moments of a d-dimensional N(0, sigma^2 I) (E11)."""
+    s = check_real("sigma", sigma, 0.0)
+    if dim is None:
+        n = float(check_int("N", N, 1))
+        return scalar_or_array(s * math.sqrt(2 * n / math.pi)), scalar_or_array(s**2 * n)
+    dd = float(check_int("dim", dim, 1))
+    chi = math.sqrt(2) * math.exp(math.lgamma((dd + 1) / 2) - math.lgamma(dd / 2))
+    return scalar_or_array(s * chi), scalar_or_array(s**2 * dd)
+
+
+def per_round_increment_bound(
+    grad_norm_L: Number,
+    mean_noise_norm: Number,
+    mean_sq_noise_norm: Number,
+    lambdas: Sequence[float],
+    l_max: float | None = None,
+) -> Number:
+    """``lambda_2 g^2 + lambda_1 E||n|| g + lambda_0 E||n||^2`` (+ l_max/2 with ``l_max``: Lemma 3).
+
+    Seed 001 Lemma 2 eq. (23) (read ||grad L||, E5) and Lemma 3 eq. (52); spec 001 F36/F53.
+    ``lambdas = (lambda_2, lambda_1, lambda_0)``.
+    """
+    l2, l1, l0 = (float(x) for x in lambdas)
+    g = np.asarray(check_real("grad_norm_L", grad_norm_L, 0.0))
+    e1 = np.asarray(check_real("mean_noise_norm", mean_noise_norm, 0.0))
+    e2 = np.asarray(check_real("mean_sq_noise_norm", mean_sq_noise_norm, 0.0))
+    extra = 0.0 if l_max is None else 0.5 * float(check_real("l_max", l_max, 0.0))
+    return scalar_or_array(np.asarray(l2 * g**2 + l1 * e1 * g + l0 * e2 + extra, dtype=float))
+
+
+def adaptive_weight_shift_term(alpha: Any, local_losses: Any) -> float:
+    """``sum_i alpha_i l_i``: the exact extra term of Lemma 3 (seed 001 eq. (59); the paper bounds its
+    expectation by max_i l_i / 2, eq. (60), E16; spec 001 F52)."""
+    return float(check_real("alpha", alpha, -1.0, 1.0) @ check_real("local_losses", local_losses, 0.0))
+
+
+def theorem2_constants(
+    lambdas: Sequence[float],
+    beta: float,
+    B: float,
+    c: float,
+    p_max: float,
+    m: Any,
+    N: int,
+    variant: str = "paper",
+) -> tuple[float, float, float]:
+    """``(k_2, k_1, k_0)`` of Theorem 2 (seed 001 eq. (46); spec 001 F44-F46) from given lambdas.
+
+    ``variant="corrected"`` applies E1-E2 (k_0 with N, min m for max m).  ``m``: all sizes.
+    """
+    l2, l1, l0 = (float(x) for x in lambdas)
+    sizes = _sizes(m)
+    if variant not in ("paper", "corrected"):
+        raise ParameterError("variant", variant, "'paper' or 'corrected'")
+    corrected = variant == "corrected"
+    ref = float(sizes.min() if corrected else sizes.max())
+    n = int(check_int("N", N, 1))
+    b_, c_, be = (
+        float(check_real(k, v, 0.0, low_open=True)) for k, v in (("B", B), ("c", c), ("beta", beta))
+    )
+    pm = float(check_real("p_max", p_max, 0.0, 1.0, low_open=True))
+    k1_ = 2 * l1 * be * b_ * c_ * pm / ref * math.sqrt(2 * n / math.pi)
+    k0_ = 4 * l0 * b_**2 * c_**2 * pm**2 * (n if corrected else 1) / ref**2
+    return l2 * be**2, k1_, k0_
+
+
+def theorem3_constants(
+    lambdas_prime: Sequence[float],
+    beta: float,
+    B: float,
+    c: float,
+    p_max: float,
+    m: Any,
+    N: int,
+    l_max: float,
+    variant: str = "paper",
+) -> tuple[float, float, float]:
+    """``(k_2', k_1', k_0')`` of Theorem 3 (seed 001 eq. (69); spec 001 F54); ``p_max`` over rounds (E4)."""
+    k2_, k1_, k0_ = theorem2_constants(lambdas_prime, beta, B, c, p_max, m, N, variant)
+    lm = 0.5 * float(check_real("l_max", l_max, 0.0))
+    div = 1.0 if variant == "corrected" else float(_sizes(m).max())
+    return k2_ / div + lm, k1_, k0_
+
+
+def convergence_bound(Theta: float, T: Number, eps: float, k: Sequence[float]) -> Number:
+    """``Theta + k_2 T + k_1 T^2/eps + k_0 T^3/eps^2`` (seed 001 eqs. (46)/(69); spec 001 F43/F54)."""
+    k2_, k1_, k0_ = (float(x) for x in k)
+    t = check_real("T", T, 0.0)
+    e = float(check_real("eps", eps, 0.0, low_open=True))
+    th = float(check_real("Theta", Theta, 0.0))
+    return scalar_or_array(th + k2_ * t + k1_ * t**2 / e + k0_ * t**3 / e**2)
+
+
+def summaries(p: Any, m: Any) -> dict[str, float]:
+    """The theorem parameters of weights and sizes: ``p_max`` (over all rows: E4), ``S2`` (largest row),
+    ``m_min``, ``m_max``, ``N``."""
+    pm, s2 = weight_summaries(p)
+    sizes = _sizes(m)
+    return {
+        "p_max": float(np.max(pm)),
+        "S2": float(np.max(s2)),
+        "m_min": int(sizes.min()),
+        "m_max": int(sizes.max()),
+        "N": int(validate_impact_factors(p).shape[-1]),
+    }
+
+
+__all__ = [
+    "SEED",
+    "RADICAND_RTOL",
+    "PARAMS",
+    "NOTATION",
+    "THEOREMS",
+    "VARIANTS",
+    "LOSS_CONSTANTS",
+    "ASSUMED_LOSS_CONSTANTS",
+    "NOISE_METHODS",
+    "GAUSSIAN_C",
+    "SIGMA_CLIENT",
+    "SERVER_SENSITIVITY",
+    "SIGMA_AGG_CLIENT",
+    "SIGMA_TOTAL",
+    "SIGMA_SERVER",
+    "THRESHOLD",
+    "SIGMA_EFFECTIVE",
+    "LAMBDA2",
+    "LAMBDA1",
+    "LAMBDA0",
+    "LAMBDA2_PRIME",
+    "LAMBDA1_PRIME",
+    "NOISE_MOMENT_1",
+    "NOISE_MOMENT_2",
+    "K2",
+    "K1",
+    "K0",
+    "K2_PRIME",
+    "K1_PRIME",
+    "K0_PRIME",
+    "BOUND",
+    "BOUND_ADAPTIVE",
+    "BOUND_DT",
+    "BOUND_D2T",
+    "SIMPLEX_ATOL",
+    "Design",
+    "design_from_settings",
+    "parse_lists",
+    "validate_impact_factors",
+    "impact_factors_uniform",
+    "impact_factors_by_size",
+    "impact_factors_from_scores",
+    "impact_factors_from_ratios",
+    "impact_schedule",
+    "redistribute_impact",
+    "update_impact_factors",
+    "impact_factor_change",
+    "weight_summaries",
+    "summaries",
+    "gaussian_c",
+    "gaussian_constant",
+    "gaussian_sigma",
+    "client_sensitivity",
+    "client_noise_sigma_personal",
+    "client_noise_sigma",
+    "server_sensitivity",
+    "server_sensitivity_tight",
+    "aggregated_client_noise_sigma",
+    "total_noise_sigma",
+    "server_noise_threshold",
+    "server_noise_sigma",
+    "server_noise_sigma_from_parts",
+    "effective_noise_sigma",
+    "tight_noise_multiplier",
+    "client_noise_sigma_tight",
+    "total_noise_sigma_tight",
+    "server_noise_sigma_tight",
+    "noise",
+    "noise_details",
+    "exact_epsilon",
+    "global_loss",
+    "aggregate",
+    "is_gamma_inexact",
+    "dissimilarity_A1",
+    "empirical_dissimilarity",
+    "adaptive_dissimilarity",
+    "mu_bar_value",
+    "local_drift_bound",
+    "step_norm_bound",
+    "lemma2_lambdas",
+    "noise_moments",
+    "per_round_increment_bound",
+    "adaptive_weight_shift_term",
+    "theorem2_constants",
+    "theorem3_constants",
+    "convergence_bound",
+    "CLAIMS",  # noqa: F822  (module __getattr__: imported on first use)
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``CLAIMS`` (seed 001's claims, :mod:`fedbound.bounds.adaptive_claims`), imported on first use."""
+    if name == "CLAIMS":
+        from fedbound.bounds.adaptive_claims import CLAIMS
+
+        return CLAIMS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,6 +30,7 @@ vacuous    ``vacuous=True`` (true but useless)     a VacuousBoundWarning
 
 from __future__ import annotations
 
+import sys
 import warnings as _warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from fedbound.bounds.compiled import cached_function, cached_json, compile_expression, fingerprint
 from fedbound.checks import check_int, check_real, interval
 from fedbound.errors import DomainError, FedboundWarning, ParameterError, VacuousBoundWarning
 
@@ -141,6 +143,8 @@ class Notation:
         self.name = name
         self.params = {p.name: p for p in params}
         self._by_symbol = {p.symbol: p for p in params}
+        # the file that declares this notation keys the compiled-function cache (fedbound.bounds.compiled)
+        self.fingerprint = fingerprint(sys._getframe(1).f_globals.get("__file__", name))
         self.definitions: dict[sp.Symbol, Definition] = {}
         for d in definitions:
             self.define(d)
@@ -362,11 +366,17 @@ class Theorem:
         return self._memo(("params", variant), lambda: self._parameters(variant))
 
     def _parameters(self, variant: str) -> tuple[Param, ...]:
-        defs, _ = self.notation.definitions_for(variant)
-        symbols = set(self.expression(variant).free_symbols)
-        for c in self.conditions(variant):
-            symbols |= _resolve(c.expr, defs).free_symbols
-        return tuple(p for p in self.notation.params.values() if p.symbol in symbols)
+        def build() -> list[str]:
+            defs, _ = self.notation.definitions_for(variant)
+            symbols = set(self.expression(variant).free_symbols)
+            for c in self.conditions(variant):
+                symbols |= _resolve(c.expr, defs).free_symbols
+            return [p.name for p in self.notation.params.values() if p.symbol in symbols]
+
+        return tuple(self.notation.params[n] for n in cached_json(self._key(variant, "params"), build))
+
+    def _key(self, variant: str, what: str) -> str:
+        return f"{self.notation.fingerprint}|{self.notation.name}|{self.name}|{variant}|{what}"
 
     def derivative(self, wrt: str, order: int = 1) -> Theorem:
         """The sympy derivative as a Theorem of its own (same parameters and conditions)."""
@@ -387,13 +397,15 @@ class Theorem:
         key = (variant, what)
         if key not in self._cache:
             params = self.parameters(variant)
-            if what == "value":
-                expr = self.expression(variant)
-            else:
+
+            def build() -> tuple[list[sp.Symbol], sp.Basic]:
+                if what == "value":
+                    return [p.symbol for p in params], self.expression(variant)
                 defs, _ = self.notation.definitions_for(variant)
                 cond = next(c for c in self.conditions(variant) if c.name == what)
-                expr = _resolve(cond.expr, defs)
-            fn = sp.lambdify([p.symbol for p in params], expr, modules=_MODULES, cse=True)
+                return [p.symbol for p in params], _resolve(cond.expr, defs)
+
+            fn = cached_function(self._key(variant, what), build)
             self._cache[key] = (fn, tuple(p.name for p in params))
         return self._cache[key]
 
@@ -483,7 +495,7 @@ class Theorem:
         key = (variant, f"show:{cond.blame}")
         if key not in self._cache:
             params = self.parameters(variant)
-            fn = sp.lambdify([p.symbol for p in params], _resolve(sym, defs), modules=_MODULES, cse=True)
+            fn = compile_expression([p.symbol for p in params], _resolve(sym, defs))
             self._cache[key] = (fn, tuple(p.name for p in params))
         fn = self._cache[key][0]
         with np.errstate(all="ignore"):

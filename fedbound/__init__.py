@@ -18,6 +18,23 @@ from typing import Any
 
 from fedbound._version import __version__
 
+
+def _source_tree_layout() -> None:
+    """Run from a checkout (``python -m fedbound`` in the repository root, or a path entry pointing at it),
+    Python finds this folder before any installed copy; its subpackages live in the sibling folders
+    (``bounds/``, ``accounting/`` ...; pyproject's package-dir).  Adding the checkout's root to ``__path__``
+    makes ``fedbound.bounds`` that checkout's ``bounds/``, so a checkout is always self-consistent instead of
+    half-shadowing an installed package."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "bounds" / "__init__.py").is_file():
+        if str(root) not in __path__:
+            __path__.append(str(root))
+
+
+_source_tree_layout()
+
 _SUBPACKAGES = ("accounting", "bounds", "scheduling", "training", "validation", "config", "errors", "checks")
 
 __all__ = ["__version__", *_SUBPACKAGES]

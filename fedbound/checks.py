@@ -9,14 +9,23 @@ array(0.5)
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedbound.errors import FedboundError, ParameterError
+from fedbound.errors import DomainError, FedboundError, ParameterError
 
-__all__ = ["interval", "check_real", "check_int", "check_probability", "as_float_array", "scalar_or_array"]
+__all__ = ["MAX_INT", "broadcast", "broadcast_errors_named", "interval", "check_real", "check_int",
+           "check_probability", "as_float_array", "scalar_or_array", "check_finite", "to_jsonable"]
+
+MAX_INT = 10**12
+"""Largest integer parameter (counts: rounds, clients, samples, steps) any check accepts unless told
+otherwise.  Far beyond any real federation, and small enough that float64 holds it exactly and int64
+arithmetic on it (products of two counts stay below 2**63) cannot wrap."""
 
 
 def _fmt(x: float | None, default: str) -> str:
@@ -40,9 +49,25 @@ def as_float_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a float64 array; a ParameterError (not a numpy traceback) if it is not numeric."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(name, value, "a real number or an array of real numbers") from exc
+    except OverflowError:  # a Python int beyond the float range, e.g. 10**400
+        raise ParameterError(name, _Short(f"an integer of {len(str(abs(int(value))))} digits"),
+                             "a real number within the float64 range (|x| < 1.8e308)") from None
+    except (TypeError, ValueError):
+        raise ParameterError(name, _Short(_abbreviate(value)), "a real number or an array of real numbers"
+                             ) from None
     return arr
+
+
+class _Short(str):
+    """A value already shortened for an error message (shown without quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _abbreviate(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _first_bad(arr: np.ndarray, bad: np.ndarray) -> tuple[Any, str]:
@@ -77,8 +102,14 @@ def check_real(name: str, value: Any, low: float | None = None, high: float | No
 
 def check_int(name: str, value: Any, low: int | None = None, high: int | None = None,
               hint: str = "") -> np.ndarray:
-    """Return ``value`` as an int64 array after checking every element is an integer in ``[low, high]``."""
+    """Return ``value`` as an int64 array after checking every element is an integer in ``[low, high]``.
+
+    ``high`` defaults to :data:`MAX_INT` (and ``low`` is floored at -MAX_INT): the range is checked on the
+    float64 values before the cast, so no input can wrap around in int64; the cast result is checked again.
+    """
     arr = as_float_array(name, value)
+    high = MAX_INT if high is None else min(high, MAX_INT)
+    low = -MAX_INT if low is None else low
     valid = interval(low, high, integer=True)
     bad = ~np.isfinite(arr)
     with np.errstate(invalid="ignore"):
@@ -90,13 +121,81 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
     if bad.any():
         first, where = _first_bad(arr, bad)
         raise ParameterError(name, first, valid + where, hint)
-    return arr.astype(np.int64)
+    out = arr.astype(np.int64)
+    if np.any(out != arr):  # pragma: no cover - impossible after the range check; kept as the last guard
+        raise ParameterError(name, value, valid, hint)
+    return out
+
+
+def broadcast(**named: np.ndarray) -> list[np.ndarray]:
+    """``np.broadcast_arrays`` of the named inputs; a ParameterError naming them and their shapes (not numpy's
+    anonymous "operands could not be broadcast") when the shapes do not fit."""
+    try:
+        return np.broadcast_arrays(*named.values())
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        first = next(iter(named))
+        raise ParameterError(first, _Short(f"shape {np.shape(named[first])}"),
+                             f"arrays of shapes that broadcast together (got {shapes})") from None
+
+
+def broadcast_errors_named(fn):
+    """Decorator for formulas that broadcast their checked inputs in arithmetic: numpy's anonymous
+    "operands could not be broadcast" becomes a ParameterError naming the function's array inputs."""
+    import functools
+    import inspect
+
+    names = list(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as exc:
+            if isinstance(exc, FedboundError) or "broadcast" not in str(exc):
+                raise
+            given = dict(zip(names, args, strict=False)) | kwargs
+            shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in given.items() if np.ndim(v))
+            first = next((k for k, v in given.items() if np.ndim(v)), names[0])
+            raise ParameterError(first, _Short(f"shape {np.shape(given.get(first))}"),
+                                 f"arrays of shapes that broadcast together (got {shapes})") from None
+
+    return wrapper
 
 
 def check_probability(name: str, value: Any, *, allow_zero: bool = False, allow_one: bool = False,
                       hint: str = "") -> np.ndarray:
     """A probability-like parameter in (0, 1), optionally including its end points."""
     return check_real(name, value, 0.0, 1.0, low_open=not allow_zero, high_open=not allow_one, hint=hint)
+
+
+def check_finite(name: str, value: Any, inputs: Mapping[str, Any], positive: bool = False) -> np.ndarray:
+    """Check a computed result is finite (and > 0 with ``positive``) before it reaches the user.
+
+    ``inputs`` are what the user gave, by name (e.g. ``{"sensitivity": 1e308}``): a result that overflows
+    or underflows is reported as a DomainError naming those inputs, never returned as inf, NaN or a wrong
+    sign.
+    """
+    arr = as_float_array(name, value)
+    bad = ~np.isfinite(arr)
+    if positive:
+        bad |= ~(arr > 0)
+    if bad.any():
+        first, where = _first_bad(arr, bad)
+        given = ", ".join(f"{k} = {_brief(v)}" for k, v in inputs.items())
+        raise DomainError(name, first, "a finite positive number" if positive else "a finite number",
+                          f"the result for {given} is out of floating-point range{where}")
+    return arr
+
+
+def _brief(value: Any) -> str:
+    """A number, or the range of an array of numbers, for a message (``1e+308``, ``[0.1 .. 2]``)."""
+    arr = np.asarray(value, dtype=float)
+    if arr.size == 1:
+        return f"{arr.item():g}"
+    if arr.size == 0:
+        return "[]"
+    return f"[{np.min(arr):g} .. {np.max(arr):g}]"
 
 
 def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
@@ -107,3 +206,28 @@ def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
             raise FedboundError("internal error: a computation produced NaN; please report the inputs")
         return out
     return arr
+
+
+def to_jsonable(obj: Any, where: str = "$") -> Any:
+    """A JSON-ready copy of ``obj``; raises ValueError on NaN/inf, naming the path (``$.key[0]``)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return to_jsonable(obj.to_dict(), where)
+        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, where)
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist(), where)
+    if isinstance(obj, np.generic):
+        return to_jsonable(obj.item(), where)
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
+        return obj
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"refusing to write a non-finite number ({obj}) to JSON at {where}")
+        return obj
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, Sequence | set | frozenset):
+        return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON at {where}")

@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         from rich.text import Text
 
         # Text, not markup: messages quote config sections such as "[nbafl]", which rich would swallow
-        Console(stderr=True).print(Text("error: ", style="red") + Text(str(exc)), highlight=False)
+        # one line whatever the terminal width: no wrapping
+        error = Text("error: ", style="red") + Text(str(exc))
+        Console(stderr=True, soft_wrap=True).print(error, highlight=False)
         return 2
     except SystemExit as exc:
         if exc.code is None:

@@ -2,8 +2,9 @@
 
 A config file is a set of TOML tables (sections).  Each consumer declares the sections it reads as a
 :class:`Section` of typed, range-checked :class:`Field` s, next to the code that uses them (e.g. the NbAFL
-planner declares ``[nbafl]``, the simulator declares ``[train]``).  Sections a command does not use are
-kept untouched, so one file can hold the whole setting::
+planner declares ``[nbafl]``, the simulator declares ``[train]``).  Known sections a command does not use
+are kept untouched, so one file can hold the whole setting; a section fedbound does not know (a typo such
+as ``[nbafll]``) is an error with a "did you mean"::
 
     [nbafl]          # the privacy/system setting and the loss constants, in the spec's notation
     N = 50
@@ -13,11 +14,14 @@ kept untouched, so one file can hold the whole setting::
     model = "mlp"
 
 Overrides: ``--set KEY=VALUE`` (repeatable).  ``KEY`` is either ``section.key`` or a bare ``key`` that
-belongs to exactly one of the sections the command reads.  ``VALUE`` is parsed as a TOML literal
+belongs to exactly one of the sections the command reads; an override of a section or key the command does
+not read is an error (it would otherwise be silently ignored).  ``VALUE`` is parsed as a TOML literal
 (``6``, ``0.01``, ``true``, ``"text"``); anything that is not a TOML literal is taken as a plain string,
-so ``--set dataset=digits`` works without quotes.
+so ``--set dataset=digits`` works without quotes, and a string key takes the text as written
+(``--set group_clients=20`` is ``"20"``).  Integer keys are capped at ``fedbound.checks.MAX_INT`` (1e12).
 
-Errors are :class:`fedbound.errors.ConfigError` and name the file, the key, the value and the valid range.
+Errors are :class:`fedbound.errors.ConfigError`, one line, and name the file or the override, the key, the
+value and the valid range.
 """
 
 from __future__ import annotations
@@ -31,10 +35,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fedbound.checks import interval
+from fedbound.checks import MAX_INT, interval
 from fedbound.errors import ConfigError
 
 __all__ = ["Field", "Section", "Config", "load_config", "parse_override", "REQUIRED"]
+
+
+def _q(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, shortened for an error message (a 100 kB override must not make a 100 kB error)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class _Required:
@@ -82,7 +92,8 @@ class Field:
 
         def fail(why: str = "") -> ConfigError:
             extra = f" ({why})" if why else ""
-            return ConfigError(f"{where} = {value!r} is outside its valid range {self.valid_range()}{extra}")
+            return ConfigError(f"{where} = {_q(value)} is outside its valid range {self.valid_range()}"
+                               f"{extra}")
 
         if self.kind is bool:
             if not isinstance(value, bool):
@@ -101,8 +112,13 @@ class Field:
                 if not value.is_integer():
                     raise fail("expected an integer")
                 value = int(value)
+            if abs(value) > MAX_INT:
+                raise fail(f"fedbound caps integer keys at {MAX_INT:.0e} in magnitude")
         else:
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer literal beyond the float range
+                raise fail("beyond the float64 range") from None
             if not math.isfinite(value):
                 raise fail("NaN and infinity are not allowed")
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
@@ -137,18 +153,25 @@ class Section:
     def keys(self) -> list[str]:
         return list(self._index)
 
-    def validate(self, raw: Mapping[str, Any], source: str) -> dict[str, Any]:
-        """Typed, range-checked values of this section; unknown or missing keys raise ConfigError."""
+    def validate(self, raw: Mapping[str, Any], source: str,
+                 origins: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Typed, range-checked values of this section; unknown or missing keys raise ConfigError.
+
+        ``origins`` maps keys set by ``--set`` to the override text, so an error names the override the user
+        typed instead of the file.
+        """
+        origins = origins or {}
         unknown = [k for k in raw if k not in self._index]
         if unknown:
             key = unknown[0]
             close = difflib.get_close_matches(key, self.keys(), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{source}: unknown key {key!r} in [{self.name}]{hint} "
+            raise ConfigError(f"{source}: unknown key {_q(key)} in [{self.name}]{hint} "
                               f"Valid keys: {', '.join(self.keys())}")
         out: dict[str, Any] = {}
         for f in self.fields:
-            where = f"{source}: [{self.name}] {f.name}"
+            where = (f"--set {_q(origins[f.name])}: [{self.name}] {f.name}" if f.name in origins
+                     else f"{source}: [{self.name}] {f.name}")
             if f.name in raw:
                 out[f.name] = f.coerce(where, raw[f.name])
             elif f.default is not REQUIRED:
@@ -187,66 +210,132 @@ class Config(Mapping[str, Mapping[str, Any]]):
         return {k: dict(v) for k, v in self._sections.items()}
 
 
-def parse_override(item: str) -> tuple[str, Any]:
-    """Split ``KEY=VALUE`` and parse VALUE as a TOML literal (falling back to a plain string)."""
+def _did_you_mean(name: str, candidates: Iterable[str], quote: bool = True) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    if not close:
+        return ""
+    return f"; did you mean {close[0]!r}?" if quote else f"; did you mean {close[0]}?"
+
+
+def _split_override(item: str) -> tuple[str, str, Any]:
+    """``KEY=VALUE`` -> (key, the value's text, the value parsed as a TOML literal or kept as text)."""
     if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set eps=6")
+        raise ConfigError(f"--set {_q(item)}: expected KEY=VALUE, e.g. --set eps=6")
     key, _, text = item.partition("=")
     key, text = key.strip(), text.strip()
     if not key:
-        raise ConfigError(f"--set {item!r}: the key before '=' is empty")
+        raise ConfigError(f"--set {_q(item)}: the key before '=' is empty")
     try:
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         value = text
+    return key, text, value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """Split ``KEY=VALUE`` and parse VALUE as a TOML literal (falling back to a plain string)."""
+    key, _, value = _split_override(item)
     return key, value
 
 
-def _apply_overrides(raw: dict[str, Any], sections: Sequence[Section], overrides: Iterable[str]) -> None:
+def _override_target(item: str, key: str, sections: Sequence[Section], known: set[str]
+                     ) -> tuple[Section, str]:
+    """The section and key an override sets; ConfigError for a section or key this command does not use."""
+    used = [s.name for s in sections]
+    if "." in key:
+        section_name, _, sub = key.partition(".")
+        target = next((s for s in sections if s.name == section_name), None)
+        if target is None:
+            if section_name in known:
+                raise ConfigError(f"--set {_q(item)}: this command does not read [{section_name}] (it reads "
+                                  f"{', '.join(f'[{u}]' for u in used)}), so the override would be ignored")
+            raise ConfigError(f"--set {_q(item)}: unknown section {_q(section_name)}"
+                              f"{_did_you_mean(section_name, sorted(known | set(used)))} "
+                              f"This command reads {', '.join(f'[{u}]' for u in used)}")
+        if sub not in target:
+            raise ConfigError(f"--set {_q(item)}: [{section_name}] has no key {_q(sub)}"
+                              f"{_did_you_mean(sub, target.keys())} Valid keys: {', '.join(target.keys())}")
+        return target, sub
+    owners = [s for s in sections if key in s]
+    if not owners:
+        known_keys = [k for s in sections for k in s.keys()]
+        raise ConfigError(f"--set {_q(item)}: no section used by this command has a key {_q(key)}"
+                          f"{_did_you_mean(key, known_keys)}")
+    if len(owners) > 1:
+        names = ", ".join(f"{s.name}.{key}" for s in owners)
+        raise ConfigError(f"--set {_q(item)}: {_q(key)} is ambiguous; write one of {names}")
+    return owners[0], key
+
+
+def _apply_overrides(raw: dict[str, Any], sections: Sequence[Section], overrides: Iterable[str],
+                     known: set[str]) -> dict[str, dict[str, str]]:
+    """Write the overrides into ``raw``; returns {section: {key: override text}} for error messages.
+
+    A string key takes the value's text as written (``--set group_clients=20`` is the string "20").
+    """
+    origins: dict[str, dict[str, str]] = {}
     for item in overrides:
-        key, value = parse_override(item)
-        if "." in key:
-            section_name, _, sub = key.partition(".")
-            target = next((s for s in sections if s.name == section_name), None)
-            if target is not None and sub not in target:
-                close = difflib.get_close_matches(sub, target.keys(), n=1)
-                hint = f"; did you mean {section_name}.{close[0]}?" if close else ""
-                raise ConfigError(f"--set {item!r}: [{section_name}] has no key {sub!r}{hint}")
-        else:
-            owners = [s for s in sections if key in s]
-            if not owners:
-                known = [k for s in sections for k in s.keys()]
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"--set {item!r}: no section used by this command has a key {key!r}{hint}")
-            if len(owners) > 1:
-                names = ", ".join(f"{s.name}.{key}" for s in owners)
-                raise ConfigError(f"--set {item!r}: {key!r} is ambiguous; write one of {names}")
-            section_name, sub = owners[0].name, key
-        table = raw.setdefault(section_name, {})
+        key, text, value = _split_override(item)
+        target, sub = _override_target(item, key, sections, known)
+        if target.field(sub).kind is str and not isinstance(value, str):
+            value = text
+        table = raw.setdefault(target.name, {})
         if not isinstance(table, dict):
-            raise ConfigError(f"--set {item!r}: {section_name!r} is a value, not a [section]")
+            raise ConfigError(f"--set {_q(item)}: {target.name!r} is a value, not a [section]")
         table[sub] = value
+        origins.setdefault(target.name, {})[sub] = item
+    return origins
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    source = str(path)
+    p = Path(path)
+    try:
+        is_file = bool(source.strip()) and p.is_file()
+    except (OSError, ValueError):  # e.g. an embedded NUL byte
+        is_file = False
+    if not is_file:
+        raise ConfigError(f"config file {source!r} does not exist (or is not a regular file)")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start:exc.start + 1]
+        raise ConfigError(f"{source}: not a UTF-8 text file (byte {exc.start} is {bad!r}); "
+                          "TOML config files must be UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {source!r} cannot be read: {exc.strerror or exc}") from None
+
+
+def _check_file_sections(raw: Mapping[str, Any], source: str, known: set[str]) -> None:
+    """Every top-level entry of the file must be a known [section]; a typo is an error, not ignored."""
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: {_q(name)} = {_q(value)} stands outside any [section]; move it "
+                              f"into one of {', '.join(f'[{k}]' for k in sorted(known))}")
+        if name not in known:
+            raise ConfigError(f"{source}: unknown section [{name}]{_did_you_mean(name, sorted(known))} "
+                              f"Known sections: {', '.join(sorted(known))}")
 
 
 def load_config(path: str | Path | None, sections: Sequence[Section],
-                overrides: Iterable[str] = ()) -> Config:
-    """Read a TOML file (or nothing, when ``path`` is None), apply overrides, validate ``sections``."""
+                overrides: Iterable[str] = (), *, known_sections: Iterable[str] | None = None) -> Config:
+    """Read a TOML file (or nothing, when ``path`` is None), apply overrides, validate ``sections``.
+
+    ``known_sections``: the names of every section fedbound knows (a file may hold sections another command
+    reads, e.g. [nbafl] next to [train]); None means the used sections plus "train".  A section in the file
+    that is not known, or an override of a section or key the command does not read, is a ConfigError with
+    a "did you mean".
+    """
     source = str(path) if path is not None else "<no config file>"
-    raw: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {source!r} does not exist")
-        try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-    _apply_overrides(raw, sections, overrides)
+    used = {s.name for s in sections}
+    known = used | (set(known_sections) if known_sections is not None else {"train"})
+    raw: dict[str, Any] = _read_toml(path) if path is not None else {}
+    _check_file_sections(raw, source, known)
+    origins = _apply_overrides(raw, sections, overrides, known)
     validated: dict[str, dict[str, Any]] = {}
     for section in sections:
         table = raw.get(section.name, {})
-        if not isinstance(table, dict):
-            raise ConfigError(f"{source}: {section.name!r} must be a [section] table")
-        validated[section.name] = section.validate(table, source)
+        validated[section.name] = section.validate(table, source, origins.get(section.name))
     return Config(validated, raw, source)

@@ -19,10 +19,13 @@ __all__ = [
     "ConfigError",
     "InfeasibleError",
     "PrivacyBudgetExceeded",
+    "TrainingDiverged",
+    "CheckpointError",
     "FedboundWarning",
     "ClassicGaussianRangeWarning",
     "VacuousBoundWarning",
     "AssumptionWarning",
+    "AccountingFallbackWarning",
     "UnsupportedError",
 ]
 
@@ -92,6 +95,16 @@ class PrivacyBudgetExceeded(FedboundError):
     """A training run would spend more privacy than its configured budget."""
 
 
+class TrainingDiverged(FedboundError):
+    """A training run's model or loss became NaN/inf ("diverged at round t"); its last good checkpoint is
+    kept."""
+
+
+class CheckpointError(FedboundError):
+    """A checkpoint file is damaged (bit flips, truncated, empty) or not a fedbound checkpoint; it is refused
+    before anything in it is unpickled."""
+
+
 class FedboundWarning(UserWarning):
     """Base class of fedbound's warnings."""
 
@@ -115,3 +128,9 @@ class AssumptionWarning(FedboundWarning):
     sigma).
     The number is still returned (papers use it there); compare with a tight accountant.
     """
+
+
+class AccountingFallbackWarning(FedboundWarning):
+    """The requested accountant would be too costly for this input (e.g. PLD at a tiny noise multiplier or
+    10^12 steps), so a cheaper valid one (RDP, an upper bound on eps) answered instead; the message says
+    which."""

@@ -1,48 +1,20 @@
 """How commands print results: a rich table for people, one JSON object for programs.
 
-``to_jsonable`` turns dataclasses, numpy scalars/arrays, tuples and paths into plain JSON values and
-refuses NaN/inf (JSON cannot carry them, and fedbound never emits them silently): a non-finite value is a
-bug or an unhandled domain edge and raises, naming where it sits in the object.
+``to_jsonable`` (in fedbound.checks, the floor every layer may use) turns dataclasses, numpy scalars/arrays,
+tuples and paths into plain JSON values and refuses NaN/inf (JSON cannot carry them, and fedbound never emits
+them silently): a non-finite value is a bug or an unhandled domain edge and raises, naming where it sits.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
+from fedbound.checks import to_jsonable
+
 __all__ = ["to_jsonable", "print_json", "print_table", "print_warnings", "print_plan", "console"]
-
-
-def to_jsonable(obj: Any, where: str = "$") -> Any:
-    """A JSON-ready copy of ``obj``; raises ValueError on NaN/inf, naming the path (``$.key[0]``)."""
-    import numpy as np
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        if hasattr(obj, "to_dict"):
-            return to_jsonable(obj.to_dict(), where)
-        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, where)
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v, f"{where}.{k}") for k, v in obj.items()}
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist(), where)
-    if isinstance(obj, np.generic):
-        return to_jsonable(obj.item(), where)
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str | int):
-        return obj
-    if isinstance(obj, float):
-        if not math.isfinite(obj):
-            raise ValueError(f"refusing to write a non-finite number ({obj}) to JSON at {where}")
-        return obj
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, Sequence | set | frozenset):
-        return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-    raise TypeError(f"cannot write {type(obj).__name__} to JSON at {where}")
 
 
 def print_json(obj: Any) -> None:
@@ -92,7 +64,7 @@ def print_warnings(warnings: Sequence[str]) -> None:
 
 
 def _num(value: Any) -> str:
-    """A number for people; a per-client array as its range."""
+    """A number for people; a per-client or per-round array as its range."""
     import numpy as np
 
     if value is None:
@@ -100,7 +72,7 @@ def _num(value: Any) -> str:
     arr = np.asarray(value, dtype=float) if not isinstance(value, str) else None
     if arr is not None and arr.ndim:
         lo, hi = float(arr.min()), float(arr.max())
-        return f"{lo:.6g} per client" if lo == hi else f"{lo:.6g} .. {hi:.6g} per client"
+        return f"{lo:.6g} (all {arr.size})" if lo == hi else f"{lo:.6g} to {hi:.6g} ({arr.size} values)"
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 

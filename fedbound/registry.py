@@ -87,7 +87,7 @@ def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
         def __contains__(self, key: str) -> bool:
             return key in aliases or super().__contains__(key)
 
-        def validate(self, raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+        def validate(self, raw: Mapping[str, Any], source: str, *args: Any, **kw: Any) -> dict[str, Any]:
             table = dict(raw)
             for old, new in aliases.items():
                 if old in table:
@@ -97,7 +97,7 @@ def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
                     table[new] = table.pop(old)
                     warnings.warn(f"[{self.name}] {old} is accepted as an alias of {new}", FedboundWarning,
                                   stacklevel=2)
-            return super().validate(table, source)
+            return super().validate(table, source, *args, **kw)
 
     return AliasedSection(section.name, section.fields, section.doc)
 
@@ -156,7 +156,8 @@ class Paper:
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FedboundWarning)
-            cfg = load_config(config, [self.config_section], list(overrides))
+            cfg = load_config(config, [self.config_section], list(overrides),
+                              known_sections=(*names(), "train"))
         values = {k: v for k, v in cfg[self.name].items() if v is not None}
         assumed = tuple(k for k in self.defaults if k not in values)
         values.update({k: self.defaults[k] for k in assumed})
@@ -204,13 +205,20 @@ class Paper:
 
 
 def field_from_param(param: Any, *, default: Any = None, optional: bool = False, doc: str = "",
-                     kind: type | None = None) -> Any:
+                     kind: type | None = None, low: float | None = None, high: float | None = None) -> Any:
     """A config :class:`~fedbound.config.Field` with the domain and meaning of a theorem parameter
-    (:class:`fedbound.bounds.core.Param`), so a key's range is declared once, next to the formula."""
+    (:class:`fedbound.bounds.core.Param`), so a key's range is declared once, next to the formula.
+
+    ``low``/``high`` narrow the domain to what the planner answers in bounded time and without overflow
+    (documented maxima, e.g. N <= 10^5); a bound given here is closed."""
     from fedbound.config import REQUIRED, Field
 
     kw: dict[str, Any] = {"low": param.low, "high": param.high, "low_open": param.low_open,
                           "high_open": param.high_open}
+    if low is not None:
+        kw.update(low=low, low_open=False)
+    if high is not None:
+        kw.update(high=high, high_open=False)
     kw["default"] = None if optional else (REQUIRED if default is None else default)
     return Field(param.name, kind or (int if param.integer else float), doc=param.doc + doc,
                  optional=optional, **kw)

@@ -45,3 +45,31 @@ def test_every_source_folder_is_in_the_package_list():
         for init in (REPO / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO).as_posix()
             assert rel in declared, f"{rel} is a package but not in [tool.setuptools.package-dir]"
+
+
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_checkout_is_self_consistent_without_any_install():
+    """From the repository root, with the installed package's finder removed, ``fedbound.bounds`` is the
+    checkout's ``bounds/`` (the face folder alone used to shadow the installed package, half of it)."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
+            "sys.path.insert(0, '.'); import fedbound.bounds.nbafl as nb, fedbound.registry as r; "
+            "print(nb.__file__); print(sorted(r.papers()))")
+    out = _run(code, root)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == str(root / "bounds" / "nbafl.py")
+    assert "nbafl" in out.stdout
+
+
+def test_train_without_torch_says_which_extra_to_install(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.modules['torch'] = None; from fedbound.cli import main; "
+            f"sys.exit(main(['train', 'nbafl', {str(root / 'examples' / 'nbafl_mnist.toml')!r}, "
+            f"'--out', {str(tmp_path / 'run')!r}, '--no-progress']))")
+    out = _run(code, tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "pip install 'fedbound[train]'" in lines[0]

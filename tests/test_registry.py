@@ -44,7 +44,9 @@ def test_papers_command_lists_every_paper_with_its_keys(capsys):
     assert [p["name"] for p in out["papers"]] == PAPERS
     nbafl = next(p for p in out["papers"] if p["name"] == "nbafl")
     keys = {k["key"]: k for k in nbafl["keys"]}
-    assert keys["eps"]["domain"] == "(0, inf)" and keys["N"]["required"] and not keys["Theta"]["required"]
+    assert keys["eps"]["domain"] == "[1e-06, 1000000]" and keys["N"]["required"]
+    assert not keys["Theta"]["required"]
+    assert keys["N"]["domain"] == "integer in [1, 100000]"
     assert keys["Theta"]["default"] == 2.0 and "plan" in nbafl["supports"]
     assert main(["papers"]) == 0
     text = capsys.readouterr().out
@@ -97,3 +99,14 @@ def test_plot_every_axis_through_the_registry(tmp_path, capsys, name):
 def test_a_capability_a_paper_lacks_is_a_clear_error(capsys, name):
     assert main(["plan", name, "--set", "eps=1"]) == 2
     assert "has no plan" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", PAPERS)
+def test_every_paper_is_documented(name):
+    """docs/papers.md lists every registered paper; its section names the paper and lists its errata."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert f"`{name}`" in (docs / "papers.md").read_text(encoding="utf-8")
+    section = (docs / "papers" / f"{name}.md").read_text(encoding="utf-8")
+    assert registry.get(name).title.split(":")[0] in section.replace("\n", " ")

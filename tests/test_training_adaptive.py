@@ -11,6 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
+from fedbound import registry
 from fedbound.bounds import adaptive as ba
 from fedbound.errors import ConfigError, ParameterError, PrivacyBudgetExceeded
 from fedbound.tests._training_reference import (
@@ -36,13 +37,20 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "adaptive_mnist.tom
 C001 = 3.10751146009  # spec 001 Sec. 8: c = gaussian_c(0.01)
 
 
-def plan_for(p: np.ndarray, sigma_up: float, sigma_server, sens: float = 0.05, eps: float = 1e6,
-             R: int = 1) -> NoisePlan:
+def plan_for(
+    p: np.ndarray, sigma_up: float, sigma_server, sens: float = 0.05, eps: float = 1e6, R: int = 1
+) -> NoisePlan:
     rounds = len(p)
     sigma = {"uplink": np.full(rounds, sigma_up), "server": np.broadcast_to(sigma_server, rounds)}
-    return NoisePlan(rounds=rounds, num_clients=p.shape[1], sigma=sigma,
-                     sensitivity={"uplink": sens}, eps=eps, delta=0.01,
-                     views=(View("uplink", "upload", max_releases=R), View("downlink", "broadcast")))
+    return NoisePlan(
+        rounds=rounds,
+        num_clients=p.shape[1],
+        sigma=sigma,
+        sensitivity={"uplink": sens},
+        eps=eps,
+        delta=0.01,
+        views=(View("uplink", "upload", max_releases=R), View("downlink", "broadcast")),
+    )
 
 
 def init_for(model, dtype=torch.float64):
@@ -89,21 +97,49 @@ def test_batched_engine_equals_per_client_reference():
     init = init_for(model)
     phase2 = noisy_copy(data, 0.3)
     p, sig_srv = SCHEDULE, np.array([0.004, 0.004, 0.009, 0.0])
-    algo = PADPFL(4, clip_norm=2.0, local=LocalSGD(steps=3, lr=0.3, prox_mu=0.5), impact_factors=p,
-                  data_schedule=[(2, phase2)])
+    algo = PADPFL(
+        4,
+        clip_norm=2.0,
+        local=LocalSGD(steps=3, lr=0.3, prox_mu=0.5),
+        impact_factors=p,
+        data_schedule=[(2, phase2)],
+    )
     res = run(algo, model, data, plan=plan_for(p, 0.01, sig_srv), options=F64, init_params=init)
-    ref = padpfl_reference(model, [(0, data), (2, phase2)], init, p, lr=0.3, mu=0.5, steps=3, clip=2.0,
-                           sigma_up=0.01, sigma_server=sig_srv, seed=0)
+    ref = padpfl_reference(
+        model,
+        [(0, data), (2, phase2)],
+        init,
+        p,
+        lr=0.3,
+        mu=0.5,
+        steps=3,
+        clip=2.0,
+        sigma_up=0.01,
+        sigma_server=sig_srv,
+        seed=0,
+    )
     np.testing.assert_allclose(res.params.numpy(), ref.numpy(), rtol=1e-5, atol=1e-9)
-    no_switch = padpfl_reference(model, [(0, data)], init, p, lr=0.3, mu=0.5, steps=3, clip=2.0,
-                                 sigma_up=0.01, sigma_server=sig_srv, seed=0)
+    no_switch = padpfl_reference(
+        model,
+        [(0, data)],
+        init,
+        p,
+        lr=0.3,
+        mu=0.5,
+        steps=3,
+        clip=2.0,
+        sigma_up=0.01,
+        sigma_server=sig_srv,
+        seed=0,
+    )
     assert not np.allclose(res.params.numpy(), no_switch.numpy(), rtol=1e-5)  # the data switch mattered
     glob = res.metrics
     assert glob["participants"].tolist() == [4, 4, 4, 6]
     np.testing.assert_allclose(glob["impact_change"].to_numpy(dtype=float), [0, 0, 4 / 3, 2 / 3])
     np.testing.assert_allclose(glob["p_max"].to_numpy(dtype=float), [1 / 3, 1 / 3, 1 / 3, 1 / 6])
-    np.testing.assert_allclose(glob["sigma_aggregated_client"].to_numpy(dtype=float),
-                               0.01 * np.sqrt((p**2).sum(axis=1)))
+    np.testing.assert_allclose(
+        glob["sigma_aggregated_client"].to_numpy(dtype=float), 0.01 * np.sqrt((p**2).sum(axis=1))
+    )
 
 
 def test_uniform_impact_factors_reproduce_nbafl():
@@ -117,8 +153,9 @@ def test_uniform_impact_factors_reproduce_nbafl():
     theirs = run(NbAFL(3, 1.5, local), model, data, plan=plan, options=F64, init_params=init)
     np.testing.assert_allclose(ours.params.numpy(), theirs.params.numpy(), rtol=1e-12, atol=1e-15)
     cols = ["loss", "sigma", "epsilon_spent", "epsilon_spent_paper"]
-    np.testing.assert_allclose(ours.metrics[cols].to_numpy(dtype=float),
-                               theirs.metrics[cols].to_numpy(dtype=float), rtol=1e-12)
+    np.testing.assert_allclose(
+        ours.metrics[cols].to_numpy(dtype=float), theirs.metrics[cols].to_numpy(dtype=float), rtol=1e-12
+    )
 
 
 def test_zero_impact_clients_neither_train_nor_upload():
@@ -130,10 +167,16 @@ def test_zero_impact_clients_neither_train_nor_upload():
             return super().local_update(ctx, clients, start, batch)
 
     _, _, data, model = tiny_setup(num_clients=6)
-    res = run(Spy(4, 2.0, LocalSGD(steps=1, lr=0.1), SCHEDULE), model, data,
-              plan=plan_for(SCHEDULE, 0.01, 0.002), options=RunOptions(dtype=torch.float64, chunk_size=3))
-    assert sorted({(t, c) for t, chunk in seen for c in chunk}) == \
-        [(t, c) for t in range(4) for c in range(6) if SCHEDULE[t, c] > 0]
+    res = run(
+        Spy(4, 2.0, LocalSGD(steps=1, lr=0.1), SCHEDULE),
+        model,
+        data,
+        plan=plan_for(SCHEDULE, 0.01, 0.002),
+        options=RunOptions(dtype=torch.float64, chunk_size=3),
+    )
+    assert sorted({(t, c) for t, chunk in seen for c in chunk}) == [
+        (t, c) for t in range(4) for c in range(6) if SCHEDULE[t, c] > 0
+    ]
     rows = res.metrics[res.metrics["client"].notna()]
     took = rows.pivot(index="round", columns="client", values="participated").to_numpy(dtype=bool)
     np.testing.assert_array_equal(took, SCHEDULE > 0)
@@ -175,8 +218,18 @@ def test_injected_noise_has_the_planned_per_round_std():
     sigma_s = np.array([ba.server_noise_sigma(1.0, 0.01, T, 1, row, scale * m / 2, [m], c=1.0) for row in p])
     assert sigma_s[0] > 0 and sigma_s[1] == 0  # T = 2 > T_th = sqrt(2), but T <= sqrt(6)
     plan = plan_for(p, sigma_c, sigma_s)
-    after = [run(PADPFL(2, 1e9, LocalSGD(steps=1, lr=0.0), p), model, data, plan=plan, options=F64,
-                 init_params=init, rounds=r).params.numpy() for r in (1, 2)]
+    after = [
+        run(
+            PADPFL(2, 1e9, LocalSGD(steps=1, lr=0.0), p),
+            model,
+            data,
+            plan=plan,
+            options=F64,
+            init_params=init,
+            rounds=r,
+        ).params.numpy()
+        for r in (1, 2)
+    ]
     variances = sigma_c**2 * (p**2).sum(axis=1) + sigma_s**2
     assert variances[0] / variances[1] > 10
     lo, hi = stats.chi2.ppf([5e-4, 1 - 5e-4], init.numel())
@@ -195,8 +248,20 @@ def test_impact_factor_rows_are_checked():
 
 # --- the plan, the ledger, configs ------------------------------------------------------------------
 
-SETTING = {"N": 6, "T": 3, "R": 2, "B": 2.0, "eps": 4.0, "delta": 0.01, "mu": 0.1, "m": None,
-           "parts": "2,2,2", "ratios": "1,1,1; 0,0,1", "switch_after": "1", "salt_pepper": None}
+SETTING = {
+    "N": 6,
+    "T": 3,
+    "R": 2,
+    "C": 2.0,
+    "eps": 4.0,
+    "delta": 0.01,
+    "mu": 0.1,
+    "m": None,
+    "parts": "2,2,2",
+    "ratios": "1,1,1; 0,0,1",
+    "switch_after": "1",
+    "salt_pepper": None,
+}
 TRAIN = {"local_steps": 1, "lr": 0.1, "batch_size": 0, "weight_decay": 0.0}
 
 
@@ -220,17 +285,24 @@ def test_ledger_counts_each_rounds_sensitivity():
     per_round = ba.gaussian_constant(0.01) * delta_f / sigma_eff
     np.testing.assert_allclose(per_round[1:], 4.0 / 3, rtol=1e-12)  # sigma_A: eps / T per broadcast
     assert per_round[0] < 4.0 / 3 - 0.1
-    res = run(PADPFL.from_config(SETTING, TRAIN, 3, p), model, data, plan=plan,
-              options=RunOptions(dtype=torch.float64))
+    res = run(
+        PADPFL.from_config(SETTING, TRAIN, 3, p),
+        model,
+        data,
+        plan=plan,
+        options=RunOptions(dtype=torch.float64),
+    )
     rows = res.metrics[(res.metrics["client"].notna()) & (res.metrics["round"] == 3)]
     down = np.where(p > 0, per_round[:, None], 0.0).sum(axis=0)  # per client, over the rounds it is in
     up = np.minimum((p > 0).sum(axis=0), 2) * 4.0 / 2  # at most R = 2 exposures of eps / R
-    np.testing.assert_allclose(rows["epsilon_spent_paper"].to_numpy(dtype=float), np.maximum(up, down),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        rows["epsilon_spent_paper"].to_numpy(dtype=float), np.maximum(up, down), rtol=1e-9
+    )
     assert down[4] == pytest.approx(per_round[0] + 8 / 3) and down[0] == pytest.approx(per_round[0])
     z = sigma_eff / delta_f  # tight: a client's broadcasts compose as one Gaussian, 1/z^2 = sum 1/z_t^2
-    tight_down = [analytic_gaussian_epsilon(1 / math.sqrt(np.sum(1 / z[p[:, i] > 0] ** 2)), 0.01)
-                  for i in range(6)]
+    tight_down = [
+        analytic_gaussian_epsilon(1 / math.sqrt(np.sum(1 / z[p[:, i] > 0] ** 2)), 0.01) for i in range(6)
+    ]
     last = res.metrics[res.metrics["client"].isna()].iloc[-1]
     assert float(last["epsilon_downlink"]) == pytest.approx(max(tight_down), rel=1e-6)
     with pytest.raises(PrivacyBudgetExceeded, match="round 4"):
@@ -266,7 +338,7 @@ TINY = """
 N = 6
 T = 4
 R = 1
-B = 2.0
+C = 2.0
 eps = 8.0
 delta = 0.01
 mu = 0.1
@@ -307,27 +379,30 @@ def test_config_trains_with_phases_and_reports_the_schedule(tmp_path):
 def _setting(cfg):
     from fedbound.config import load_config
 
-    return dict(load_config(cfg, [ta.ADAPTIVE_SECTION])["adaptive"])
+    return dict(load_config(cfg, [registry.get("adaptive").config_section])["adaptive"])
 
 
 def _train(cfg):
     from fedbound.config import load_config
     from fedbound.training.config import TRAIN_SECTION
 
-    return dict(load_config(cfg, [TRAIN_SECTION])["train"])
+    return dict(load_config(cfg, [TRAIN_SECTION], known_sections=["adaptive"])["train"])
 
 
-@pytest.mark.parametrize("sets,message", [
-    (["parts=\"2,2,1\""], "sums to 5, but N = 6"),
-    (["ratios=\"0,1\""], "one ratio per part"),
-    (["switch_after=\"2,3\""], "need 1 switch round"),
-    (["salt_pepper=\"0.1,0.2,0.3\""], "one density per part for each of the 2 phase"),
-    (["group_noise=\"0.1,0.2,0.3\""], "in one place"),
-    (["group_clients=\"3,2,1\""], "differs from \\[adaptive\\] parts"),
-    (["R=5"], "R = 5 is outside its valid range integer in \\[1, 4\\]"),
-    (["m=21"], "m = 21 but the smallest client has 20"),
-    (["ratios=\"0,a,1; 1,1,1\""], "expected comma-separated numbers"),
-])
+@pytest.mark.parametrize(
+    "sets,message",
+    [
+        (['parts="2,2,1"'], "sums to 5, but N = 6"),
+        (['ratios="0,1"'], "one ratio per part"),
+        (['switch_after="2,3"'], "need 1 switch round"),
+        (['salt_pepper="0.1,0.2,0.3"'], "one density per part for each of the 2 phase"),
+        (['group_noise="0.1,0.2,0.3"'], "in one place"),
+        (['group_clients="3,2,1"'], "differs from \\[adaptive\\] parts"),
+        (["R=5"], "R = 5 is outside its valid range integer in \\[1, 4\\]"),
+        (["m=21"], "m = 21 but the smallest client has 20"),
+        (['ratios="0,a,1; 1,1,1"'], "expected comma-separated numbers"),
+    ],
+)
 def test_config_errors_name_the_problem(tmp_path, sets, message):
     cfg = tmp_path / "a.toml"
     cfg.write_text(TINY)
@@ -346,3 +421,128 @@ def test_example_config_trains_and_lowers_the_loss(tmp_path):
     assert done.summary["epsilon_spent_paper"] == pytest.approx(20.0)
     np.testing.assert_allclose(done.plan.info["sigma_client"], 2 * 5.0 * C001 / (60 * 20.0), rtol=1e-9)
     assert any("under-delivers" in w for w in done.summary["warnings"])  # classic sigma at eps = 20 (E13)
+
+
+# --- gamma-inexactness, dropout, planned weights, one noise function ------------------------------------
+
+
+def test_measured_gamma_matches_a_direct_computation():
+    """gamma_i = ||grad h_i(x_i; x~)|| / ||grad l_i(x~)|| (seed 001 eq. (38)), against torch autograd on
+    each client's module; no local step gives gamma = 1 exactly, more steps give a smaller gamma."""
+    from fedbound.training.adaptive import inexactness
+
+    _, _, data, model = tiny_setup(num_clients=3)
+    batch = data.gather(np.arange(3))
+    anchor = init_for(model).expand(3, -1).clone()
+    local = LocalSGD(steps=60, lr=0.1, prox_mu=0.5).run(
+        model, anchor, batch, streams=Streams(0), round_=0, clients=np.arange(3), num_clients=3
+    )
+    got = inexactness(model, anchor, local, batch, 0.5)
+    for i in range(3):
+        x, y = client_arrays(data, i)
+
+        def grad(w, x=x, y=y):
+            module = module_with(model, w)
+            torch.nn.functional.cross_entropy(module(x), y).backward()
+            return flat_grad(module)
+
+        g_h = grad(local[i]) + 0.5 * (local[i] - anchor[i])
+        assert float(got[i]) == pytest.approx(float(g_h.norm() / grad(anchor[i]).norm()), rel=1e-9)
+    assert np.all(got.numpy() < 1)
+    np.testing.assert_allclose(inexactness(model, anchor, anchor, batch, 0.5).numpy(), 1.0, rtol=1e-12)
+
+
+def test_gamma_is_logged_each_round():
+    _, _, data, model = tiny_setup(num_clients=6)
+    p = np.tile(np.full(6, 1 / 6), (3, 1))
+    res = run(
+        PADPFL(3, 50.0, LocalSGD(steps=5, lr=0.3, prox_mu=0.5), p),
+        model,
+        data,
+        plan=plan_for(p, 1e-3, [1e-3, 1e-3, 1e-3]),
+        options=F64,
+    )
+    glob = res.metrics[res.metrics["client"].isna()]
+    gam = glob["gamma_inexact"].to_numpy(dtype=float)
+    assert np.all((gam > 0) & (gam < 1)) and np.all(glob["gamma_inexact_above_1"].to_numpy(dtype=float) == 0)
+    off = run(
+        PADPFL(3, 50.0, LocalSGD(steps=5, lr=0.3, prox_mu=0.5), p, measure_gamma=False),
+        model,
+        data,
+        plan=plan_for(p, 1e-3, [1e-3, 1e-3, 1e-3]),
+        options=F64,
+    )
+    assert "gamma_inexact" not in off.metrics or off.metrics["gamma_inexact"].isna().all()
+
+
+def test_dropout_redistributes_and_the_plan_follows_the_rows():
+    setting = {**SETTING, "ratios": "1,2,3", "switch_after": None, "dropout": 0.3, "T": 5}
+    rows = ta.impact_rows(setting, {"seed": 7}, 5)
+    again = ta.impact_rows(setting, {"seed": 7}, 5)
+    np.testing.assert_array_equal(rows, again)  # seeded: same seed, same absences
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, rtol=1e-12)
+    base = ba.impact_factors_from_ratios([1, 2, 3], [2, 2, 2])
+    for row in rows:
+        present = row > 0
+        np.testing.assert_allclose(row[present], base[present] / base[present].sum(), rtol=1e-12)
+    assert np.any(rows == 0)  # somebody dropped out in 5 rounds at rate 0.3
+    _, _, data, _ = tiny_setup(num_clients=6)
+    plan = ta.adaptive_plan(setting, data.sizes, 5, train={"seed": 7})
+    m = int(data.sizes.min())
+    expected = ba.server_noise_sigma(4.0, 0.01, 5, 2, rows, 2.0, [m])
+    np.testing.assert_allclose(plan.sigma["server"], expected, rtol=1e-12)
+
+
+def test_plan_noise_comes_from_bounds_noise_and_planned_weights_train():
+    _, _, data, model = tiny_setup(num_clients=6)
+    m = int(data.sizes.min())
+    for method in ("paper", "tight"):
+        plan = ta.adaptive_plan(SETTING, data.sizes, 3, method)
+        ref = ba.noise({**SETTING, "p": ta.setting_impact_schedule(SETTING, 3), "m": [m]}, 3, method)
+        np.testing.assert_array_equal(plan.sigma["uplink"], ref["uplink"])
+        np.testing.assert_array_equal(plan.sigma["server"], ref["server"])
+    planned = {
+        **SETTING,
+        "ratios": "1,1,1",
+        "switch_after": None,
+        "weights": "planned",
+        "sizes": "12,12,12",
+        "scores": "0,1,2",
+        "quality_weight": 0.5,
+    }
+    rows = ta.impact_rows(planned, {"seed": 0}, 3)
+    from fedbound.scheduling.adaptive import planned_impact_factors
+
+    np.testing.assert_allclose(rows[0], planned_impact_factors(planned, 3).x, rtol=1e-12)
+    assert rows[0][5] > rows[0][0]  # the quality score favours the last part
+    algo = ta.RECIPE.algorithm(planned, {**TRAIN, "partition": "iid", "seed": 0}, 3)
+    np.testing.assert_allclose(algo.impact(0), rows[0])
+
+
+def test_exact_epsilon_of_a_plan_equals_the_engine_ledger(tmp_path):
+    """bounds.adaptive.exact_epsilon (what the planner reports as the eps the paper's sigma spend) against the
+    engine's own tight ledger on a real run; and the tight calibration spends exactly eps."""
+    cfg = tmp_path / "a.toml"
+    cfg.write_text(TINY)
+    done = train_from_config("adaptive", cfg, out=tmp_path / "run")
+    setting = _setting(cfg)
+    p = ta.setting_impact_schedule(setting, 4)
+    sigma = ba.noise_details({**setting, "p": p, "m": [20]}, 4, "paper")
+    got = ba.exact_epsilon(sigma, p, [20], 2.0, 1, 0.01)
+    last = done.result.metrics[done.result.metrics["client"].isna()].iloc[-1]
+    assert got["uplink"] == pytest.approx(float(last["epsilon_uplink"]), rel=1e-6)
+    assert got["downlink"] == pytest.approx(float(last["epsilon_downlink"]), rel=1e-6)
+    tight = ba.exact_epsilon(
+        ba.noise_details({**setting, "p": p, "m": [20]}, 4, "tight"), p, [20], 2.0, 1, 0.01
+    )
+    assert tight["uplink"] == pytest.approx(8.0, rel=1e-9) and tight["downlink"] <= 8.0 * (1 + 1e-9)
+
+
+def test_the_example_paper_sigma_overspends():  # the issue's demo number: eps = 34.8 against a budget of 20
+    design = ba.design_from_settings(
+        {"N": 60, "parts": "20,20,20", "ratios": "0,1,2; 2,1,0", "switch_after": "10", "sizes": "60,60,60"}
+    )
+    p = design.schedule(30)
+    setting = {"eps": 20.0, "delta": 0.01, "C": 5.0, "R": 1, "p": p, "m": [60]}
+    spent = ba.exact_epsilon(ba.noise_details(setting, 30, "paper"), p, [60], 5.0, 1, 0.01)
+    assert spent["uplink"] == pytest.approx(34.8333371100, rel=1e-8)

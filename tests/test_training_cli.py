@@ -91,7 +91,8 @@ def test_train_nbafl_writes_the_run_directory_and_resumes(tiny, tmp_path, capsys
     again = json.loads(capsys.readouterr().out)
     assert again["final_loss"] == first["final_loss"] and again["resumed_from_round"] == 3
     saved = (out / "config.toml").read_text()
-    assert load_config(out / "config.toml", [TRAIN_SECTION])["train"]["dataset"] == "digits"
+    assert load_config(out / "config.toml", [TRAIN_SECTION], known_sections=["nbafl"])["train"]["dataset"] \
+        == "digits"
     assert "[nbafl]" in saved
 
 

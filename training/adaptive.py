@@ -22,7 +22,10 @@ noise stage.  The privacy ledger needs nothing new: the broadcast view's sensiti
 
 Logged per round: ``p_max`` (``max_i p_i^(t)``), ``sigma_aggregated_client`` (``sigma_AC``, F16:
 ``sqrt(sum_i p_i^2 sigma_C^2)``) and ``impact_change`` (``||alpha^(t-1)||_1 = ||p^(t) - p^(t-1)||_1``,
-eq. (51); 0 in the first round).  The global row's ``sigma`` is the effective broadcast std (F21).
+eq. (51); 0 in the first round), ``gamma_inexact`` (the mean over the round's participants of the measured
+inexactness ``||grad h_i(x_i; x~)|| / ||grad l_i(x~)||`` of the local solve, Lemma 2's gamma, eq. (38); one
+extra full-batch gradient at each end of the solve) and ``gamma_inexact_above_1`` (clients whose solve did not
+even reach gamma = 1).  The global row's ``sigma`` is the effective broadcast std (F21).
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ import torch
 from fedbound.errors import ConfigError, ParameterError
 from fedbound.training.engine import RoundContext
 from fedbound.training.federation import ClientBatch, ClientData
+from fedbound.training.grads import batch_gradient
 from fedbound.training.local import LocalSGD
 from fedbound.training.nbafl import NbAFL
 
-__all__ = ["PADPFL", "check_impact_factors"]
+__all__ = ["PADPFL", "check_impact_factors", "inexactness"]
 
 SIMPLEX_ATOL = 1e-9
 
@@ -57,8 +61,11 @@ def check_impact_factors(impact_factors: Any) -> np.ndarray:
     sums = p.sum(axis=1)
     bad = np.flatnonzero(np.abs(sums - 1.0) > SIMPLEX_ATOL)
     if len(bad):
-        raise ParameterError(f"sum of impact_factors in round {int(bad[0]) + 1}", float(sums[bad[0]]),
-                             "1 (to within 1e-9; spec 001 F2)")
+        raise ParameterError(
+            f"sum of impact_factors in round {int(bad[0]) + 1}",
+            float(sums[bad[0]]),
+            "1 (to within 1e-9; spec 001 F2)",
+        )
     p.setflags(write=False)
     return p
 
@@ -71,9 +78,17 @@ class PADPFL(NbAFL):
 
     name = "adaptive"
 
-    def __init__(self, rounds: int, clip_norm: float, local: LocalSGD, impact_factors: Any,
-                 data_schedule: Sequence[tuple[int, ClientData]] = ()) -> None:
+    def __init__(
+        self,
+        rounds: int,
+        clip_norm: float,
+        local: LocalSGD,
+        impact_factors: Any,
+        data_schedule: Sequence[tuple[int, ClientData]] = (),
+        measure_gamma: bool = True,
+    ) -> None:
         super().__init__(rounds, clip_norm, local)
+        self.measure_gamma = bool(measure_gamma)
         self.impact_factors = check_impact_factors(impact_factors)
         schedule = sorted(data_schedule, key=lambda entry: entry[0])
         firsts = [int(first) for first, _ in schedule]
@@ -83,17 +98,22 @@ class PADPFL(NbAFL):
         self._on_device: dict[tuple[int, str, torch.dtype], ClientData] = {}
 
     @classmethod
-    def from_config(cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int,
-                    impact_factors: Any = None, data_schedule: Sequence[tuple[int, ClientData]] = ()
-                    ) -> PADPFL:
-        """From the [adaptive] setting (B, mu), [train] (local_steps, lr: default the paper's 0.02, seed 001
-        Sec. VI) and the impact-factor schedule (built by ``fedbound.validation.train_adaptive``)."""
+    def from_config(
+        cls,
+        setting: Mapping[str, Any],
+        train: Mapping[str, Any],
+        rounds: int,
+        impact_factors: Any = None,
+        data_schedule: Sequence[tuple[int, ClientData]] = (),
+    ) -> PADPFL:
+        """From the [adaptive] setting (C, the paper's B; mu), [train] (local_steps, lr: default the paper's
+        0.02, seed 001 Sec. VI) and the impact-factor schedule (validation.train_adaptive)."""
         from fedbound.training.config import local_sgd
 
         if impact_factors is None:
             raise ParameterError("impact_factors", None, "an (N,) or (rounds, N) array on the simplex")
-        return cls(rounds, setting["B"], local_sgd(train, 0.02, prox_mu=setting["mu"]), impact_factors,
-                   data_schedule)
+        clip = setting["C"] if setting.get("C") is not None else setting["B"]
+        return cls(rounds, clip, local_sgd(train, 0.02, prox_mu=setting["mu"]), impact_factors, data_schedule)
 
     def impact(self, round_: int) -> np.ndarray:
         """``p^(t)`` of round ``round_`` (0-based); past the schedule its last row."""
@@ -129,14 +149,48 @@ class PADPFL(NbAFL):
         if key not in self._on_device:
             data = self.data_schedule[index][1]
             if not np.array_equal(data.sizes, ctx.data.sizes):
-                raise ConfigError("data_schedule: a phase's client sizes differ from the run's; the "
-                                  "sensitivities 2B/m_i assume the same local datasets in every phase")
+                raise ConfigError(
+                    "data_schedule: a phase's client sizes differ from the run's; the "
+                    "sensitivities 2B/m_i assume the same local datasets in every phase"
+                )
             self._on_device[key] = data.to(ctx.device, ctx.dtype)
         return self._on_device[key]
 
-    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
-                     batch: ClientBatch) -> torch.Tensor:
+    def local_update(
+        self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor, batch: ClientBatch
+    ) -> torch.Tensor:
         phase = self._phase_data(ctx)
         if phase is not None:
             batch = phase.gather(clients)
-        return super().local_update(ctx, clients, start, batch)
+        local = super().local_update(ctx, clients, start, batch)
+        if self.measure_gamma:
+            ratio = inexactness(ctx.model, start, local, batch, self.local.prox_mu, self.local.weight_decay)
+            participants = max(int(np.count_nonzero(self._round_impact(ctx) > 0)), 1)
+            ctx.log("gamma_inexact", float(ratio.sum()) / participants)  # summed over chunks: the mean
+            ctx.log("gamma_inexact_above_1", float((ratio > 1).sum()))
+        return local
+
+
+@torch.no_grad()
+def inexactness(
+    model: Any,
+    anchor: torch.Tensor,
+    local: torch.Tensor,
+    batch: ClientBatch,
+    mu: float,
+    weight_decay: float = 0.0,
+) -> torch.Tensor:
+    """Measured gamma_i of each client's local solve: ``||grad h_i(x_i; x~)|| / ||grad l_i(x~)||`` on the
+    client's full local data (seed 001 eq. (38), spec 001 F5: the solve is gamma-inexact for every gamma at
+    least this).  ``h_i = l_i + mu/2 ||x - x~||^2`` (+ the weight decay in l_i when used)."""
+    with torch.enable_grad():
+        g_anchor = batch_gradient(model, anchor, batch.x, batch.y, batch.weight)
+        g_local = batch_gradient(model, local, batch.x, batch.y, batch.weight)
+    if weight_decay:
+        g_anchor = g_anchor + weight_decay * anchor
+        g_local = g_local + weight_decay * local
+    g_h = g_local + mu * (local - anchor)
+    denom = torch.linalg.vector_norm(g_anchor, dim=1)
+    return (
+        torch.linalg.vector_norm(g_h, dim=1) / torch.clamp(denom, min=torch.finfo(denom.dtype).tiny)
+    ).cpu()

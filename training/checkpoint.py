@@ -5,54 +5,167 @@ the current noise plan, the privacy ledger and the metrics rows.  All randomness
 stage, client) (``noise.py``), so no generator state is needed: a resumed run draws exactly what the
 uninterrupted run would have drawn.  ``run_key`` (e.g. a hash of the config) guards against resuming a
 different run.
+
+Integrity: the file is a one-line header (format, run key, BLAKE2b-256 digest and length of the body)
+followed by the ``torch.save`` body.  A flipped bit, a truncated or an empty file fails the digest and is
+refused with :class:`CheckpointError` before anything is unpickled; the body is then read with
+``torch.load(weights_only=True)`` and only the few classes a run state holds allowed (no arbitrary code runs
+from a checkpoint).
+
+Run directories: :func:`prepare_run_dir` marks every directory fedbound creates with :data:`RUN_MARKER`
+(holding the run key); ``overwrite`` deletes only a directory carrying that marker (or an empty one).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
+import shutil
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from fedbound.errors import ConfigError
+from fedbound.errors import CheckpointError, ConfigError
 
-__all__ = ["CHECKPOINT", "save", "load"]
+__all__ = ["CHECKPOINT", "RUN_MARKER", "CheckpointError", "save", "load", "prepare_run_dir"]
 
 CHECKPOINT = "checkpoint.pt"
-FORMAT = 1
+RUN_MARKER = ".fedbound-run"
+FORMAT = 2
+_MAGIC = b"FEDBOUND-CHECKPOINT"
+
+
+def _safe_globals() -> list:
+    from fedbound.training.plan import NoisePlan, View
+
+    core = getattr(np, "_core", None) or np.core
+    return [NoisePlan, View, np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar,
+            *(type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG")]
+
+
+def _digest(body: bytes) -> str:
+    return hashlib.blake2b(body, digest_size=32).hexdigest()
+
+
+def _key_tag(run_key: str) -> str:
+    """The run key as one header token (any text, hashed)."""
+    return hashlib.blake2b(run_key.encode(), digest_size=16).hexdigest()
 
 
 def save(run_dir: str | Path, run_key: str, state) -> Path:
     """Write ``state`` (an ``engine.RunState``) to ``run_dir/checkpoint.pt`` via a temporary file + rename."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if not run_dir.exists():
+        prepare_run_dir(run_dir, run_key)
     payload = {"format": FORMAT, "run_key": run_key, "round": state.round, "rounds": state.rounds,
                "global_params": state.global_params.detach().cpu(),
                "client_state": {k: v.detach().cpu() for k, v in state.client_state.items()},
                "algo_state": state.algo_state, "plan": state.plan, "rows": state.rows,
-               "warnings": state.warnings, "ledger": state.ledger}
+               "warnings": state.warnings, "ledger": state.ledger, "initial": state.initial}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    body = buffer.getvalue()
+    header = f"{_MAGIC.decode()} {FORMAT} {_key_tag(run_key)} {_digest(body)} {len(body)}\n".encode()
     path = run_dir / CHECKPOINT
     tmp = run_dir / (CHECKPOINT + ".tmp")
-    torch.save(payload, tmp)
+    with open(tmp, "wb") as fh:
+        fh.write(header + body)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
     return path
 
 
+def _verified_body(path: Path, run_key: str) -> bytes:
+    """The checkpoint body after the header's format, run key, length and digest are checked."""
+    raw = path.read_bytes()
+    damaged = f"{path} is damaged ({{}}); delete it to restart the run from round 0, or use another --out"
+    if not raw:
+        raise CheckpointError(damaged.format("the file is empty"))
+    head, newline, body = raw.partition(b"\n")
+    fields = head.split(b" ")
+    if not newline or len(fields) != 5 or fields[0] != _MAGIC:
+        raise CheckpointError(damaged.format("no fedbound checkpoint header: from an older fedbound or "
+                                             "another program"))
+    if fields[1] != str(FORMAT).encode():
+        raise CheckpointError(damaged.format(f"unknown format {fields[1].decode(errors='replace')}"))
+    if fields[2].decode(errors="replace") != _key_tag(run_key):
+        raise ConfigError(f"{path} belongs to a different run (another config, algorithm or seed); "
+                          "use another output folder or delete the checkpoint to start afresh")
+    if fields[4] != str(len(body)).encode():
+        raise CheckpointError(damaged.format(f"{len(body)} bytes of content, the header says "
+                                             f"{fields[4].decode(errors='replace')}: truncated or extended"))
+    if fields[3].decode(errors="replace") != _digest(body):
+        raise CheckpointError(damaged.format("its content does not match its checksum"))
+    return body
+
+
 def load(run_dir: str | Path, run_key: str, device: torch.device | str = "cpu"):
-    """The saved ``RunState``, or None when there is no checkpoint; ConfigError if ``run_key`` differs."""
+    """The saved ``RunState``, or None when there is no checkpoint.
+
+    ConfigError if ``run_key`` differs; CheckpointError (one line, nothing unpickled) if the file is damaged.
+    """
     from fedbound.training.engine import RunState
 
     path = Path(run_dir) / CHECKPOINT
     if not path.is_file():
         return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
-    if payload.get("format") != FORMAT:
-        raise ConfigError(f"{path}: unknown checkpoint format {payload.get('format')!r}")
-    if payload["run_key"] != run_key:
-        raise ConfigError(f"{path} belongs to a different run (another config, algorithm or seed); "
-                          "use another output folder or delete the checkpoint to start afresh")
+    body = _verified_body(path, run_key)
+    try:
+        with torch.serialization.safe_globals(_safe_globals()):
+            payload = torch.load(io.BytesIO(body), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure of a verified body is one clear error
+        raise CheckpointError(f"{path} cannot be read safely ({type(exc).__name__}); delete it to restart "
+                              "the run from round 0") from None
+    if payload.get("run_key") != run_key:
+        raise CheckpointError(f"{path} is damaged (its header and content name different runs)")
     return RunState(round=payload["round"], rounds=payload["rounds"],
                     global_params=payload["global_params"].to(device),
                     client_state={k: v.to(device) for k, v in payload["client_state"].items()},
                     algo_state=payload["algo_state"], plan=payload["plan"], rows=payload["rows"],
-                    warnings=payload["warnings"], ledger=payload["ledger"])
+                    warnings=payload["warnings"], ledger=payload["ledger"], initial=payload["initial"])
+
+
+def _describe(entries: list[Path]) -> str:
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in entries)
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return ", ".join(names[:5]) + more
+
+
+def prepare_run_dir(run_dir: str | Path, run_key: str, overwrite: bool = False) -> Path:
+    """Create (or, with ``overwrite``, empty) ``run_dir`` before any training, and mark it as a run directory.
+
+    Refused with ConfigError, naming what is there: ``run_dir`` is a file; it cannot be created or written;
+    ``overwrite`` of a non-empty directory that does not carry :data:`RUN_MARKER` (fedbound never deletes
+    what it did not create).  Without ``overwrite`` an existing directory is used as it is (a checkpoint of
+    the same run resumes).
+    """
+    if not str(run_dir).strip():
+        raise ConfigError("--out = '' names no folder: give the run directory to create")
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--out {str(run_dir)!r} is an existing file, not a folder: give a folder for the "
+                          "run")
+    entries = list(run_dir.iterdir()) if run_dir.is_dir() else []
+    if overwrite and entries:
+        if not (run_dir / RUN_MARKER).is_file():
+            raise ConfigError(f"--overwrite refused: {str(run_dir)!r} is not a fedbound run directory (no "
+                              f"{RUN_MARKER} marker) and holds {_describe(entries)}; remove it yourself or "
+                              "choose another --out")
+        shutil.rmtree(run_dir)
+        entries = []
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        marker = run_dir / RUN_MARKER
+        if not entries or marker.is_file():
+            marker.write_text(f"fedbound run directory\nrun_key = {run_key}\n")
+        else:  # an existing folder of the user's: check it is writable, do not mark it
+            probe = run_dir / (RUN_MARKER + ".probe")
+            probe.write_bytes(b"")
+            probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out {str(run_dir)!r} cannot be created or written: "
+                          f"{exc.strerror or exc}") from None
+    return run_dir

@@ -27,8 +27,27 @@ from fedbound.training.local import LocalSGD
 from fedbound.training.models import MODEL_NAMES, Model, build_model
 from fedbound.training.noise import Streams
 
-__all__ = ["TRAIN_SECTION", "TrainingSetup", "build_data", "build_model_for",
-           "run_options", "local_sgd", "resolve_device", "parse_int_list", "dump_toml"]
+__all__ = ["TRAIN_SECTION", "MAX_ROUNDS", "MAX_LOCAL_STEPS", "MAX_CLIENTS", "MAX_SAMPLES",
+           "MAX_WIDTH", "MAX_MEMORY_MB", "MAX_STEP_SIZE", "check_rounds", "TrainingSetup", "build_data",
+           "build_model_for", "run_options", "local_sgd", "resolve_device", "parse_int_list", "dump_toml"]
+
+# Documented maxima of the simulator's sizes, checked before anything is allocated or trained: far beyond
+# what this compact simulator is for (a run at a maximum would take days), small enough that no size
+# overflows or exhausts memory before the check.
+MAX_ROUNDS = 1_000_000
+"""Communication rounds of one run (T, T0 x tau0, ...)."""
+MAX_LOCAL_STEPS = 100_000
+"""Local gradient steps per round (local_steps, tau0, ...)."""
+MAX_CLIENTS = 1_000_000
+"""Clients of one federation (N, U, chunk_size)."""
+MAX_SAMPLES = 10_000_000
+"""Samples of a dataset, a client or a batch."""
+MAX_WIDTH = 65_536
+"""Hidden units of the mlp, features of the synthetic tasks, classes per client."""
+MAX_MEMORY_MB = 1_048_576.0
+"""memory_mb: 1 TiB."""
+MAX_STEP_SIZE = 1e6
+"""Learning rates and weight decay (larger ones diverge at once; the engine stops a diverged run anyway)."""
 
 TRAIN_SECTION = Section("train", (
     Field("dataset", str, "mnist_subset", "training data", choices=DATASET_NAMES),
@@ -36,19 +55,23 @@ TRAIN_SECTION = Section("train", (
           optional=True),
     Field("test_fraction", float, 0.2, "share of the embedded / synthetic data held out for testing",
           low=0.0, high=0.9),
-    Field("synthetic_samples", int, 2000, "samples of the synthetic convex tasks", low=2),
-    Field("synthetic_dim", int, 20, "features of the synthetic convex tasks", low=1),
+    Field("synthetic_samples", int, 2000, "samples of the synthetic convex tasks", low=2, high=MAX_SAMPLES),
+    Field("synthetic_dim", int, 20, "features of the synthetic convex tasks", low=1, high=MAX_WIDTH),
     Field("partition", str, "iid", "how the training set is split over clients",
           choices=parts_mod.PARTITION_NAMES),
     Field("samples_per_client", int, None, "iid: samples per client (default: the setting's m, else an "
-          "equal split of everything)", low=1, optional=True),
-    Field("shards_per_client", int, 2, "partition = shards: label-sorted shards per client", low=1),
+          "equal split of everything)", low=1, high=MAX_SAMPLES, optional=True),
+    Field("shards_per_client", int, 2, "partition = shards: label-sorted shards per client", low=1,
+          high=MAX_SAMPLES),
     Field("dirichlet_alpha", float, 0.5, "partition = dirichlet: concentration", low=0.0, low_open=True),
     Field("quantity_alpha", float, 1.0, "partition = quantity_skew: Dirichlet concentration of the sizes",
           low=0.0, low_open=True),
-    Field("min_samples", int, 1, "dirichlet / quantity_skew: smallest allowed client dataset", low=1),
-    Field("classes_per_client", int, 3, "partition = classes: distinct classes per client", low=1),
-    Field("samples_per_class", int, 200, "partition = classes: samples of each of a client's classes", low=1),
+    Field("min_samples", int, 1, "dirichlet / quantity_skew: smallest allowed client dataset", low=1,
+          high=MAX_SAMPLES),
+    Field("classes_per_client", int, 3, "partition = classes: distinct classes per client", low=1,
+          high=MAX_WIDTH),
+    Field("samples_per_class", int, 200, "partition = classes: samples of each of a client's classes", low=1,
+          high=MAX_SAMPLES),
     Field("group_clients", str, None, "partition = groups: clients per group, e.g. \"20,20,20\"",
           optional=True),
     Field("group_samples", str, None, "partition = groups: samples per client in each group, e.g. "
@@ -56,23 +79,34 @@ TRAIN_SECTION = Section("train", (
     Field("group_noise", str, None, "salt-and-pepper density per group, e.g. \"0.3,0.1,0\" (seed 001)",
           optional=True),
     Field("model", str, "mlp", "model architecture", choices=MODEL_NAMES),
-    Field("hidden", int, 256, "hidden units of the mlp", low=1),
-    Field("local_steps", int, 1, "local gradient steps per round", low=1),
+    Field("hidden", int, 256, "hidden units of the mlp", low=1, high=MAX_WIDTH),
+    Field("local_steps", int, 1, "local gradient steps per round", low=1, high=MAX_LOCAL_STEPS),
     Field("lr", float, None, "local learning rate (default: the algorithm's; UDP uses [udp] eta)",
-          low=0.0, low_open=True, optional=True),
-    Field("batch_size", int, 0, "local mini-batch size; 0 = the full local dataset", low=0),
-    Field("weight_decay", float, 0.0, "L2 term lambda/2 ||w||^2 in every local objective", low=0.0),
+          low=0.0, low_open=True, high=MAX_STEP_SIZE, optional=True),
+    Field("batch_size", int, 0, "local mini-batch size; 0 = the full local dataset", low=0, high=MAX_SAMPLES),
+    Field("weight_decay", float, 0.0, "L2 term lambda/2 ||w||^2 in every local objective", low=0.0,
+          high=MAX_STEP_SIZE),
     Field("noise", str, "paper", "which sigma's to train with: the paper's formulas, or their tight "
           "counterparts (then the tight accountant holds the budget)", choices=("paper", "tight")),
     Field("private", bool, True, "false: same algorithm without noise and without accounting"),
-    Field("seed", int, 0, "one seed fixes data split, sampling and noise", low=0),
+    Field("seed", int, 0, "one seed fixes data split, sampling and noise", low=0, high=2**32 - 1),
     Field("device", str, "cpu", "cpu, cuda, cuda:N or auto"),
     Field("dtype", str, "float32", "floating point precision", choices=("float32", "float64")),
-    Field("chunk_size", int, 0, "clients trained together; 0 = as many as memory_mb allows", low=0),
-    Field("memory_mb", float, 1024.0, "working-set budget of one chunk, MiB", low=1.0),
-    Field("eval_every", int, 1, "evaluate every this many rounds (and after the last)", low=1),
+    Field("chunk_size", int, 0, "clients trained together; 0 = as many as memory_mb allows", low=0,
+          high=MAX_CLIENTS),
+    Field("memory_mb", float, 1024.0, "working-set budget of one chunk, MiB", low=1.0, high=MAX_MEMORY_MB),
+    Field("eval_every", int, 1, "evaluate every this many rounds (and after the last)", low=1,
+          high=MAX_ROUNDS),
     Field("eval_clients", bool, True, "also write one metrics row per client"),
 ), doc="simulator settings (fedbound train)")
+
+
+def check_rounds(name: str, rounds: int) -> int:
+    """``rounds`` as an int in [1, MAX_ROUNDS]; ConfigError naming ``name`` (the key the user set) if not."""
+    if not (isinstance(rounds, int | np.integer) and 1 <= rounds <= MAX_ROUNDS):
+        raise ConfigError(f"{name} = {float(rounds):.6g} is outside its valid range integer in "
+                          f"[1, {MAX_ROUNDS}] (the simulator's documented maximum of rounds)")
+    return int(rounds)
 
 
 def parse_int_list(key: str, text: str | None, kind: type = int) -> list:

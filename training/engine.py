@@ -123,7 +123,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedbound.errors import ConfigError, FedboundWarning
+from fedbound.errors import ConfigError, FedboundWarning, TrainingDiverged
 from fedbound.training import checkpoint as ckpt
 from fedbound.training import metrics as metrics_mod
 from fedbound.training.federation import ClientBatch, ClientData
@@ -150,6 +150,8 @@ class RunState:
     rows: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     ledger: dict[str, Any] = field(default_factory=dict)
+    initial: dict[str, Any] = field(default_factory=dict)
+    """Metrics of the initial model, before round 1 (``loss``, ``accuracy``, ...; empty without eval)."""
 
 
 @dataclass(frozen=True)
@@ -345,6 +347,16 @@ def auto_chunk_size(model: Model, data: ClientData, options: RunOptions) -> int:
     return max(1, min(by_memory, by_cache))
 
 
+def _check_diverged(values: torch.Tensor, round_: int, run_dir: Path | None, why: str) -> None:
+    """TrainingDiverged when ``values`` hold NaN/inf: the run stops before round ``round_`` is checkpointed,
+    so the run directory keeps the last good round."""
+    if bool(torch.isfinite(values).all()):
+        return
+    kept = f"; the checkpoint of round {round_ - 1} is kept in {run_dir}" if run_dir is not None else ""
+    raise TrainingDiverged(f"training diverged at round {round_}: {why}{kept}; lower the learning rate "
+                           "(lr, eta) or the proximal/regularisation weights, or check the plan's noise std")
+
+
 def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan | None = None,
         options: RunOptions | None = None, test: tuple[np.ndarray, np.ndarray] | None = None,
         init_params: torch.Tensor | None = None, run_dir: str | Path | None = None, run_key: str = "",
@@ -380,6 +392,8 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
         ctx0 = RoundContext(0, state, model, data, streams, options, test_t)
         state.client_state = algorithm.init_client_state(ctx0)
         state.algo_state = algorithm.init_algo_state(ctx0)
+        if options.eval_every > 0:
+            state.initial = metrics_mod.evaluate_models(ctx0, algorithm)[0]
     resumed_from = state.round
     ledger = PrivacyLedger(state.plan) if state.plan is not None else None
     if ledger is not None and state.ledger:
@@ -408,6 +422,7 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
                 upload = algorithm.upload(ctx, clients, local)
                 aggregate = aggregate + w_t[lo:lo + chunk] @ upload
             new_global = algorithm.server_update(ctx, aggregate)
+            _check_diverged(new_global, state.round + 1, run_dir, "the global model has NaN/inf parameters")
             state.global_params = new_global.detach()
             algorithm.after_round(ctx, state.global_params)
             if ledger is not None:
@@ -417,6 +432,9 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
             evaluate = options.evaluates(state.round, state.rounds)
             global_row = metrics_mod.round_rows(ctx, algorithm, ledger, releases, evaluate,
                                                 time.perf_counter() - t0)
+            if global_row.get("loss") is not None:
+                _check_diverged(torch.tensor(global_row["loss"]), state.round, run_dir,
+                                f"the training loss is {global_row['loss']}")
             new_plan = algorithm.end_of_round(ctx, global_row)
             if new_plan is not None:
                 state.plan = new_plan

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["evaluate_clients", "evaluate_test", "round_rows", "to_frame", "summary", "write_outputs",
-           "progress_bar", "set_postfix"]
+__all__ = ["evaluate_clients", "evaluate_test", "evaluate_models", "round_rows", "to_frame", "summary",
+           "write_outputs", "progress_bar", "set_postfix"]
 
 FIRST_COLUMNS = ["round", "client", "loss", "accuracy", "test_loss", "test_accuracy", "sigma",
                  "epsilon_spent", "epsilon_spent_paper", "participated", "participants"]
@@ -62,6 +62,21 @@ def evaluate_test(model, params: torch.Tensor, test, max_samples: int = 16384) -
     return total / len(y), (None if hits is None else hits / len(y))
 
 
+def evaluate_models(ctx, algorithm) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
+    """The training loss ``sum_i p_i F_i`` (plus the weight-decay term), accuracy and test metrics of the
+    algorithm's evaluated model(s), and the per-client losses and accuracies."""
+    params = algorithm.eval_models(ctx)
+    client_loss, client_acc = evaluate_clients(ctx.model, params, ctx.data)
+    p = ctx.data.sizes / ctx.data.sizes.sum()
+    out: dict[str, Any] = {"loss": float(p @ client_loss)}
+    if algorithm.weight_decay and params.shape[0] == 1:
+        out["loss"] += 0.5 * algorithm.weight_decay * float(params.square().sum())
+    out["accuracy"] = None if client_acc is None else float(p @ client_acc)
+    if ctx.test is not None and params.shape[0] == 1:
+        out["test_loss"], out["test_accuracy"] = evaluate_test(ctx.model, params, ctx.test)
+    return out, client_loss, client_acc
+
+
 def _finite_or_none(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
@@ -98,15 +113,8 @@ def round_rows(ctx, algorithm, ledger, releases, evaluate: bool, wall_time: floa
             row["epsilon_spent_paper"] = float(paper.max())
     client_loss = client_acc = None
     if evaluate:
-        params = algorithm.eval_models(ctx)
-        client_loss, client_acc = evaluate_clients(ctx.model, params, data)
-        p = data.sizes / data.sizes.sum()
-        row["loss"] = float(p @ client_loss)
-        if algorithm.weight_decay and params.shape[0] == 1:
-            row["loss"] += 0.5 * algorithm.weight_decay * float(params.square().sum())
-        row["accuracy"] = None if client_acc is None else float(p @ client_acc)
-        if ctx.test is not None and params.shape[0] == 1:
-            row["test_loss"], row["test_accuracy"] = evaluate_test(ctx.model, params, ctx.test)
+        evaluated, client_loss, client_acc = evaluate_models(ctx, algorithm)
+        row.update(evaluated)
     state.rows.append(row)
     if evaluate and ctx.options.eval_clients:
         took = np.zeros(n, dtype=bool)
@@ -163,7 +171,7 @@ def summary(algorithm, state, table, ledger) -> dict[str, Any]:
         "algorithm": algorithm.name, "rounds_done": state.round, "rounds_planned": state.rounds,
         "final_loss": get(final, "loss"), "final_accuracy": get(final, "accuracy"),
         "final_test_loss": get(final, "test_loss"), "final_test_accuracy": get(final, "test_accuracy"),
-        "initial_loss": get(evaluated.iloc[0] if len(evaluated) else None, "loss"),
+        "initial_loss": state.initial.get("loss"),
         "last_round_sigma": get(last, "sigma"),
         "private": state.plan is not None, "warnings": [],
     }
@@ -193,7 +201,7 @@ def summary(algorithm, state, table, ledger) -> dict[str, Any]:
 def write_outputs(run_dir: str | Path, table, summary_dict: Mapping[str, Any], config_text: str | None = None
                   ) -> dict[str, Path]:
     """``metrics.csv``, ``metrics.parquet``, ``summary.json`` (and ``config.toml``) in ``run_dir``."""
-    from fedbound.output import to_jsonable
+    from fedbound.checks import to_jsonable
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

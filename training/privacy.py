@@ -46,12 +46,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbound.accounting import DEFAULT_ORDERS as ORDERS
-from fedbound.errors import ParameterError, PrivacyBudgetExceeded
+from fedbound.accounting.paper_accountants import PAPER_ACCOUNTANTS as _REGISTERED
+from fedbound.accounting.paper_accountants import paper_accountant
+from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "ORDERS", "PAPER_ACCOUNTANTS"]
 
-PAPER_ACCOUNTANTS = ("classic_linear", "udp_moments", "rdp", "quantized_gaussian", "none")
+PAPER_ACCOUNTANTS = (*_REGISTERED, "none")
 
 
 def _accounting():
@@ -131,7 +133,7 @@ class PrivacyLedger:
         self.orders = ORDERS if plan.orders is None else np.asarray(plan.orders, dtype=np.float64)
         self.accounts = {v.name: _ViewAccount(plan.num_clients, len(self.orders)) for v in plan.views}
         self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
-        self.classic_c = float(_accounting().classic_gaussian_constant(plan.delta))
+        self.paper = paper_accountant(plan.paper_accountant)
 
     # --- releases of a round -------------------------------------------------------------------------
     def releases(self, round_: int, participants: np.ndarray, weights: np.ndarray,
@@ -179,7 +181,6 @@ class PrivacyLedger:
         return np.stack([self._rdp(sampling, q, float(v)) for v in z])
 
     def _record(self, accounts: dict[str, _ViewAccount], releases: list[Release]) -> None:
-        paper = self.plan.paper_accountant
         for rel in releases:
             acct, view = accounts[rel.view.name], rel.view
             sampled = view.hidden_sampling and view.sample_rate < 1.0
@@ -192,22 +193,8 @@ class PrivacyLedger:
                 acct.count[who] += rel.count
                 acct.inv_sum[who] += rel.count * inv
                 acct.inv_max[who] = np.maximum(acct.inv_max[who], inv)
-            if paper == "classic_linear":
-                with np.errstate(divide="ignore"):
-                    per = self.classic_c / z_tight[who]
-                if view.paper_amplification == "lemma4" and sampled:
-                    per = -np.log1p(view.sample_rate * np.expm1(-per))
-                acct.paper_sum[who] += rel.count * per
-                acct.paper_max[who] = np.maximum(acct.paper_max[who], per)
-                acct.paper_count[who] += rel.count
-            elif paper == "udp_moments":
-                acct.paper_sum += rel.count * view.sample_rate * _inv(rel.z_all)
-            elif paper == "rdp":
-                rate = view.sample_rate if sampled else 1.0
-                acct.paper_rdp[who] += rel.count * self._rdp_rows("poisson", rate, z_tight[who])
-            elif paper == "quantized_gaussian":
-                acct.paper_count[who] += rel.count
-                acct.paper_max[who] = np.maximum(acct.paper_max[who], _inv(z_tight[who]))
+            if self.paper is not None:
+                self.paper.record(acct, view, who, z_tight, rel.z_all, rel.count, sampled, self)
 
     def commit(self, releases: list[Release]) -> None:
         self._record(self.accounts, releases)
@@ -240,49 +227,33 @@ class PrivacyLedger:
         return out
 
     def _paper(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray] | None:
-        paper = self.plan.paper_accountant
-        if paper == "none":
+        """Per adversary group, the paper accountant's eps per client (None without one)."""
+        if self.paper is None:
             return None
-        out = {}
-        for group, views in self._groups().items():
-            total = np.zeros(self.plan.num_clients)
-            rdp = np.zeros((self.plan.num_clients, len(self.orders)))
-            if paper == "quantized_gaussian":
-                out[group] = self._quantized_gaussian([accounts[v.name] for v in views], views)
-                continue
-            for view in views:
-                a = accounts[view.name]
-                if paper == "classic_linear" and view.max_releases is not None:
-                    total += np.minimum(a.paper_count, view.max_releases) * a.paper_max
-                else:
-                    total += a.paper_sum
-                rdp += a.paper_rdp
-            if paper == "udp_moments":
-                total = np.sqrt(2.0 * math.log(1.0 / self.plan.delta) * total)
-            elif paper == "rdp":
-                total = _rdp_to_dp(rdp, self.plan.delta, self.orders)
-            out[group] = total
-        return out
+        return {group: self.paper.epsilon([accounts[v.name] for v in views], views, self)
+                for group, views in self._groups().items()}
 
-    def _quantized_gaussian(self, accounts: list[_ViewAccount], views: list[View]) -> np.ndarray:
-        """Seed 004 Theorem 1 per upload, basic composition at ``delta_Q / n`` each (module docstring)."""
-        info = self.plan.info
-        if not {"C", "R", "q"} <= set(info):
-            raise ParameterError("plan.info", sorted(info), "keys C, R, q (quantized_gaussian accountant)")
-        count = sum(a.paper_count for a in accounts)
-        sigma = np.full(self.plan.num_clients, np.inf)
-        for a, view in zip(accounts, views, strict=True):
-            with np.errstate(divide="ignore"):
-                sigma = np.minimum(sigma, self.plan.stage_sensitivity(view.stage) / np.sqrt(a.paper_max))
-        eps = np.zeros(self.plan.num_clients)
-        eps[(count > 0) & (sigma == 0)] = np.inf
-        live = (count > 0) & (sigma > 0) & np.isfinite(sigma)
-        if live.any():
-            pairs, where = np.unique(np.stack([count[live], sigma[live]]), axis=1, return_inverse=True)
-            per = _accounting().qa_gaussian_epsilon(self.plan.delta / pairs[0], info["C"], pairs[1],
-                                                    int(info["R"]), info["q"], 1)
-            eps[live] = (pairs[0] * np.atleast_1d(per))[np.asarray(where).ravel()]
-        return eps
+    # -- what a paper accountant reads (fedbound.accounting.paper_accountants) -------------------------
+    @property
+    def delta(self) -> float:
+        return self.plan.delta
+
+    @property
+    def num_clients(self) -> int:
+        return self.plan.num_clients
+
+    @property
+    def info(self) -> dict:
+        return dict(self.plan.info)
+
+    def stage_sensitivity(self, stage: str) -> np.ndarray:
+        return self.plan.stage_sensitivity(stage)
+
+    def rdp_rows(self, sampling: str, q: float, z: np.ndarray) -> np.ndarray:
+        return self._rdp_rows(sampling, q, z)
+
+    def rdp_to_dp(self, rdp: np.ndarray) -> np.ndarray:
+        return _rdp_to_dp(rdp, self.plan.delta, self.orders)
 
     def epsilons(self, accounts: dict[str, _ViewAccount] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """``{"tight": {group: eps per client}, "paper": {...}}`` (``paper`` absent with ``"none"``)."""

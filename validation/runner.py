@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.config import Section, load_config
+from fedbound.errors import ConfigError
 
 __all__ = ["Recipe", "recipe", "implemented", "capture", "run_key", "TrainRun", "train_from_config"]
 
@@ -127,7 +127,8 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
     resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
     """
-    from fedbound.registry import get
+    from fedbound.registry import get, names
+    from fedbound.training import checkpoint as ckpt
     from fedbound.training import config as tc
     from fedbound.training.engine import run
     from fedbound.training.metrics import write_outputs
@@ -142,20 +143,25 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
         extra.append(f"train.device={json.dumps(device)}")
     with warnings.catch_warnings(record=True) as caught:  # alias notes go into the summary
         warnings.simplefilter("always")
-        cfg = load_config(config, [section, tc.TRAIN_SECTION], extra)
+        cfg = load_config(config, [section, tc.TRAIN_SECTION], extra, known_sections=(*names(), "train"))
     setting, train = dict(cfg[section.name]), dict(cfg["train"])
     assumed = tuple(k for k in paper.defaults if setting.get(k) is None)
     setting.update({k: paper.defaults[k] for k in assumed})
+    given_T = setting.get("T")
+    if isinstance(given_T, float) and not given_T.is_integer():
+        raise ConfigError(f"[{section.name}] T = {given_T!r} is outside its valid range for training: a "
+                          "whole number of rounds (integer)")
     rounds = rec.rounds(setting)
+    tc.check_rounds(f"[{section.name}] T", rounds)
     n_clients = rec.num_clients(setting)
+    key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
+    # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
+    run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
+                                   key, overwrite)
     device_name = tc.resolve_device(train["device"])
     setup = tc.build_data(train, n_clients, rec.min_client_size(setting), device_name)
     plan = rec.plan(setting, train, setup.client_sizes, rounds) if train["private"] else None
     algorithm = rec.algorithm(setting, train, rounds)
-    run_dir = Path(out) if out is not None else Path("runs") / f"{algo}_{Path(config).stem}"
-    if overwrite and run_dir.exists():
-        shutil.rmtree(run_dir)
-    key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
     t0 = time.perf_counter()
     result = run(algorithm, setup.model, setup.data, plan=plan, options=tc.run_options(train, progress),
                  test=setup.test, run_dir=run_dir, run_key=key)

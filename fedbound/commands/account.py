@@ -59,14 +59,19 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """eps certified by every accounting method for a given noise (classic, moments, RDP, PLD, ...)."""
         from fedbound.accounting import compare_epsilon
-        from fedbound.checks import check_real
+        from fedbound.checks import check_finite, check_real
         from fedbound.errors import ParameterError
         from fedbound.output import print_json
 
         if (sigma is None) == (noise_multiplier is None):
-            raise ParameterError("sigma", sigma, "exactly one of --sigma and --noise-multiplier")
-        s = float(check_real("sensitivity", sensitivity, 0.0, low_open=True))
-        z = noise_multiplier if noise_multiplier is not None else float(sigma) / s
+            raise ParameterError("--sigma", sigma, "exactly one of --sigma and --noise-multiplier")
+        s = float(check_real("--sensitivity", sensitivity, 0.0, low_open=True))
+        if noise_multiplier is not None:
+            z = float(check_real("--noise-multiplier", noise_multiplier, 0.0, low_open=True))
+        else:
+            z = float(check_real("--sigma", sigma, 0.0, low_open=True)) / s
+            check_finite("noise multiplier sigma/sensitivity", z, {"--sigma": sigma, "--sensitivity": s},
+                         positive=True)
         rows = compare_epsilon(z, q, steps, delta, pld=pld, without_replacement=wor)
         inputs = {"noise_multiplier": z, "sigma": z * s, "sensitivity": s, "q": q, "steps": steps,
                   "delta": delta}
@@ -92,12 +97,15 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """Noise each accounting method needs for (eps, delta) over the rounds, and the saving over
         classic."""
         from fedbound.accounting import compare_noise
-        from fedbound.checks import check_real
+        from fedbound.checks import check_finite, check_real
         from fedbound.output import print_json
 
-        s = float(check_real("sensitivity", sensitivity, 0.0, low_open=True))
+        s = float(check_real("--sensitivity", sensitivity, 0.0, low_open=True))
         rows = compare_noise(eps, delta, q, steps, pld=pld, without_replacement=wor)
         inputs = {"eps": eps, "delta": delta, "q": q, "steps": steps, "sensitivity": s}
+        for r in rows:
+            if r.value is not None:
+                check_finite("sigma", r.value * s, {"--sensitivity": s, "--eps": eps})
         if json:
             out = [{**_row_dict(r), "sigma": None if r.value is None else r.value * s} for r in rows]
             print_json({"command": "calibrate", "inputs": inputs, "rows": out})

@@ -9,21 +9,30 @@ LOSS_DEFAULTS = {"Theta": 2.0, "l": 0.1, "beta": 1.0, "rho": 1.0, "B": 1.0, "mu"
 fedbound's NbAFL test vectors, for which Theorem 2's contraction factor P = 0.9125 lies in (0, 1)."""
 
 
+MAXIMA = {"N": 100_000, "T": 10_000_000, "m": 10**12, "L": 10**6}
+"""Documented maxima of the integer keys: the K analysis is exhaustive over 1..N, and beyond these the
+formulas lose every digit in floating point."""
+LOSS_RANGE = {k: (1e-12, 1e12) for k in LOSS_DEFAULTS} | {"B": (1.0, 1e6)}
+"""Ranges of the loss constants the planner answers without overflow."""
+
+
 def section():
     """The [nbafl] config section, with each key's domain taken from the theorem parameters."""
     from fedbound.bounds.nbafl import LOSS_CONSTANTS, NOTATION
-    from fedbound.config import Section
+    from fedbound.config import Field, Section
 
     p = NOTATION.params
+    f = field_from_param
     return Section("nbafl", (
-        field_from_param(p["N"]),
-        field_from_param(p["K"], optional=True, doc=" (optional: K-client scheduling, Theorem 3; the K "
-                                                    "analysis runs over 1..N either way)"),
-        field_from_param(p["T"], optional=True, doc=" (optional: otherwise the optimal T is used)"),
-        field_from_param(p["m"]), field_from_param(p["C"]), field_from_param(p["eps"]),
-        field_from_param(p["delta"]), field_from_param(p["L"], default=1),
-        *(field_from_param(p[k], optional=True, doc=f" (default {LOSS_DEFAULTS[k]:g}, assumed)")
-          for k in LOSS_CONSTANTS),
+        f(p["N"], high=MAXIMA["N"]),
+        f(p["K"], optional=True, high=MAXIMA["N"], doc=" (optional: K-client scheduling, Theorem 3; the K "
+                                                       "analysis runs over 1..N either way)"),
+        Field("T", int, None, "aggregation rounds (optional: otherwise the optimal T is used)", low=1,
+              high=MAXIMA["T"], optional=True),
+        f(p["m"], high=MAXIMA["m"]), f(p["C"], low=1e-12, high=1e12), f(p["eps"], low=1e-6, high=1e6),
+        f(p["delta"], low=1e-100), f(p["L"], default=1, high=MAXIMA["L"]),
+        *(f(p[k], optional=True, doc=f" (default {LOSS_DEFAULTS[k]:g}, assumed)", low=LOSS_RANGE[k][0],
+            high=LOSS_RANGE[k][1]) for k in LOSS_CONSTANTS),
     ), doc="NbAFL setting (Wei et al. 2020), in the paper's notation")
 
 

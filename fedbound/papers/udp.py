@@ -19,16 +19,18 @@ def section():
     return Section(
         "udp",
         (
-            field_from_param(p["N"]),
-            field_from_param(p["K"], optional=True, doc=" (optional: default N, i.e. q = 1)"),
+            field_from_param(p["N"], high=100_000),
+            field_from_param(p["K"], optional=True, high=100_000, doc=" (optional: default N, i.e. q = 1)"),
             field_from_param(
                 p["T"],
                 optional=True,
                 kind=int,
+                low=1,
+                high=10**7,
                 doc=" (optional: otherwise the optimal T; with crd, the initial T)",
             ),
-            field_from_param(p["eps"]),
-            field_from_param(p["delta"]),
+            field_from_param(p["eps"], low=1e-6, high=1e6),
+            field_from_param(p["delta"], low=1e-100),
             Field(
                 "eps_clients",
                 str,
@@ -44,14 +46,16 @@ def section():
                 "per-client delta_i overriding delta (same forms as eps_clients)",
                 optional=True,
             ),
-            Field("m", int, doc="local dataset size |D_i| (the smallest one when sizes is given)", low=1),
+            Field("m", int, doc="local dataset size |D_i| (the smallest one when sizes is given)", low=1,
+                  high=10**12),
             Field(
                 "sizes", str, None, 'per-client |D_i|, e.g. "400,600,800,1000,1200" (cycled)', optional=True
             ),
-            field_from_param(p["eta"], doc=" (also the sensitivity 2 eta C/|D_i|, eq. (13))"),
-            Field("C", float, doc="per-sample gradient clipping threshold", low=0.0, low_open=True),
+            field_from_param(p["eta"], doc=" (also the sensitivity 2 eta C/|D_i|, eq. (13))", high=1e6),
+            Field("C", float, doc="per-sample gradient clipping threshold", low=1e-12, high=1e12),
             *(
-                field_from_param(p[k], optional=True, doc=f" (default {LOSS_DEFAULTS[k]:g}, assumed)")
+                field_from_param(p[k], optional=True, doc=f" (default {LOSS_DEFAULTS[k]:g}, assumed)",
+                                 low=1e-12, high=1e12)
                 for k in ("L", "mu", "div", "theta0")
             ),
             Field("crd", bool, False, "communication-rounds discounting (Alg. 2)"),

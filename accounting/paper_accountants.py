@@ -1,0 +1,159 @@
+"""The papers' own composition rules, as registered accountants (as dp-accounting and Opacus register theirs).
+
+A run's privacy ledger (fedbound.training.privacy) counts every release twice: by a tight accountant and by
+the accountant the paper itself uses.  Each paper accountant is an object with a ``name``, a sentence on what
+it ``supports``, ``record`` (add one round's releases of one adversary view to per-client running sums) and
+``epsilon`` (compose the sums of the views of one adversary into eps per client).  The running sums live in a
+view account the ledger owns (fields ``paper_sum``, ``paper_max``, ``paper_count``, ``paper_rdp``); ``ctx`` is
+the ledger (``delta``, ``orders``, ``info``, ``rdp_rows(sampling, q, z)``, ``stage_sensitivity(stage)``).
+
+Adding an accountant: a class here with those four members and one line in :data:`PAPER_ACCOUNTANTS`;
+``NoisePlan.paper_accountant`` names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PAPER_ACCOUNTANTS", "paper_accountant", "one_sided_amplification", "ClassicLinear", "UdpMoments",
+           "RenyiDP", "QuantizedGaussian"]
+
+
+def one_sided_amplification(eps: np.ndarray, q: float) -> np.ndarray:
+    """Per-round cost of a q-sampled eps-DP release as NbAFL's Lemma 4 counts it: -ln(1 - q + q e^{-eps}).
+
+    Wei et al. 2020 (NbAFL), eq. (56); a one-sided bound (the standard amplification is ln(1 + q(e^eps - 1)),
+    :func:`fedbound.accounting.amplify_by_subsampling`).  Written as -ln((1 - q) + q e^{-eps}): exact at
+    q = 1.
+    """
+    e = np.asarray(eps, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return -np.log((1.0 - q) + q * np.exp(-e))
+
+
+def _inv(z: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(np.isinf(z), 0.0, 1.0 / np.square(z))
+
+
+class ClassicLinear:
+    """Classic Gaussian mechanism per release, eps = c(delta)/z with c = sqrt(2 ln(1.25/delta)), summed
+    linearly (Dwork & Roth Thm A.1; NbAFL eqs. (6)-(10)); ``max_releases`` keeps a client's L largest; with
+    ``paper_amplification="lemma4"`` a q-sampled release costs :func:`one_sided_amplification`."""
+
+    name = "classic_linear"
+    supports = "NbAFL and PADPFL: classic Gaussian per release, linear composition, Lemma 4 amplification"
+
+    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
+               sampled: bool, ctx: Any) -> None:
+        from fedbound.accounting import classic_gaussian_constant
+
+        with np.errstate(divide="ignore"):
+            per = float(classic_gaussian_constant(ctx.delta)) / z[who]
+        if view.paper_amplification == "lemma4" and sampled:
+            per = one_sided_amplification(per, view.sample_rate)
+        acct.paper_sum[who] += count * per
+        acct.paper_max[who] = np.maximum(acct.paper_max[who], per)
+        acct.paper_count[who] += count
+
+    def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
+        total = np.zeros(ctx.num_clients)
+        for a, view in zip(accounts, views, strict=True):
+            capped = view.max_releases is not None
+            total += np.minimum(a.paper_count, view.max_releases) * a.paper_max if capped else a.paper_sum
+        return total
+
+
+class UdpMoments:
+    """UDP's moments accountant, eq. (16) with Theorem 1's closed form (Wei et al. 2021): every client accrues
+    q/z_t^2 every round; eps = sqrt(2 ln(1/delta) sum_t q/z_t^2)
+    (:func:`fedbound.accounting.udp_theorem1_epsilon` with the rounds' noise folded into one multiplier)."""
+
+    name = "udp_moments"
+    supports = "UDP: moments accountant of Theorem 1, eq. (16), every client every round"
+
+    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
+               sampled: bool, ctx: Any) -> None:
+        acct.paper_sum += count * view.sample_rate * _inv(z_all)
+
+    def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
+        from fedbound.accounting import udp_theorem1_epsilon
+
+        total = sum(a.paper_sum for a in accounts)
+        out = np.zeros(ctx.num_clients)
+        live = total > 0
+        if live.any():  # sum_t q/z_t^2 = q T / z_eff^2 with T = 1, q = 1: one folded release
+            out[live] = udp_theorem1_epsilon(1.0 / np.sqrt(total[live]), ctx.delta, 1.0, 1)
+        out[np.isinf(total)] = np.inf
+        return out
+
+
+class RenyiDP:
+    """RDP of the (Poisson-)subsampled Gaussian for every release, converted at the plan's orders, as Opacus
+    does (DP-PFL, Wei et al. 2023, App. A)."""
+
+    name = "rdp"
+    supports = "DP-PFL: RDP of each subsampled Gaussian step, Opacus' conversion"
+
+    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
+               sampled: bool, ctx: Any) -> None:
+        rate = view.sample_rate if sampled else 1.0
+        acct.paper_rdp[who] += count * ctx.rdp_rows("poisson", rate, z[who])
+
+    def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
+        return ctx.rdp_to_dp(sum(a.paper_rdp for a in accounts))
+
+
+class QuantizedGaussian:
+    """WPFL's Theorem 1 (Zhao et al. 2025) per upload, basic composition at delta_Q/n each: a client with n
+    uploads spends n eps_1, eps_1 the smallest eps of one release's bound (46) at delta_Q/n, at the client's
+    smallest sigma.  Needs ``info`` keys C, R, q."""
+
+    name = "quantized_gaussian"
+    supports = "WPFL: quantization-assisted Gaussian mechanism, Theorem 1, basic composition"
+
+    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
+               sampled: bool, ctx: Any) -> None:
+        acct.paper_count[who] += count
+        acct.paper_max[who] = np.maximum(acct.paper_max[who], _inv(z[who]))
+
+    def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
+        from fedbound.accounting import qa_gaussian_epsilon
+        from fedbound.errors import ParameterError
+
+        info = ctx.info
+        if not {"C", "R", "q"} <= set(info):
+            raise ParameterError("plan.info", sorted(info), "keys C, R, q (quantized_gaussian accountant)")
+        count = sum(a.paper_count for a in accounts)
+        sigma = np.full(ctx.num_clients, np.inf)
+        for a, view in zip(accounts, views, strict=True):
+            with np.errstate(divide="ignore"):
+                sigma = np.minimum(sigma, ctx.stage_sensitivity(view.stage) / np.sqrt(a.paper_max))
+        eps = np.zeros(ctx.num_clients)
+        eps[(count > 0) & (sigma == 0)] = np.inf
+        live = (count > 0) & (sigma > 0) & np.isfinite(sigma)
+        if live.any():
+            pairs, where = np.unique(np.stack([count[live], sigma[live]]), axis=1, return_inverse=True)
+            per = qa_gaussian_epsilon(ctx.delta / pairs[0], info["C"], pairs[1], int(info["R"]), info["q"], 1)
+            eps[live] = (pairs[0] * np.atleast_1d(per))[np.asarray(where).ravel()]
+        return eps
+
+
+PAPER_ACCOUNTANTS = {a.name: a for a in (ClassicLinear(), UdpMoments(), RenyiDP(), QuantizedGaussian())}
+"""Every paper accountant by name; ``"none"`` (no paper accounting) is not an accountant."""
+
+
+def paper_accountant(name: str) -> Any:
+    """The registered accountant ``name``; None for ``"none"``; ParameterError otherwise."""
+    from fedbound.errors import ParameterError
+
+    if name == "none":
+        return None
+    if name not in PAPER_ACCOUNTANTS:
+        raise ParameterError("paper_accountant", name, "one of " + ", ".join([*PAPER_ACCOUNTANTS, "none"]))
+    return PAPER_ACCOUNTANTS[name]
+
+
