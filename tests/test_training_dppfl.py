@@ -36,9 +36,10 @@ F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 # --- the noise plan ---------------------------------------------------------------------------------------
 
 def setting(**kw):
-    base = {"U": 4, "K": 0, "T": 3, "tau0": 2, "eta": 0.05, "beta": 0.05, "C": 1.0, "eps": 8.0,
+    base = {"N": 4, "targets": 0, "T": 3, "tau0": 2, "eta": 0.05, "beta": 0.05, "C": 1.0, "eps": 8.0,
             "delta": 1e-3, "q_in": 0.5, "q_out": 0.5, "variant": "v2", "g1": "first_order",
-            "query_fraction": 0.5, "power_iterations": 5, "target_samples_per_class": None}
+            "query_fraction": 0.5, "power_iterations": 5, "target_samples_per_class": None,
+            "sigma_ratio": 1.0, "split": "given"}
     return {**base, **kw}
 
 
@@ -53,14 +54,37 @@ def test_plan_stages_views_and_notes():
     np.testing.assert_array_equal(plan.orders, OPACUS_ORDERS)
     assert plan.paper_accountant == "rdp" and plan.info["inner_share"] == pytest.approx(0.5)
     assert not plan.notes
-    assert any("E9" in n for n in dppfl_plan(setting(variant="v1"), np.full(4, 20), 3).notes)
-    assert any("E8" in n for n in dppfl_plan(setting(g1="hessian"), np.full(4, 20), 3).notes)
-    exact = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3, noise="tight")
+    v1 = dppfl_plan(setting(variant="v1"), np.full(4, 20), 3)
+    assert any("per-example clipping" in n for n in v1.notes)
+    assert any("does not cover" in n for n in dppfl_plan(setting(g1="hessian"), np.full(4, 20), 3).notes)
+    exact = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3, noise_method="tight")
     paper = dppfl_plan(setting(q_in=1.0, q_out=1.0), np.full(4, 20), 3)
     assert exact.budget_accountant == "tight"
     assert exact.info["noise_multiplier"] < paper.info["noise_multiplier"]  # exact Gaussian composition
-    with pytest.raises(ConfigError, match="U = 4"):
+    with pytest.raises(ConfigError, match="N = 4"):
         dppfl_plan(setting(), np.full(5, 20), 3)
+
+
+def test_plan_uses_the_noise_function_and_the_split():
+    """The recipe's sigma is fedbound.bounds.dppfl.noise's (no formula of its own); a split ratio gives
+    sigma_out = r sigma_in under the same total eps; split = "planned" takes the planner's ratio."""
+    from fedbound.bounds.dppfl import noise
+    from fedbound.scheduling.dppfl import optimal_split
+
+    plan = dppfl_plan(setting(), np.full(4, 20), 3)
+    std = noise(setting(), 3)
+    np.testing.assert_allclose(plan.sigma["inner"], std["inner"], rtol=1e-12)
+    tight = dppfl_plan(setting(), np.full(4, 20), 3, noise_method="tight")
+    np.testing.assert_allclose(tight.sigma["inner"], noise(setting(), 3, "tight")["inner"], rtol=1e-12)
+    split = dppfl_plan(setting(sigma_ratio=2.0), np.full(4, 20), 3)
+    np.testing.assert_allclose(split.sigma["outer"], 2 * split.sigma["inner"], rtol=1e-12)
+    assert split.info["eps_theorem1"] == pytest.approx(8.0, rel=1e-8)
+    assert split.info["inner_share"] > 0.5 and split.sigma["inner"][0] < plan.sigma["inner"][0]
+    planned = dppfl_plan(setting(split="planned"), np.full(4, 20), 3)
+    from fedbound.papers.dppfl import ANALYSIS_DEFAULTS
+    ratio = optimal_split({**ANALYSIS_DEFAULTS, **setting(), "T": 3}, "outer_noise").x
+    assert planned.info["sigma_ratio"] == pytest.approx(ratio, rel=1e-12)
+    np.testing.assert_allclose(planned.sigma["outer"], ratio * planned.sigma["inner"], rtol=1e-12)
 
 
 # --- the batched algorithm against a plain per-client loop -----------------------------------------------
@@ -362,6 +386,6 @@ def test_example_config_trains_lowers_the_loss_and_spends_its_budget(tmp_path):
 
 def test_train_section_clashes_and_target_shortage_are_config_errors(tmp_path):
     for sets, match in ((["train.lr=0.1"], "eta"), (["local_steps=2"], "tau0"), (["batch_size=8"], "Poisson"),
-                        (["K=40", "target_samples_per_class=60"], "target clients")):
+                        (["targets=40", "target_samples_per_class=60"], "target clients")):
         with pytest.raises(ConfigError, match=match):
             train_from_config("dppfl", EXAMPLE, ["T=1", *sets], out=tmp_path / "bad")

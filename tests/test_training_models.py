@@ -162,3 +162,57 @@ def test_poisson_minibatches_have_the_expected_size_and_weights():
         torch.testing.assert_close(nonzero, torch.full_like(nonzero, 1 / (0.2 * 50)))
         total += float((w > 0).sum())
     assert abs(total / 300 - 10.0) < 4 * np.sqrt(50 * 0.2 * 0.8 / 300)
+
+
+@pytest.mark.parametrize("n", [1, 64, 256, 300])
+def test_cnn_3conv_last_hidden_width_spec000_count(n):
+    """Spec 000 Sec. 6 / Fig. 6(b): the CIFAR-10 CNN with n last-hidden neurons has 895,242 + 139 n
+    parameters (n = 256: the default 930,826), and torch.nn agrees with the flat layout."""
+    model = build_model("cnn_3conv", (3072,), 10, image_shape=(3, 32, 32), last_hidden=n)
+    assert model.n_params == 895_242 + 139 * n
+    assert sum(p.numel() for p in model.to_module().parameters()) == model.n_params
+
+
+def test_last_hidden_runs_and_is_checked():
+    model = build_model("cnn_2conv", (784,), 10, image_shape=(1, 28, 28), last_hidden=7)
+    flat = model.init(torch.Generator().manual_seed(0), torch.float64).unsqueeze(0)
+    x = torch.randn(1, 2, 784, dtype=torch.float64)
+    assert model(flat, x).shape == (1, 2, 10)
+    module = model.to_module().double()
+    torch.nn.utils.vector_to_parameters(flat[0], module.parameters())
+    torch.testing.assert_close(module(x[0]), model(flat, x)[0])
+    with pytest.raises(ConfigError, match="last_hidden"):
+        build_model("cnn_3conv", (3072,), 10, image_shape=(3, 32, 32), last_hidden=0)
+    with pytest.raises(ConfigError, match="last_hidden"):
+        build_model("cnn_1conv", (64,), 10, image_shape=(1, 8, 8), last_hidden=5)
+
+
+def test_resnet18_on_random_tensors_matches_torch_and_clips_per_sample():
+    """Seed 000 Fig. 4's ResNet-18 (CIFAR variant, parameter-free group norm): the flat layout equals
+    torch.nn, the full-width model has 11,169,162 parameters (convolutions with biases), and the tape-based
+    per-sample clipped gradient equals the vmap(grad) oracle on random tensors (width 4 to stay small)."""
+    full = build_model("resnet18", (3072,), 10, image_shape=(3, 32, 32))
+    assert full.n_params == 11_169_162 == sum(p.numel() for p in full.to_module().parameters())
+    model = build_model("resnet18", (3 * 16 * 16,), 10, image_shape=(3, 16, 16), width=4)
+    gen = torch.Generator().manual_seed(1)
+    flat = torch.stack([model.init(gen, torch.float64) for _ in range(2)])
+    x = torch.randn(2, 3, 3 * 16 * 16, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 10, (2, 3), generator=gen)
+    module = model.to_module().double()
+    torch.nn.utils.vector_to_parameters(flat[1], module.parameters())
+    torch.testing.assert_close(module(x[1]), model(flat, x)[1])
+    weight = torch.full((2, 3), 1 / 3, dtype=torch.float64)
+    fast = per_sample_clipped_grad(model, flat, x, y, weight, 0.5)
+    slow = per_sample_clipped_grad_vmap(model, flat, x, y, weight, 0.5)
+    torch.testing.assert_close(fast.norms, slow.norms)
+    torch.testing.assert_close(fast.grad, slow.grad)
+    assert (fast.norms > 0.5).any()  # clipping is active
+    with pytest.raises(ConfigError, match="width"):
+        build_model("resnet18", (192,), 10, image_shape=(3, 8, 8), width=0)
+    with pytest.raises(ConfigError, match="image"):
+        build_model("resnet18", (192,), 10)
+
+
+def test_resnet18_too_small_images_are_a_config_error():
+    with pytest.raises(ConfigError, match="too small"):
+        build_model("resnet18", (3 * 8 * 8,), 10, image_shape=(3, 8, 8), width=4)

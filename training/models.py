@@ -24,6 +24,9 @@ Architectures (all from the seed papers' experiment sections):
 * ``cnn_3conv``: three 3x3 convolutions (64, 128, 256; padding 1) each followed by 2x2 max-pooling and
   ReLU, then FC 128, FC 256 (ReLU) and the output layer.  Spec 000 Sec. 6 (DP-PFL, 930,826 parameters on
   CIFAR-10).
+* ``resnet18``: the CIFAR variant of ResNet-18 with parameter-free group normalisation (per-sample, unlike
+  batch normalisation).  Seed 000 Sec. V, Fig. 4 (the paper's "33.16 M parameters" is not a ResNet-18 count,
+  spec 000 E28; S is the count of the model built).
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ import torch.nn.functional as F
 from fedbound.errors import ConfigError
 
 __all__ = ["Dense", "Conv2d", "ReLU", "MaxPool2d", "Flatten", "Model", "build_model", "MODEL_NAMES",
-           "TapeEntry"]
+           "TapeEntry", "GroupNorm", "GlobalAvgPool", "BasicBlock", "resnet18_layers"]
 
-MODEL_NAMES = ("logreg", "mlp", "cnn_1conv", "cnn_2conv", "cnn_3conv")
+MODEL_NAMES = ("logreg", "mlp", "cnn_1conv", "cnn_2conv", "cnn_3conv", "resnet18")
 
 
 @dataclass
@@ -198,6 +201,132 @@ class _Unflatten:
 
 
 @dataclass(frozen=True)
+class GroupNorm:
+    """Parameter-free group normalisation over (channel group, H, W) of each sample: per-sample, so DP-SGD's
+    per-example clipping stays valid (batch normalisation mixes samples).  Used by ``resnet18``."""
+
+    channels: int
+    shapes: tuple = ()
+
+    @property
+    def groups(self) -> int:
+        return math.gcd(self.channels, 32)
+
+    def out_shape(self, in_shape):
+        if math.prod(in_shape) // self.groups < 2:
+            raise ConfigError(f"model: input {in_shape} is too small for group normalisation (one value per "
+                              "group); use larger images (resnet18: at least 16x16)")
+        return in_shape
+
+    def __call__(self, params, x, tape):
+        k, b = x.shape[:2]
+        y = F.group_norm(x.reshape(k * b, *x.shape[2:]), self.groups)
+        return y.view(k, b, *y.shape[1:])
+
+    def module(self) -> torch.nn.Module:
+        return torch.nn.GroupNorm(self.groups, self.channels, affine=False)
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool:
+    """Mean over the spatial positions: (C, H, W) -> (C,)."""
+
+    shapes: tuple = ()
+
+    def out_shape(self, in_shape):
+        return (in_shape[0],)
+
+    def __call__(self, params, x, tape):
+        return x.mean(dim=(-2, -1))
+
+    def module(self) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+
+
+class _BasicBlockModule(torch.nn.Module):
+    """torch.nn twin of :class:`BasicBlock` (same parameter order: conv1, conv2, shortcut)."""
+
+    def __init__(self, block: BasicBlock) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = block.conv1.module(), block.conv2.module()
+        norm = GroupNorm(block.out_channels)
+        self.norm1, self.norm2 = norm.module(), norm.module()
+        self.shortcut = block.shortcut.module() if block.shortcut is not None else None
+        self.norm_s = norm.module() if block.shortcut is not None else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm2(self.conv2(torch.relu(self.norm1(self.conv1(x)))))
+        skip = x if self.shortcut is None else self.norm_s(self.shortcut(x))
+        return torch.relu(h + skip)
+
+
+@dataclass(frozen=True)
+class BasicBlock:
+    """ResNet basic block (He et al. 2016): conv3x3(stride)-GN-ReLU-conv3x3-GN, plus the identity or a
+    1x1(stride) convolution + GN, then ReLU.  Its convolutions are ordinary :class:`Conv2d` layers, recorded
+    on the tape in parameter order (conv1, conv2, shortcut), so per-sample clipping works unchanged.
+    ``fan_in`` (used by :meth:`Model.init` for all of a layer's tensors) is conv1's."""
+
+    in_channels: int
+    out_channels: int
+    stride: int = 1
+
+    @property
+    def conv1(self) -> Conv2d:
+        return Conv2d(self.in_channels, self.out_channels, 3, padding=1, stride=self.stride)
+
+    @property
+    def conv2(self) -> Conv2d:
+        return Conv2d(self.out_channels, self.out_channels, 3, padding=1)
+
+    @property
+    def shortcut(self) -> Conv2d | None:
+        if self.stride == 1 and self.in_channels == self.out_channels:
+            return None
+        return Conv2d(self.in_channels, self.out_channels, 1, stride=self.stride)
+
+    def _convs(self) -> tuple[Conv2d, ...]:
+        return (self.conv1, self.conv2) + (() if self.shortcut is None else (self.shortcut,))
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(s for conv in self._convs() for s in conv.shapes)
+
+    @property
+    def fan_in(self) -> int:
+        return self.conv1.fan_in
+
+    def out_shape(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return GroupNorm(self.out_channels).out_shape(self.conv2.out_shape(self.conv1.out_shape(in_shape)))
+
+    def __call__(self, params: Sequence[torch.Tensor], x: torch.Tensor, tape: list | None) -> torch.Tensor:
+        norm = GroupNorm(self.out_channels)
+        h = torch.relu(norm(None, self.conv1(params[0:2], x, tape), None))
+        h = norm(None, self.conv2(params[2:4], h, tape), None)
+        skip = x if self.shortcut is None else norm(None, self.shortcut(params[4:6], x, tape), None)
+        return torch.relu(h + skip)
+
+    def module(self) -> torch.nn.Module:
+        return _BasicBlockModule(self)
+
+
+def resnet18_layers(image_shape: Sequence[int], n_outputs: int, width: int = 64) -> list:
+    """ResNet-18, CIFAR variant (3x3 stem, no max-pool; He et al. 2016): 17 convolutions in a stem and 8 basic
+    blocks of widths (1, 2, 4, 8) x ``width``, global average pooling and one dense layer (seed 000 Sec. V,
+    Fig. 4).  Group normalisation without parameters replaces batch normalisation (per-sample, so DP-SGD
+    clipping holds); convolutions carry biases, so S differs from the usual 11,173,962."""
+    c = int(image_shape[0])
+    layers: list = [_Unflatten(tuple(int(s) for s in image_shape)), Conv2d(c, width, 3, padding=1),
+                    GroupNorm(width), ReLU()]
+    channels = width
+    for i, mult in enumerate((1, 2, 4, 8)):
+        out = width * mult
+        layers += [BasicBlock(channels, out, 1 if i == 0 else 2), BasicBlock(out, out, 1)]
+        channels = out
+    return [*layers, GlobalAvgPool(), Dense(channels, n_outputs)]
+
+
+@dataclass(frozen=True)
 class Model:
     """A functional model: ``layers`` applied to per-sample inputs of ``input_shape``.
 
@@ -279,10 +408,13 @@ class Model:
 
 def build_model(name: str, input_shape: Sequence[int], n_outputs: int, *,
                 image_shape: Sequence[int] | None = None, hidden: int = 256,
-                loss: str = "cross_entropy") -> Model:
+                loss: str = "cross_entropy", last_hidden: int | None = None, width: int = 64) -> Model:
     """One of :data:`MODEL_NAMES` for inputs of ``input_shape`` (flat features) and ``n_outputs`` outputs.
 
-    CNNs need ``image_shape`` (channels, height, width) of the dataset.
+    CNNs need ``image_shape`` (channels, height, width) of the dataset.  ``last_hidden``: width of the CNNs'
+    last hidden (fully connected) layer (default: cnn_2conv 512, cnn_3conv 256 as in the papers); seed 000
+    Fig. 6(b) sweeps it: cnn_3conv on CIFAR-10 has S(n) = 895,242 + 139 n parameters (spec 000 Sec. 6).
+    ``width``: resnet18's first stage width (64 as in the paper; smaller for tests).
     """
     input_shape = tuple(int(s) for s in input_shape)
     d = math.prod(input_shape)
@@ -309,13 +441,25 @@ def build_model(name: str, input_shape: Sequence[int], n_outputs: int, *,
         for layer in body:
             shape = layer.out_shape(shape)
         width = math.prod(shape)
+        if last_hidden is not None and (name == "cnn_1conv" or int(last_hidden) < 1):
+            raise ConfigError(f"model {name}: last_hidden = {last_hidden!r} is outside its valid range "
+                              "integer in [1, inf) (cnn_2conv and cnn_3conv only)")
         if name == "cnn_1conv":
             head = [Flatten(), Dense(width, n_outputs)]
         elif name == "cnn_2conv":
-            head = [Flatten(), Dense(width, 512), ReLU(), Dense(512, n_outputs)]
+            n = 512 if last_hidden is None else int(last_hidden)
+            head = [Flatten(), Dense(width, n), ReLU(), Dense(n, n_outputs)]
         else:
-            head = [Flatten(), Dense(width, 128), ReLU(), Dense(128, 256), ReLU(), Dense(256, n_outputs)]
+            n = 256 if last_hidden is None else int(last_hidden)
+            head = [Flatten(), Dense(width, 128), ReLU(), Dense(128, n), ReLU(), Dense(n, n_outputs)]
         layers = [_Unflatten(image_shape), *body, *head]
+    elif name == "resnet18":
+        if image_shape is None:
+            raise ConfigError("model resnet18 needs an image dataset (mnist_subset, idx, cifar10)")
+        if int(width) < 1:
+            raise ConfigError(f"model resnet18: width = {width!r} is outside its valid range integer in "
+                              "[1, inf)")
+        layers = resnet18_layers(image_shape, n_outputs, int(width))
     else:
         raise ConfigError(f"model = {name!r} is outside its valid range one of {', '.join(MODEL_NAMES)}")
     return Model(name=name, input_shape=input_shape, layers=tuple(layers), n_outputs=n_outputs, loss=loss)
