@@ -40,6 +40,8 @@ demo: $(STAMP)
 	$(FEDBOUND) plan udp examples/udp_mnist.toml
 	@echo "== 2b. PADPFL: which impact factors, rounds, mu and noise (scenario 3 of the paper)"
 	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml
+	@echo "== 2b'. DP-PFL: T*, the inner and outer noise under Theorem 1's RDP accounting, C* and the bound"
+	$(FEDBOUND) plan dppfl examples/dppfl_mnist.toml
 	@echo "== 2c. WPFL: sigma_DP under proven accounting beside Theorem 1's, and one round of the min-max schedule"
 	$(FEDBOUND) plan wpfl examples/wpfl_mnist.toml
 	$(FEDBOUND) schedule wpfl examples/wpfl_mnist.toml --rounds 1

@@ -82,3 +82,22 @@ def test_quantized_gaussian_is_a_method_of_calibrate_and_account(capsys):
                  "0.001", "--clip", "3", "--no-pld", "--no-wor", "--json"]) == 0
     row = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["method"] == "quantized_gaussian")
     assert row["value"] == pytest.approx(qa_gaussian_epsilon(0.001, 3.0, 4.72, 16, 0.5, 20), rel=1e-12)
+
+
+def test_calibrate_has_dppfl_theorem1_with_the_planners_sigma(capsys):
+    """`calibrate --mechanism dppfl` gives the sigma* the DP-PFL planner uses (Theorem 1 on Opacus' orders),
+    beside the one-mechanism calibration on the default grid (spec 000 setting A: 3.34841 vs 3.3581)."""
+    import json
+
+    from fedbound.bounds.dppfl import rdp_pfl_noise_multiplier
+    from fedbound.cli import main
+
+    args = ["calibrate", "--mechanism", "dppfl", "--eps", "2", "--delta", "1e-5", "--q", "1", "--steps", "50",
+            "--tau0", "3", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sigma"] == pytest.approx(rdp_pfl_noise_multiplier(2.0, 1e-5, 50, 3, 1.0, 1.0), rel=1e-12)
+    assert out["sigma_default_orders"] >= out["sigma"] * (1 - 1e-9)
+    assert main(["calibrate", "--mechanism", "nope", "--eps", "2", "--delta", "1e-5", "--q", "1",
+                 "--steps", "5"]) == 2
+    assert "--mechanism" in capsys.readouterr().err

@@ -80,6 +80,9 @@ TRAIN_SECTION = Section("train", (
           optional=True),
     Field("model", str, "mlp", "model architecture", choices=MODEL_NAMES),
     Field("hidden", int, 256, "hidden units of the mlp", low=1, high=MAX_WIDTH),
+    Field("last_hidden", int, None, "width of the CNNs' last hidden layer (default: the papers' 512 / 256; "
+          "DP-PFL, Wei et al. 2023, Fig. 6(b) sweeps it)", low=1, high=MAX_WIDTH, optional=True),
+    Field("width", int, 64, "resnet18: channels of its first stage", low=1, high=4096),
     Field("local_steps", int, 1, "local gradient steps per round", low=1, high=MAX_LOCAL_STEPS),
     Field("lr", float, None, "local learning rate (default: the algorithm's; UDP uses [udp] eta)",
           low=0.0, low_open=True, high=MAX_STEP_SIZE, optional=True),
@@ -204,6 +207,7 @@ def build_data(train: Mapping[str, Any], num_clients: int, samples_per_client: i
 def build_model_for(train: Mapping[str, Any], dataset: Dataset) -> Model:
     return build_model(train["model"], (dataset.n_features,), dataset.n_outputs,
                        image_shape=dataset.image_shape, hidden=train["hidden"],
+                       last_hidden=train["last_hidden"], width=train["width"],
                        loss="squared" if dataset.is_regression else "cross_entropy")
 
 

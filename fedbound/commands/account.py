@@ -126,6 +126,13 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         wor: Wor = True,
         clip: Clip = None,
         bits: Bits = 16,
+        mechanism: Annotated[str, typer.Option(
+            "--mechanism", help="gaussian (one sampled Gaussian per step) or dppfl (DP-PFL, Wei et al. "
+                                "2023, Theorem 1: two DP-SGD stages per local step; --steps is T)")
+        ] = "gaussian",
+        tau0: Annotated[int, typer.Option("--tau0", help="dppfl: local meta-steps per round")] = 1,
+        q_out: Annotated[float | None, typer.Option("--q-out", help="dppfl: sample rate of the outer stage "
+                                                                    "(default --q)")] = None,
         json: JsonFlag = False,
     ) -> None:
         """Noise each accounting method needs for (eps, delta) over the rounds; the saving over classic."""
@@ -134,6 +141,13 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.output import print_json
 
         s = float(check_real("--sensitivity", sensitivity, 0.0, low_open=True))
+        if mechanism not in ("gaussian", "dppfl"):
+            from fedbound.errors import ParameterError
+
+            raise ParameterError("--mechanism", mechanism, "gaussian or dppfl")
+        if mechanism == "dppfl":
+            _calibrate_dppfl(eps, delta, q, q if q_out is None else q_out, steps, tau0, s, json)
+            return
         rows = compare_noise(eps, delta, q, steps, pld=pld, without_replacement=wor)
         if clip is not None:
             from fedbound.accounting import calibrate_sigma_dp
@@ -155,6 +169,34 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                ["method", "z", "sigma", "saving", "guarantee"], table, rows,
                "z = sigma / sensitivity; saving = 1 - sigma/sigma_classic (classic = first row); "
                "NOT proven = formula used outside its proof (see warnings)")
+
+
+def _calibrate_dppfl(eps: float, delta: float, q_in: float, q_out: float, T: int, tau0: int, s: float,
+                     json: bool) -> None:
+    """DP-PFL's Theorem 1 (Wei et al. 2023, eq. (12)): the planner's sigma* on the paper's order grid, on a
+    finer one, and what a one-mechanism calibrator over 2 T tau0 steps gives on fedbound's default grid."""
+    from fedbound.bounds.dppfl import theorem1_calibration
+    from fedbound.checks import check_int, check_probability, check_real
+    from fedbound.output import print_json, print_table
+
+    cal = theorem1_calibration(float(check_real("--eps", eps, 0.0, low_open=True)),
+                               float(check_probability("--delta", delta)), int(check_int("--steps", T, 1)),
+                               int(check_int("--tau0", tau0, 1, 100_000)),
+                               float(check_probability("--q", q_in, allow_one=True)),
+                               float(check_probability("--q-out", q_out, allow_one=True)))
+    if json:
+        print_json({"command": "calibrate", "mechanism": "dppfl", "sensitivity": s, **cal})
+        return
+    rows = [["Theorem 1 on the paper's orders (Opacus' 151)", cal["sigma"], cal["sigma"] * s],
+            ["Theorem 1 on a finer order grid", cal["sigma_tight"], cal["sigma_tight"] * s]]
+    if cal["sigma_default_orders"] is not None:
+        rows.append([f"one sampled Gaussian, {cal['steps_equivalent']} steps, fedbound's default orders",
+                     cal["sigma_default_orders"], cal["sigma_default_orders"] * s])
+    print_table(f"DP-PFL noise for (eps = {eps:g}, delta = {delta:g}), T = {T}, tau0 = {tau0}",
+                ["accounting", "z", "sigma"], rows,
+                caption=f"alpha* = {cal['alpha']:g}, inner share of the RDP {cal['inner_share']:.3f}; "
+                        "the rows differ only by the Renyi orders minimised over (the default grid has no "
+                        "order near alpha*)")
 
 
 def _row_dict(row) -> dict[str, Any]:
