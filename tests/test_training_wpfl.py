@@ -418,3 +418,36 @@ def test_perfect_gaussian_baseline_skips_quantization_and_channel():
     setting = {"N": 20, "T": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
     assert sigma_for({**setting, "mechanism": "perfect_gaussian"}) == sigma_for(setting)
     assert sigma_for({**setting, "mechanism": "gaussian"}) > 100 * sigma_for(setting)
+
+
+def test_dithered_quantizer_error_is_exactly_gaussian_whatever_the_input():
+    """Subtractive dither with half-step sigma chi_3: the error is N(0, sigma^2) and independent of x (a
+    Kolmogorov-Smirnov test against scipy's normal at two very different inputs; false-alarm rate 1e-3)."""
+    from scipy import stats
+
+    from fedbound.training.quantization import dithered_gaussian
+
+    sigma, n = 0.7, 40_000
+    for level in (0.0, 12.345):
+        x = torch.full((1, n), level, dtype=torch.float64)
+        y, wrong, bits = dithered_gaussian(x, [sigma], 16, [0.0], [np.random.default_rng(7)])
+        err = (y - x).numpy().ravel()
+        assert wrong == 0 and 0 <= bits <= 16
+        assert stats.kstest(err / sigma, "norm").pvalue > 1e-3
+        assert abs(float(np.std(err)) - sigma) < 0.02
+
+
+def test_dithering_baseline_trains_with_the_tight_sigma():
+    """mechanism = "dithering" (Fig. 2): the uploads carry exactly Gaussian noise made by the quantizer (no
+    separate noise draw), the element errors of the channel apply, and its sigma is the tight calibration."""
+    from fedbound.validation.train_wpfl import sigma_for
+
+    _, _, data, model = tiny_setup(num_clients=6, sizes=[10, 12, 9, 12, 11, 12])
+    schedule = small_schedule(uplink=0.05, downlink=0.05)
+    algo = WPFL(schedule, 2.0, 4, LocalSGD(steps=1, lr=0.3, sample_rate=0.5), 0.2, 0.5, dithered=True)
+    res = run(algo, model, data, plan=plan_for(schedule, 0.02, 2.0, 4, 0.5), options=F64)
+    glob = res.metrics[res.metrics["client"].isna()]
+    assert glob["dither_bits"].min() >= 0 and np.isfinite(res.params.numpy()).all()
+    assert glob["uplink_element_errors"].sum() > 0  # the channel still applies
+    setting = {"N": 20, "T": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
+    assert sigma_for({**setting, "mechanism": "dithering"}) == sigma_for(setting, "tight")

@@ -25,7 +25,8 @@ import torch
 
 from fedbound.errors import ParameterError
 
-__all__ = ["quantize_index", "index_value", "quantize", "flip_bits", "transmit", "MAX_BITS"]
+__all__ = ["quantize_index", "index_value", "quantize", "flip_bits", "transmit", "dithered_gaussian",
+           "MAX_BITS"]
 
 MAX_BITS = 52
 """Largest R: level indices must be exact in float64 (and fit int64)."""
@@ -103,3 +104,45 @@ def transmit(x: torch.Tensor, half_range: torch.Tensor | float, bits: int, ber: 
             wrong += changed
         index = torch.stack(rows)
     return index_value(index, half_range, bits, x.dtype), wrong
+
+
+def dithered_gaussian(x: torch.Tensor, sigma: torch.Tensor | Sequence[float], bits: int,
+                      ber: Sequence[float] | np.ndarray, rngs: Sequence[np.random.Generator]
+                      ) -> tuple[torch.Tensor, int, float]:
+    """Rows of ``x`` through subtractive dithered quantization with random steps (the "dithering" DP
+    baseline of seed 004 Fig. 2, after Hasircioglu & Gunduz's P2CEFL): per element a half-step
+    ``s = sigma chi_3``, step ``2 s``, a dither ``u ~ U(-s, s)`` shared with the server, the index
+    ``k = round((x + u) / 2s)`` sent as an ``R``-bit word (offset binary, saturating) over the row's
+    channel, and ``2 s k - u`` received.
+
+    With a subtractive dither the error is ``U(-s, s)`` whatever ``x``; ``s = sigma chi_3`` makes that
+    uniform scale mixture exactly ``N(0, sigma^2)`` (so the release is the Gaussian mechanism with ``sigma``,
+    the noise costs no extra bits).  Returns the received rows, the number of wrong elements, and the mean
+    number of bits an index needs (``ceil(log2(2|k| + 1))``; the paper reports about 16).
+    """
+    k_rows, d = x.shape
+    sig = np.broadcast_to(np.asarray(torch.as_tensor(sigma, dtype=torch.float64).cpu(), dtype=np.float64),
+                          (k_rows,))
+    ber = np.asarray(ber, dtype=np.float64).reshape(-1)
+    if len(ber) != k_rows or len(rngs) != k_rows:
+        raise ParameterError("ber / rngs", (len(ber), len(rngs)), f"one per row ({k_rows})")
+    if not 1 <= bits <= MAX_BITS:
+        raise ParameterError("bits", bits, f"integer in [1, {MAX_BITS}]")
+    values = x.detach().to(torch.float64).cpu().numpy()
+    out = np.empty_like(values)
+    wrong, need = 0, 0.0
+    top = 2 ** (bits - 1)
+    for j in range(k_rows):
+        rng = rngs[j]
+        half = sig[j] * np.sqrt(rng.chisquare(3, size=d))
+        dither = rng.uniform(-1.0, 1.0, size=d) * half
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.where(half > 0, np.rint((values[j] + dither) / (2 * half)), 0.0)
+        need += float(np.mean(np.ceil(np.log2(2 * np.abs(k) + 1))))
+        index = np.clip(k + top, 0, 2 * top - 1)
+        if ber[j] > 0:
+            received, changed = flip_bits(torch.as_tensor(index.astype(np.int64)), float(ber[j]), bits, rng)
+            index = received.cpu().numpy().astype(np.float64)
+            wrong += changed
+        out[j] = np.where(half > 0, 2 * half * (index - top) - dither, values[j])
+    return torch.as_tensor(out, dtype=x.dtype, device=x.device), wrong, need / max(k_rows, 1)

@@ -54,7 +54,7 @@ from fedbound.training.local import LocalSGD, select_minibatch
 from fedbound.training.metrics import evaluate_clients, evaluate_test
 from fedbound.training.models import Model
 from fedbound.training.participation import scheduled
-from fedbound.training.quantization import quantize, transmit
+from fedbound.training.quantization import dithered_gaussian, quantize, transmit
 
 __all__ = ["WPFL", "WPFLSchedule", "jain_index", "evaluate_each_on_test", "PL_CLIENTS"]
 
@@ -166,7 +166,8 @@ class WPFL(Algorithm):
     name = "wpfl"
 
     def __init__(self, schedule: WPFLSchedule, clip_norm: float, bits: int, local: LocalSGD, pl_lr: float,
-                 pl_weight: float, pl_clients: str = "all", quantized: bool = True) -> None:
+                 pl_weight: float, pl_clients: str = "all", quantized: bool = True,
+                 dithered: bool = False) -> None:
         super().__init__(schedule.rounds, local)
         if not clip_norm > 0:
             raise ParameterError("C", clip_norm, "(0, inf)")
@@ -183,6 +184,7 @@ class WPFL(Algorithm):
         self.pl_weight = float(pl_weight)
         self.pl_clients = pl_clients
         self.quantized = bool(quantized)
+        self.dithered = bool(dithered)
         self.weight_decay = local.weight_decay
 
     @classmethod
@@ -199,7 +201,8 @@ class WPFL(Algorithm):
         local = LocalSGD(steps=train["local_steps"], lr=setting["eta_F"], sample_rate=setting["q"],
                          weight_decay=train["weight_decay"])
         return cls(schedule, setting["C"], setting["R"], local, setting["eta_P"], setting["lam"],
-                   setting["pl_clients"], setting.get("mechanism", "quantized") != "perfect_gaussian")
+                   setting["pl_clients"], setting.get("mechanism", "quantized") != "perfect_gaussian",
+                   setting.get("mechanism") == "dithering")
 
     # --- state -------------------------------------------------------------------------------------------
     def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
@@ -230,6 +233,16 @@ class WPFL(Algorithm):
     def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
         clipped, norms = clip_rows(local, self.clip_norm)
         ctx.log("clipped", float((norms > self.clip_norm).sum()))
+        if self.dithered:  # the dithering baseline: exact Gaussian noise made by the quantizer itself
+            sigma = ctx.sigma("uplink", clients)
+            ctx.noise_std.setdefault("uplink", []).extend(sigma.tolist())
+            chosen = self.schedule.clients[ctx.round]
+            ber = self.schedule.uplink_ber[ctx.round][np.searchsorted(chosen, clients)]
+            received, wrong, bits = dithered_gaussian(clipped, sigma, self.bits, ber,
+                                                      self._rngs(ctx, "uplink_dither", ctx.round, clients))
+            ctx.log("uplink_element_errors", wrong)
+            ctx.log("dither_bits", bits * len(clients) / max(len(self.schedule.clients[ctx.round]), 1))
+            return received
         noisy = ctx.add_noise("uplink", clipped, clients)
         if not self.quantized:  # the "perfect Gaussian" baseline: no quantization, no channel
             ctx.log("uplink_element_errors", 0.0)

@@ -60,7 +60,8 @@ def sigma_for(setting: Mapping[str, Any], noise: str = "paper", local_steps: int
 
     s = full_setting(setting)
     mechanism = s.get("mechanism", "quantized")
-    method = noise if mechanism in ("quantized", "perfect_gaussian") else mechanism
+    method = (noise if mechanism in ("quantized", "perfect_gaussian")
+              else "tight" if mechanism == "dithering" else mechanism)
     return wpfl_noise({**s, "q": _q_eff(s["q"], local_steps)}, s["T"], method)["uplink"]
 
 
@@ -122,7 +123,11 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
         tight_eps = math.inf
         notes.append(f"the tight accountant cannot bound sigma_DP = {sigma:.4g} over T0 uploads ({exc})")
     mechanism = s.get("mechanism", "quantized")
-    if mechanism not in ("quantized", "perfect_gaussian"):
+    if mechanism == "dithering":
+        source = ("dithering baseline of seed 004 Fig. 2: subtractive dithered quantization with random "
+                  "steps makes exactly Gaussian noise; sigma from the tight (RDP) calibration, "
+                  "fedbound.bounds.wpfl.noise")
+    elif mechanism not in ("quantized", "perfect_gaussian"):
         source = f"DP baseline of seed 004 Fig. 2 ({mechanism}), fedbound.bounds.wpfl.noise"
     elif noise == "paper":
         source = ("seed 004 Theorem 1 (eqs. (23)-(24)): sigma_DP = calibrate_sigma_dp(eps_Q, delta_Q, C, R, "
@@ -138,7 +143,7 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
             "epsilon_tight_after_T0_uploads": tight_eps if math.isfinite(tight_eps) else None}
     return NoisePlan(rounds=rounds, num_clients=N, sigma={"uplink": np.full(rounds, sigma)},
                      sensitivity={"uplink": 2.0 * C}, eps=eps, delta=delta, views=(view,),
-                     budget_accountant="paper" if noise == "paper" else "tight",
+                     budget_accountant="paper" if noise == "paper" and mechanism != "dithering" else "tight",
                      paper_accountant="quantized_gaussian", source=source, notes=tuple(notes), info=info)
 
 

@@ -68,8 +68,10 @@ def section():
         Field("lam", float, 0.5, "PL-FL weight lambda of the fixed-rate baselines", low=0.0, high=2.0),
         Field("mechanism", str, "quantized", "DP mechanism: the quantization-assisted Gaussian (sigma by "
               "[train] noise) or a Fig. 2 baseline: gaussian (classic mechanism ignoring quantization), "
-              "moments (moments accountant), perfect_gaussian (same sigma, no quantization, no bit errors)",
-              choices=("quantized", "gaussian", "moments", "perfect_gaussian")),
+              "moments (moments accountant), perfect_gaussian (same sigma, no quantization, no bit errors), "
+              "dithering (subtractive dithered quantization with random steps: exactly Gaussian noise, "
+              "tight sigma)",
+              choices=("quantized", "gaussian", "moments", "perfect_gaussian", "dithering")),
         Field("pl_clients", str, "all", "who updates its PL model each round (E12)",
               choices=("all", "selected")),
         const("mu", ", MLR-MNIST estimate"), const("L", ", MLR-MNIST estimate"), const("G0"), const("M"),
