@@ -51,13 +51,13 @@ demo: $(STAMP)
 	@echo "== 4. The paper's claims, checked: holds / fails in a region, with counterexamples"
 	$(FEDBOUND) claims nbafl
 	@echo "== 5. The simulator: train NbAFL and UDP+CRD on the embedded MNIST subset"
-	$(FEDBOUND) train nbafl examples/nbafl_mnist.toml --out $(DEMO_OUT)/train_nbafl --no-progress
-	$(FEDBOUND) train udp examples/udp_crd_mnist.toml --out $(DEMO_OUT)/train_udp_crd --no-progress
+	$(FEDBOUND) train nbafl examples/nbafl_mnist.toml --out $(DEMO_OUT)/train_nbafl --no-progress --overwrite
+	$(FEDBOUND) train udp examples/udp_crd_mnist.toml --out $(DEMO_OUT)/train_udp_crd --no-progress --overwrite
 	@echo "== 6. The other three papers on the engine: adaptive DP with priority aggregation (PADPFL),"
 	@echo "==    RDP personalised meta-learning (DP-PFL), wireless personalised FL with quantized DP (WPFL)"
-	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress
-	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress
-	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress
+	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
+	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
+	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
