@@ -453,7 +453,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
                   "(eq. (2))",
                   "mini-batches are Poisson samples at rate q with one local step (eq. (20a); the paper "
                   "states "
-                  "neither, E15)",
+                  "neither)",
                   "quantization (eq. (8)) and bit errors (eq. (15)) are post-processing of the Gaussian "
                   "release",
                   "the bound constants (mu, L, G0, M, phi's, eps_P, D0) hold for the model (Assumption 1)"),

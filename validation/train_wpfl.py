@@ -113,10 +113,10 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
     sigma = capture(sigma_for, s, noise, local_steps, notes=notes)
     log_psi, log_psi1, _, _ = acc.qa_gaussian_log_psi(C, sigma, R, q_eff)
     if log_psi1 + eps / T < log_psi + math.log(1e-12):
-        notes.append(f"seed 004 Theorem 1 at sigma_DP = {sigma:.6g}: psi1 = e^({log_psi1:.4g}) is "
-                     "negligible, so delta_Q does not depend on eps_Q and the paper's accountant certifies "
-                     f"eps = 0 for up to T0 = {T} uploads (spec 004 S5); its delta_Q is a per-outcome "
-                     "delta, not a set-based (eps, delta) guarantee (spec 004 E17)")
+        notes.append(f"WPFL (Zhao et al. 2025), Theorem 1 at sigma_DP = {sigma:.6g}: psi1 = "
+                     f"e^({log_psi1:.4g}) is negligible, so delta_Q does not depend on eps_Q and the paper's "
+                     f"accountant certifies eps = 0 for up to T0 = {T} uploads; its delta_Q (eq. (23)) is a "
+                     "per-outcome delta, not a set-based (eps, delta) guarantee")
     try:
         tight_eps = capture(acc.epsilon, sigma / (2.0 * C), q_eff, T, delta, notes=notes)
     except (FedboundError, OverflowError) as exc:  # a sigma so small that even RDP gives up
