@@ -230,3 +230,22 @@ def test_sigkill_mid_round_then_resume_is_identical(setup, tmp_path):
     assert torch.equal(resumed.params, full.params)
     cols = ["round", "loss", "sigma", "epsilon_spent"]
     assert resumed.metrics[cols].equals(full.metrics[cols])
+
+
+@pytest.mark.parametrize("name", ["nbafl", "udp", "adaptive", "dppfl", "wpfl"])
+def test_every_algorithm_refuses_its_damaged_checkpoint_through_the_cli(name, tmp_path, capsys):
+    """Each paper's `fedbound train` on its example (2 rounds): a bit flip in checkpoint.pt is one line naming
+    the file, exit 2; the run directory is kept."""
+    from pathlib import Path
+
+    from fedbound.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / f"{name}_mnist.toml"
+    out = tmp_path / "run"
+    args = ["train", name, str(example), "--set", "T=2", "--out", str(out), "--no-progress", "--json"]
+    assert main(args) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    _flip_bit(out / ckpt.CHECKPOINT, 50)
+    assert main(args) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and "checkpoint" in err[0] and (out / ckpt.CHECKPOINT).exists()
