@@ -33,7 +33,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 from scipy.special import erf, log_ndtr
 
 from fedbound.accounting._numerics import log1mexp
@@ -189,6 +188,8 @@ def _calibrate_one(eps: float, delta: float, c: float, r: int, q: float, t0: int
         raise InfeasibleError(f"delta_Q = {delta:g} is not reached by Theorem 1 for sigma_dp <= {hi:g} "
                               f"(delta_Q({hi:g}) = {f_hi + delta:.6g}; eps_Q = {eps:g}, C = {c:g}, R = {r}, "
                               f"q = {q:g}, T0 = {t0})")
+    from scipy.optimize import brentq  # here, not at import: scipy.optimize costs every command ~0.15 s
+
     sigma = brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     step = max(sigma * 1e-12, 1e-15)
     while excess(sigma) > 0:  # the root on the private side: delta_Q(sigma) <= target
