@@ -18,23 +18,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PAPER_ACCOUNTANTS", "paper_accountant", "one_sided_amplification", "ClassicLinear", "UdpMoments",
-           "RenyiDP", "QuantizedGaussian"]
+__all__ = ["PAPER_ACCOUNTANTS", "paper_accountant", "one_sided_amplification", "inverse_square",
+           "ClassicLinear", "UdpMoments", "RenyiDP", "QuantizedGaussian"]
 
 
 def one_sided_amplification(eps: np.ndarray, q: float) -> np.ndarray:
     """Per-round cost of a q-sampled eps-DP release as NbAFL's Lemma 4 counts it: -ln(1 - q + q e^{-eps}).
 
     Wei et al. 2020 (NbAFL), eq. (56); a one-sided bound (the standard amplification is ln(1 + q(e^eps - 1)),
-    :func:`fedbound.accounting.amplify_by_subsampling`).  Written as -ln((1 - q) + q e^{-eps}): exact at
-    q = 1.
+    :func:`fedbound.accounting.amplify_by_subsampling`).  log1p where accurate, -ln((1 - q) + q e^{-eps})
+    near q = 1 and large eps (exact there, where the log1p form rounds to infinity).
     """
     e = np.asarray(eps, dtype=np.float64)
+    shrink = q * np.expm1(-e)  # in (-1, 0]: log1p is accurate unless it is close to -1 (q = 1, large eps)
     with np.errstate(divide="ignore"):
-        return -np.log((1.0 - q) + q * np.exp(-e))
+        return np.where(shrink > -0.5, -np.log1p(shrink), -np.log((1.0 - q) + q * np.exp(-e)))
 
 
-def _inv(z: np.ndarray) -> np.ndarray:
+def inverse_square(z: np.ndarray) -> np.ndarray:
+    """``1/z^2`` of noise multipliers, 0 where ``z = inf`` (no release): what Gaussian releases add up."""
     with np.errstate(divide="ignore"):
         return np.where(np.isinf(z), 0.0, 1.0 / np.square(z))
 
@@ -77,7 +79,7 @@ class UdpMoments:
 
     def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
                sampled: bool, ctx: Any) -> None:
-        acct.paper_sum += count * view.sample_rate * _inv(z_all)
+        acct.paper_sum += count * view.sample_rate * inverse_square(z_all)
 
     def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
         from fedbound.accounting import udp_theorem1_epsilon
@@ -118,7 +120,7 @@ class QuantizedGaussian:
     def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
                sampled: bool, ctx: Any) -> None:
         acct.paper_count[who] += count
-        acct.paper_max[who] = np.maximum(acct.paper_max[who], _inv(z[who]))
+        acct.paper_max[who] = np.maximum(acct.paper_max[who], inverse_square(z[who]))
 
     def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
         from fedbound.accounting import qa_gaussian_epsilon

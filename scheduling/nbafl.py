@@ -350,7 +350,7 @@ def _tight_variant(variant: str) -> tuple[str, str]:
 
 
 def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str,
-               warnings: list[str]) -> tuple[Recommendation, Optimum, dict[str, float]]:
+               warnings: list[str]) -> tuple[Recommendation, Optimum]:
     """The design to deploy: T* under exact accounting, sigma's calibrated at that T, its bound."""
     tight_variant, note = _tight_variant(variant)
     if note:
@@ -396,11 +396,7 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str,
     rec = Recommendation(T=T_rec, K=int(K) if K is not None else None, sigma=sigma, bound=bound,
                          accounting=accounting, why=why, premises=premises,
                          extra={"sigma_aggregate": sigma_agg, "variant": tight_variant})
-    return rec, t_opt, {"sigma_aggregate": sigma_agg}
-
-
-def _fmt(x: Any) -> Any:
-    return None if x is None else x
+    return rec, t_opt
 
 
 def _rows(s: dict[str, Any], d: dict[str, Any], rec: Recommendation) -> tuple[Row, ...]:
@@ -425,7 +421,7 @@ def _rows(s: dict[str, Any], d: dict[str, Any], rec: Recommendation) -> tuple[Ro
             Row("sigma_downlink_k (Lemma 4)", d["sigma_downlink_k"], rec.sigma["server"],
                 f"paper at T = {d['T']:g}; tight (RDP, K-of-N without replacement) at T = {rec.T}"),
             Row("sigma_aggregate_k", d["sigma_aggregate_k"], rec.extra["sigma_aggregate"], ""),
-            Row("Theorem 3 bound at (T, K)", _fmt(d["bound_k_at_T"]), None, "- = outside condition (60)"),
+            Row("Theorem 3 bound at (T, K)", d["bound_k_at_T"], None, "- = outside condition (60)"),
         ]
     if d.get("K_opt") is not None:
         edge = "K = N" if d["K_opt_is_N"] else ("domain edge" if d["K_opt_at_domain_edge"] else "interior")
@@ -459,10 +455,6 @@ def _differences(d: dict[str, Any], rec: Recommendation) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _show(x: float | None) -> str:
-    return "undefined" if x is None else f"{x:.4g}"
-
-
 def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     """What a designer deploys for one NbAFL setting: the recommendation, then the paper's own answer.
 
@@ -479,7 +471,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
                              hint="at most N clients per round")
     warnings: list[str] = []
     data, t_paper = _paper_answer(s, variant, warnings)
-    rec, t_tight, _ = _recommend(s, data, variant, warnings)
+    rec, t_tight = _recommend(s, data, variant, warnings)
     data["warnings"] = warnings
     optima = {"T_opt": t_paper, "T_opt_tight": t_tight}
     return Plan(paper="nbafl", title=f"{PAPER}: plan", variant=variant, recommendation=rec,

@@ -47,7 +47,7 @@ import numpy as np
 
 from fedbound.accounting import DEFAULT_ORDERS as ORDERS
 from fedbound.accounting.paper_accountants import PAPER_ACCOUNTANTS as _REGISTERED
-from fedbound.accounting.paper_accountants import paper_accountant
+from fedbound.accounting.paper_accountants import inverse_square, paper_accountant
 from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
@@ -99,11 +99,6 @@ class Release:
     z: np.ndarray
     z_all: np.ndarray
     count: int
-
-
-def _inv(z: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return np.where(np.isinf(z), 0.0, 1.0 / np.square(z))
 
 
 class _ViewAccount:
@@ -189,7 +184,7 @@ class PrivacyLedger:
             if sampled:
                 acct.rdp[who] += rel.count * self._rdp_rows(view.sampling, view.sample_rate, z_tight[who])
             else:
-                inv = _inv(z_tight[who])
+                inv = inverse_square(z_tight[who])
                 acct.count[who] += rel.count
                 acct.inv_sum[who] += rel.count * inv
                 acct.inv_max[who] = np.maximum(acct.inv_max[who], inv)
