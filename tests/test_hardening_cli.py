@@ -27,6 +27,11 @@ EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "nbafl_mnist.to
     (["account", "--sigma", "0", "--q", "0.4", "--steps", "25", "--delta", "0.01"], "--sigma"),
     (["calibrate", "--eps", "6", "--delta", "0.01", "--q", "0.4", "--steps", "25", "--sensitivity", "1e308",
       "--no-pld", "--no-wor"], "--sensitivity"),
+    (["calibrate", "--mechanism", "dppfl", "--eps", "1e308", "--delta", "1e-5", "--q", "1", "--steps", "5"],
+     "--eps"),
+    (["calibrate", "--mechanism", "dppfl", "--eps", "2", "--delta", "1e-5", "--q", "1", "--steps", "5",
+      "--tau0", "0"], "--tau0"),
+    (["calibrate", "--eps", "1", "--delta", "0.001", "--q", "0.5", "--steps", "20", "--clip", "nan"], "--clip"),
 ])
 def test_bad_command_line_is_one_line_naming_the_input(capsys, args, named):
     assert main(args) == 2

@@ -179,8 +179,9 @@ def _calibrate_dppfl(eps: float, delta: float, q_in: float, q_out: float, T: int
     from fedbound.checks import check_int, check_probability, check_real
     from fedbound.output import print_json, print_table
 
-    cal = theorem1_calibration(float(check_real("--eps", eps, 0.0, low_open=True)),
-                               float(check_probability("--delta", delta)), int(check_int("--steps", T, 1)),
+    cal = theorem1_calibration(float(check_real("--eps", eps, 1e-6, 1e6)),
+                               float(check_real("--delta", delta, 1e-100, 1.0, high_open=True)),
+                               int(check_int("--steps", T, 1)),
                                int(check_int("--tau0", tau0, 1, 100_000)),
                                float(check_probability("--q", q_in, allow_one=True)),
                                float(check_probability("--q-out", q_out, allow_one=True)))
