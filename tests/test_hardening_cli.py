@@ -31,7 +31,7 @@ EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "nbafl_mnist.to
      "--eps"),
     (["calibrate", "--mechanism", "dppfl", "--eps", "2", "--delta", "1e-5", "--q", "1", "--steps", "5",
       "--tau0", "0"], "--tau0"),
-    (["calibrate", "--eps", "1", "--delta", "0.001", "--q", "0.5", "--steps", "20", "--clip", "nan"], "--clip"),
+    (["calibrate", "--eps", "1", "--delta", "0.001", "--q", "0.5", "--steps", "20", "--clip", "0"], "--clip"),
 ])
 def test_bad_command_line_is_one_line_naming_the_input(capsys, args, named):
     assert main(args) == 2
