@@ -6,6 +6,7 @@ Nothing here is public API; the modules that use these helpers cite the formulas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -26,6 +27,43 @@ def logsumexp_rows(a: np.ndarray) -> np.ndarray:
     m = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore"):
         return np.log(np.sum(np.exp(a - m), axis=-1)) + m[..., 0]
+
+
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erfc(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_ERFC(x), dtype=np.float64).reshape(np.shape(x))
+
+_ASYMPTOTIC_BELOW = -37.0  # 0.5 erfc(-x/sqrt 2) is a normal double down to here, subnormal below
+
+
+def log_ndtr(x: np.ndarray) -> np.ndarray:
+    """log Phi(x), the log of the standard normal CDF, to double precision on the whole real line.
+
+    The same function as ``scipy.special.log_ndtr`` without importing scipy.special (~0.3 s, most of a cold
+    ``fedbound plan``): ``log1p(-erfc(x/sqrt 2)/2)`` for x >= 0, ``log(erfc(-x/sqrt 2)/2)`` down to x = -37
+    (C99 ``erfc`` keeps its relative precision far into the tail), and below it the asymptotic series
+    log Phi(x) = -x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + ...) (Abramowitz & Stegun
+    26.2.12), whose 8 terms are exact to double precision for x <= -37.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    t = _erfc(-x / math.sqrt(2.0))
+    pos, tail = x >= 0, x < _ASYMPTOTIC_BELOW
+    mid = ~pos & ~tail & ~np.isnan(x)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out[pos] = np.log1p(-0.5 * _erfc(x[pos] / math.sqrt(2.0)))
+        out[mid] = np.log(0.5 * t[mid])
+        xt = x[tail]
+        inv = 1.0 / (xt * xt)
+        series, term = np.ones_like(xt), np.ones_like(xt)
+        for k in range(1, 8):
+            term = -term * (2 * k - 1) * inv
+            series += term
+        out[tail] = -0.5 * xt * xt - np.log(-xt) - LOG_2PI_HALF + np.log(series)
+    out[np.isnan(x)] = np.nan
+    return out
 
 
 def log1mexp(x: np.ndarray) -> np.ndarray:

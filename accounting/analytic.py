@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import log_ndtr
 
-from fedbound.accounting._numerics import decreasing_root, log1mexp
+from fedbound.accounting._numerics import decreasing_root, log1mexp, log_ndtr
 from fedbound.checks import broadcast, check_finite, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 

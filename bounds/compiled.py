@@ -22,9 +22,10 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy as sp
+if TYPE_CHECKING:  # sympy is imported only where an expression is compiled (a cache miss)
+    import sympy as sp
 
 __all__ = ["compile_expression", "cached_function", "cached_json", "fingerprint", "cache_dir"]
 
@@ -40,6 +41,8 @@ def cache_dir() -> Path | None:
 
 
 def _key(symbols: Sequence[sp.Symbol], expr: sp.Basic) -> str:
+    import sympy as sp
+
     text = json.dumps([sp.srepr(expr), [sp.srepr(s) for s in symbols], sp.__version__, MODULES])
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
 
@@ -97,12 +100,14 @@ _FINGERPRINTS: dict[tuple[str, ...], str] = {}
 
 
 def fingerprint(*files: str) -> str:
-    """A hash of ``files``, core.py, this module and the sympy version: part of every theorem's key."""
+    """A hash of ``files``, core.py, this module and the sympy version: part of every theorem's key.
+
+    The sympy version is read from its ``release.py`` without importing sympy (a cached plan never does)."""
     here = Path(__file__).resolve().parent
-    names = tuple(sorted({*map(str, files), str(here / "core.py"), str(here / "compiled.py")}))
+    names = tuple(sorted({*(str(Path(f).resolve()) for f in files), str(here / "core.py"),
+                          str(here / "compiled.py"), str(here / "lazy.py"), _sympy_release()}))
     if names not in _FINGERPRINTS:
         h = hashlib.blake2b(digest_size=20)
-        h.update(sp.__version__.encode())
         for name in names:
             try:
                 h.update(Path(name).read_bytes())
@@ -112,6 +117,15 @@ def fingerprint(*files: str) -> str:
     return _FINGERPRINTS[names]
 
 
+def _sympy_release() -> str:
+    """The file that states sympy's version (``sympy/release.py``), found without importing sympy."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sympy")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return str(Path(locations[0]) / "release.py") if locations else "sympy-missing"
+
+
 def _path(key: str) -> Path | None:
     root = cache_dir()
     if root is None:
@@ -119,7 +133,7 @@ def _path(key: str) -> Path | None:
     return root / f"{hashlib.blake2b(key.encode(), digest_size=20).hexdigest()}.json"
 
 
-Build = Callable[[], tuple[Sequence[sp.Symbol], sp.Basic]]
+Build = Callable[[], tuple[Sequence[Any], Any]]  # () -> (sympy symbols, sympy expression)
 
 
 def cached_function(key: str, build: Build) -> Callable[..., Any]:
@@ -129,6 +143,8 @@ def cached_function(key: str, build: Build) -> Callable[..., Any]:
         fn = _load(path)
         if fn is not None:
             return fn
+    import sympy as sp
+
     symbols, expr = build()
     fn = sp.lambdify(list(symbols), expr, modules=MODULES, cse=True)
     if path is not None:

@@ -34,35 +34,36 @@ import sys
 import warnings as _warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
 
-from fedbound.bounds.compiled import cached_function, cached_json, compile_expression, fingerprint
+from fedbound.bounds.compiled import cached_function, cached_json, fingerprint
 from fedbound.checks import check_int, check_real, interval
 from fedbound.errors import DomainError, FedboundWarning, ParameterError, VacuousBoundWarning
 
-__all__ = ["Param", "Condition", "Definition", "Variant", "Source", "Notation", "Theorem", "Evaluation",
-           "Comparison", "MissingInputError", "SEVERITIES", "PAPER"]
+if TYPE_CHECKING:  # sympy is imported where an expression is built, never for a cached evaluation
+    import sympy as sp
+
+__all__ = ["Domain", "ConditionInfo", "Param", "Condition", "Definition", "Variant", "Source", "Notation",
+           "Evaluable", "Record", "Theorem", "Evaluation", "Comparison", "MissingInputError", "SEVERITIES",
+           "PAPER"]
 
 PAPER = "paper"
 SEVERITIES = ("undefined", "required", "caveat", "vacuous")
 _MODULES = ["numpy", "scipy"]
 
 
-@dataclass(frozen=True)
-class Param:
-    """A named parameter: sympy symbol, domain (integer or real, open or closed ends) and meaning."""
+class _Ranged:
+    """Range checks shared by :class:`Param` and :class:`Domain` (fields ``name``, ``doc``, ``low`` ...)."""
 
     name: str
-    symbol: sp.Symbol
     doc: str
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    integer: bool = False
+    low: float | None
+    high: float | None
+    low_open: bool
+    high_open: bool
+    integer: bool
 
     def valid_range(self) -> str:
         return interval(self.low, self.high, self.low_open, self.high_open, integer=self.integer)
@@ -76,6 +77,64 @@ class Param:
             return check_int(self.name, value, low, high, hint=hint).astype(np.float64)
         return check_real(self.name, value, self.low, self.high, low_open=self.low_open,
                           high_open=self.high_open, hint=hint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "doc": self.doc, "low": self.low, "high": self.high,
+                "low_open": self.low_open, "high_open": self.high_open, "integer": self.integer}
+
+
+@dataclass(frozen=True)
+class Domain(_Ranged):
+    """A parameter's name, meaning and domain without its sympy symbol (what a cached evaluation needs)."""
+
+    name: str
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class Param(_Ranged):
+    """A named parameter: sympy symbol, domain (integer or real, open or closed ends) and meaning."""
+
+    name: str
+    symbol: sp.Symbol
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class ConditionInfo:
+    """What an evaluation needs of a :class:`Condition`: everything but its sympy expression."""
+
+    name: str
+    severity: str
+    message: str
+    blame: str
+    valid: str
+    category: type[Warning] = FedboundWarning
+
+    def to_json(self) -> dict[str, Any]:
+        cat = self.category
+        return {"name": self.name, "severity": self.severity, "message": self.message, "blame": self.blame,
+                "valid": self.valid, "category": f"{cat.__module__}:{cat.__qualname__}"}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ConditionInfo:
+        import importlib
+
+        module, _, qualname = d["category"].partition(":")
+        category = importlib.import_module(module)
+        for part in qualname.split("."):
+            category = getattr(category, part)
+        return cls(d["name"], d["severity"], d["message"], d["blame"], d["valid"], category)
 
 
 @dataclass(frozen=True)
@@ -98,6 +157,9 @@ class Condition:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+
+    def info(self) -> ConditionInfo:
+        return ConditionInfo(self.name, self.severity, self.message, self.blame, self.valid, self.category)
 
 
 @dataclass(frozen=True)
@@ -171,11 +233,12 @@ class Notation:
     # -- variants ----------------------------------------------------------------------------------------
     def variant_names(self, variant: str) -> tuple[str, ...]:
         """Split ``"a+b"`` into known variant names; ``"paper"`` is the empty combination."""
-        names = tuple(n.strip() for n in str(variant).split("+") if n.strip() and n.strip() != PAPER)
-        for n in names:
-            if n not in self.variants:
-                raise ParameterError("variant", n, "one of " + ", ".join([PAPER, *self.variants]))
-        return names
+        return variant_names(variant, self.variants)
+
+    def describe_json(self) -> dict[str, Any]:
+        """Name, parameter domains and variants as JSON: what :mod:`fedbound.bounds.lazy` keeps cached."""
+        return {"name": self.name, "params": [p.to_json() for p in self.params.values()],
+                "variants": {v.name: {"doc": v.doc, "source": v.source} for v in self.variants.values()}}
 
     def definitions_for(self, variant: str) -> tuple[dict[sp.Symbol, Definition], set[str]]:
         """The definitions in force under ``variant`` and the condition names it drops."""
@@ -192,6 +255,18 @@ class Notation:
                 changed[d.symbol] = name
             drops |= set(v.drops)
         return defs, drops
+
+
+def check_derivative(params: Mapping[str, Any], wrt: str) -> None:
+    if wrt not in params:
+        raise ParameterError("wrt", wrt, "one of " + ", ".join(params))
+
+
+def derivative_names(theorem: Any, wrt: str, order: int) -> tuple[str, str, str]:
+    """(name, lhs, doc) of the ``order``-th derivative of ``theorem`` in ``wrt``."""
+    mark = "'" * order if order <= 3 else f"^({order})"
+    return (f"{theorem.name}_d{order}_{wrt}", f"{theorem.lhs}{mark} wrt {wrt}",
+            f"d^{order}/d{wrt}^{order} of {theorem.name} (sympy)")
 
 
 def _reachable(expr: sp.Basic, defs: Mapping[sp.Symbol, Definition]) -> list[sp.Symbol]:
@@ -288,139 +363,127 @@ def _scalar(x: np.ndarray) -> Any:
     return x
 
 
-class Theorem:
-    """A formula of a paper as data: expression, parameters, conditions, source, variants.
+def variant_names(variant: str, known: Iterable[str]) -> tuple[str, ...]:
+    """Split ``"a+b"`` into known variant names; ``"paper"`` is the empty combination."""
+    known = tuple(known)
+    names = tuple(n.strip() for n in str(variant).split("+") if n.strip() and n.strip() != PAPER)
+    for n in names:
+        if n not in known:
+            raise ParameterError("variant", n, "one of " + ", ".join([PAPER, *known]))
+    return names
 
-    ``expr`` is written in the notation's parameters and definition symbols.  ``conditions`` are the
-    theorem's own (those of the definitions it uses are added automatically).
+
+@dataclass(frozen=True)
+class Record:
+    """What evaluating a theorem under one variant needs, without sympy: the parameters (in argument order
+    of the compiled functions), the conditions in force, and the blamed definitions that have a compiled
+    "show" function.  Kept in the cache as JSON (:meth:`to_json`)."""
+
+    params: tuple[str, ...]
+    conditions: tuple[ConditionInfo, ...]
+    shows: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"params": list(self.params), "conditions": [c.to_json() for c in self.conditions],
+                "shows": list(self.shows)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Record:
+        return cls(tuple(d["params"]), tuple(ConditionInfo.from_json(c) for c in d["conditions"]),
+                   tuple(d["shows"]))
+
+
+class Evaluable:
+    """Numeric evaluation of a theorem from its cached :class:`Record` and compiled functions.
+
+    Shared by :class:`Theorem` (which builds a missing record from its sympy expression) and
+    :class:`fedbound.bounds.lazy.LazyTheorem` (which imports the declaring module only on a cache miss),
+    so that a cached evaluation never imports sympy.  Subclasses provide ``name``, ``lhs``, ``doc``,
+    ``source``, :meth:`_params` (name -> domain), :meth:`_variant_list`, :meth:`_key`, :meth:`_build_record`
+    and :meth:`_build`.
     """
 
-    def __init__(self, notation: Notation, name: str, expr: sp.Expr, *, lhs: str, source: Source, doc: str,
-                 conditions: Sequence[Condition] = (),
-                 _parent: tuple[Theorem, str, int] | None = None) -> None:
-        self.notation = notation
-        self.name = name
-        self.template = sp.sympify(expr)
-        self.lhs = lhs
-        self.source = source
-        self.doc = doc
-        self.own_conditions = tuple(conditions)
-        self._parent = _parent
-        self._cache: dict[tuple[str, str], tuple[Any, tuple[str, ...]]] = {}
-        self._memos: dict[tuple[str, str], Any] = {}
+    name: str
+    lhs: str
+    doc: str
+    source: Any
 
-    def __repr__(self) -> str:
-        return f"<Theorem {self.name}: {self.lhs} ({self.source})>"
+    def _params(self) -> Mapping[str, Any]:
+        raise NotImplementedError
 
-    # -- structure ---------------------------------------------------------------------------------------
-    def variants(self) -> tuple[str, ...]:
-        """Variant names that change this theorem (the others evaluate exactly as the paper)."""
-        base = self.expression(PAPER)
-        out = []
-        for name in self.notation.variants:
-            if self.expression(name) != base or self.conditions(name) != self.conditions(PAPER):
-                out.append(name)
-        return tuple(out)
-
-    def _memo(self, key: tuple[str, str], build: Any) -> Any:
-        if key not in self._memos:
-            self._memos[key] = build()
-        return self._memos[key]
-
-    def expression(self, variant: str = PAPER) -> sp.Expr:
-        """The fully substituted sympy expression (parameters only) under ``variant``."""
-        return self._memo(("expr", variant), lambda: self._expression(variant))
-
-    def _expression(self, variant: str) -> sp.Expr:
-        if self._parent is not None:
-            parent, wrt, order = self._parent
-            # Max/Min as Piecewise: differentiated branch by branch (no Heaviside/DiracDelta at the kinks)
-            expr = parent.expression(variant).replace(
-                lambda e: isinstance(e, sp.Max | sp.Min), lambda e: e.rewrite(sp.Piecewise))
-            return sp.diff(expr, self.notation.symbol(wrt), order)
-        defs, _ = self.notation.definitions_for(variant)
-        return _resolve(self.template, defs)
-
-    def conditions(self, variant: str = PAPER) -> tuple[Condition, ...]:
-        """Every condition in force: the theorem's own and those of the definitions it uses."""
-        return self._memo(("conditions", variant), lambda: self._conditions(variant))
-
-    def _conditions(self, variant: str) -> tuple[Condition, ...]:
-        if self._parent is not None:
-            return tuple(c for c in self._parent[0].conditions(variant) if c.severity != "vacuous")
-        defs, drops = self.notation.definitions_for(variant)
-        conds = list(self.own_conditions)
-        for s in _reachable(self.template, defs):
-            conds.extend(defs[s].conditions)
-        for c in list(conds):
-            for s in _reachable(c.expr, defs):
-                conds.extend(x for x in defs[s].conditions if x not in conds)
-        out: list[Condition] = []
-        for c in conds:
-            if c.name not in drops and c not in out:
-                out.append(c)
-        return tuple(out)
-
-    def parameters(self, variant: str = PAPER) -> tuple[Param, ...]:
-        """The parameters the value and its conditions depend on, in the notation's order."""
-        return self._memo(("params", variant), lambda: self._parameters(variant))
-
-    def _parameters(self, variant: str) -> tuple[Param, ...]:
-        def build() -> list[str]:
-            defs, _ = self.notation.definitions_for(variant)
-            symbols = set(self.expression(variant).free_symbols)
-            for c in self.conditions(variant):
-                symbols |= _resolve(c.expr, defs).free_symbols
-            return [p.name for p in self.notation.params.values() if p.symbol in symbols]
-
-        return tuple(self.notation.params[n] for n in cached_json(self._key(variant, "params"), build))
+    def _variant_list(self) -> tuple[str, ...]:
+        raise NotImplementedError
 
     def _key(self, variant: str, what: str) -> str:
-        return f"{self.notation.fingerprint}|{self.notation.name}|{self.name}|{variant}|{what}"
+        raise NotImplementedError
 
-    def derivative(self, wrt: str, order: int = 1) -> Theorem:
-        """The sympy derivative as a Theorem of its own (same parameters and conditions)."""
-        if wrt not in self.notation.params:
-            raise ParameterError("wrt", wrt, "one of " + ", ".join(self.notation.params))
-        key = (f"d{order}", wrt)
-        if key not in self._cache:
-            mark = "'" * order if order <= 3 else f"^({order})"
-            self._cache[key] = (Theorem(self.notation, f"{self.name}_d{order}_{wrt}", sp.S.Zero,
-                                        lhs=f"{self.lhs}{mark} wrt {wrt}", source=self.source,
-                                        doc=f"d^{order}/d{wrt}^{order} of {self.name} (sympy)",
-                                        _parent=(self, wrt, order)), ())
-        return self._cache[key][0]
+    def _build_record(self, variant: str) -> Record:
+        raise NotImplementedError
 
-    # -- numerics ----------------------------------------------------------------------------------------
-    def _compiled(self, variant: str, what: str) -> tuple[Any, tuple[str, ...]]:
-        """Cached lambdify of the value (``what='value'``) or of a condition, over all parameters."""
-        key = (variant, what)
-        if key not in self._cache:
-            params = self.parameters(variant)
+    def _build(self, variant: str, what: str) -> tuple[list[Any], Any]:
+        """(sympy symbols, sympy expression) of the value (``what="value"``), of a condition (its name) or
+        of a blamed definition (``"show:NAME"``)."""
+        raise NotImplementedError
 
-            def build() -> tuple[list[sp.Symbol], sp.Basic]:
-                if what == "value":
-                    return [p.symbol for p in params], self.expression(variant)
-                defs, _ = self.notation.definitions_for(variant)
-                cond = next(c for c in self.conditions(variant) if c.name == what)
-                return [p.symbol for p in params], _resolve(cond.expr, defs)
+    def _numeric(self) -> dict[Any, Any]:
+        cache = self.__dict__.get("_numeric_cache")
+        if cache is None:
+            cache = self.__dict__["_numeric_cache"] = {}
+        return cache
 
-            fn = cached_function(self._key(variant, what), build)
-            self._cache[key] = (fn, tuple(p.name for p in params))
-        return self._cache[key]
+    def forget(self) -> None:
+        """Drop the records and compiled functions held in memory (the next evaluation reloads them)."""
+        self._numeric().clear()
+
+    def canonical(self, variant: str) -> str:
+        """``variant`` with its parts checked and in canonical form (``"paper"`` when none)."""
+        memo = self._numeric()
+        if ("variant", variant) not in memo:
+            memo["variant", variant] = "+".join(variant_names(variant, self._variant_list())) or PAPER
+        return memo["variant", variant]
+
+    def record(self, variant: str = PAPER) -> Record:
+        """The :class:`Record` of ``variant`` (from the cache when it is there)."""
+        variant = self.canonical(variant)
+        memo = self._numeric()
+        if ("record", variant) not in memo:
+            memo["record", variant] = Record.from_json(
+                cached_json(self._key(variant, "record"), lambda: self._build_record(variant).to_json()))
+        return memo["record", variant]
+
+    def function(self, variant: str = PAPER, what: str = "value") -> tuple[Any, tuple[str, ...]]:
+        """The compiled numpy function of the value (or of a condition) and its argument names."""
+        variant = self.canonical(variant)
+        memo = self._numeric()
+        if ("fn", variant, what) not in memo:
+            fn = cached_function(self._key(variant, what), lambda: self._build(variant, what))
+            memo["fn", variant, what] = (fn, self.record(variant).params)
+        return memo["fn", variant, what]
+
+    def unchecked(self, names: Sequence[str], variant: str = PAPER) -> Any:
+        """The compiled value as a plain function of the positional parameters ``names`` (which must include
+        every parameter it uses), with no input checks and no conditions: for inner loops whose inputs were
+        checked once."""
+        fn, params = self.function(variant)
+        missing = [p for p in params if p not in names]
+        if missing:
+            raise ParameterError("names", list(names), f"a list that includes {', '.join(missing)}")
+        idx = [list(names).index(p) for p in params]
+        return lambda *args: fn(*(args[i] for i in idx))
 
     def _inputs(self, variant: str, values: Mapping[str, Any]) -> tuple[list[np.ndarray], tuple[int, ...]]:
+        params = self._params()
         args = []
-        for p in self.parameters(variant):
-            if p.name not in values or values[p.name] is None:
+        for name in self.record(variant).params:
+            p = params[name]
+            if name not in values or values[name] is None:
                 raise MissingInputError(p, f"{self.name} (variant {variant})")
-            args.append(p.check(values[p.name]))
-        unknown = [k for k in values if k not in self.notation.params]
+            args.append(p.check(values[name]))
+        unknown = [k for k in values if k not in params]
         if unknown:
-            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; "
-                            f"known: {', '.join(self.notation.params)}")
+            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; known: {', '.join(params)}")
         shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
-        return [np.broadcast_to(a, shape) for a in args], shape
+        return ([np.broadcast_to(a, shape) for a in args] if shape else args), shape
 
     def evaluate(self, values: Mapping[str, Any] | None = None, /, *, variant: str = PAPER,
                  **kw: Any) -> Evaluation:
@@ -430,21 +493,20 @@ class Theorem:
         theorem does not use are ignored, so one settings dict can feed every theorem of a paper.
         """
         values = {**(values or {}), **kw}
-        variant = self._memo(("variant", variant),
-                             lambda: "+".join(self.notation.variant_names(variant)) or PAPER)
+        variant = self.canonical(variant)
         args, shape = self._inputs(variant, values)
-        fn, _ = self._compiled(variant, "value")
+        fn, _ = self.function(variant)
         with np.errstate(all="ignore"):
             value = np.broadcast_to(np.asarray(fn(*args), dtype=np.float64), shape).copy()
         ones = np.ones(shape, dtype=bool)
         defined, valid, vacuous = ones.copy(), ones.copy(), np.zeros(shape, dtype=bool)
         required = ones.copy()
         checks: dict[str, Any] = {}
-        failures: list[tuple[Condition, Any, Any]] = []
+        failures: list[tuple[ConditionInfo, Any, Any]] = []
         messages: list[str] = []
         order = {"undefined": 0, "required": 1, "caveat": 2, "vacuous": 3}
-        for cond in sorted(self.conditions(variant), key=lambda c: order[c.severity]):
-            cfn, _ = self._compiled(variant, cond.name)
+        for cond in sorted(self.record(variant).conditions, key=lambda c: order[c.severity]):
+            cfn, _ = self.function(variant, cond.name)
             with np.errstate(all="ignore"):
                 holds = np.broadcast_to(np.asarray(cfn(*args), dtype=bool), shape)
             if cond.severity == "vacuous":
@@ -468,9 +530,9 @@ class Theorem:
                     required &= holds
         nonfinite = defined & ~np.isfinite(value)
         if nonfinite.any():
-            cond = Condition("finite", sp.true, "undefined",
-                             "the value overflows or is not finite in floating point", self.name,
-                             "a finite value")
+            cond = ConditionInfo("finite", "undefined",
+                                 "the value overflows or is not finite in floating point", self.name,
+                                 "a finite value")
             where = "" if not shape else f" at {int(nonfinite.sum())} of {nonfinite.size} points"
             text = f"{cond.message}{where}"
             failures.append((cond, "non-finite", text))
@@ -482,22 +544,15 @@ class Theorem:
                           _scalar(vacuous), tuple(messages), _scalar(required & defined), checks,
                           tuple(failures))
 
-    def _shown(self, cond: Condition, variant: str, args: list[np.ndarray], bad: np.ndarray,
+    def _shown(self, cond: ConditionInfo, variant: str, args: list[np.ndarray], bad: np.ndarray,
                values: Mapping[str, Any]) -> Any:
         """The value of the blamed quantity at the first failing point (for messages)."""
         idx = tuple(np.argwhere(bad)[0]) if bad.ndim else ()
-        if cond.blame in self.notation.params and cond.blame in values:
+        if cond.blame in self._params() and cond.blame in values:
             return np.broadcast_to(np.asarray(values[cond.blame], dtype=float), bad.shape)[idx].item()
-        defs, _ = self.notation.definitions_for(variant)
-        sym = next((s for s in defs if str(s) == cond.blame), None)
-        if sym is None:
+        if cond.blame not in self.record(variant).shows:
             return None
-        key = (variant, f"show:{cond.blame}")
-        if key not in self._cache:
-            params = self.parameters(variant)
-            fn = compile_expression([p.symbol for p in params], _resolve(sym, defs))
-            self._cache[key] = (fn, tuple(p.name for p in params))
-        fn = self._cache[key][0]
+        fn, _ = self.function(variant, f"show:{cond.blame}")
         with np.errstate(all="ignore"):
             out = np.broadcast_to(np.asarray(fn(*args), dtype=float), bad.shape)
         return out[idx].item()
@@ -506,6 +561,18 @@ class Theorem:
                  **kw: Any) -> float | np.ndarray:
         """The plain number (or array): DomainError where undefined or a hypothesis fails."""
         return self.evaluate(values, variant=variant, **kw).require()
+
+    def parameters(self, variant: str = PAPER) -> tuple[Any, ...]:
+        """The parameters the value and its conditions depend on, in the notation's order."""
+        params = self._params()
+        return tuple(params[n] for n in self.record(variant).params)
+
+    def variants(self) -> tuple[str, ...]:
+        """Variant names that change this theorem (the others evaluate exactly as the paper)."""
+        return tuple(cached_json(self._key("*", "variants"), self._build_variants))
+
+    def _build_variants(self) -> list[str]:
+        raise NotImplementedError
 
     def as_function(self, args: str, name: str | None = None) -> Any:
         """A plain function of positional ``args`` (e.g. ``"eps delta C m L"``), plus ``variant`` and extra
@@ -549,9 +616,132 @@ class Theorem:
                 out.skipped[v] = f"needs {exc.name}: {exc.param_doc}"
         return out
 
+
+class Theorem(Evaluable):
+    """A formula of a paper as data: expression, parameters, conditions, source, variants.
+
+    ``expr`` is written in the notation's parameters and definition symbols.  ``conditions`` are the
+    theorem's own (those of the definitions it uses are added automatically).
+    """
+
+    def __init__(self, notation: Notation, name: str, expr: sp.Expr, *, lhs: str, source: Source, doc: str,
+                 conditions: Sequence[Condition] = (),
+                 _parent: tuple[Theorem, str, int] | None = None) -> None:
+        import sympy as sp
+
+        self.notation = notation
+        self.name = name
+        self.template = sp.sympify(expr)
+        self.lhs = lhs
+        self.source = source
+        self.doc = doc
+        self.own_conditions = tuple(conditions)
+        self._parent = _parent
+        self._derived: dict[tuple[str, str], Theorem] = {}
+        self._memos: dict[tuple[str, str], Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<Theorem {self.name}: {self.lhs} ({self.source})>"
+
+    # -- what Evaluable needs ----------------------------------------------------------------------------
+    def _params(self) -> Mapping[str, Param]:
+        return self.notation.params
+
+    def _variant_list(self) -> tuple[str, ...]:
+        return tuple(self.notation.variants)
+
+    def _key(self, variant: str, what: str) -> str:
+        return f"{self.notation.fingerprint}|{self.notation.name}|{self.name}|{variant}|{what}"
+
+    def _build_record(self, variant: str) -> Record:
+        import sympy as sp
+
+        defs, _ = self.notation.definitions_for(variant)
+        conds = self.conditions(variant)
+        symbols = set(self.expression(variant).free_symbols)
+        for c in conds:
+            symbols |= _resolve(c.expr, defs).free_symbols
+        params = tuple(p.name for p in self.notation.params.values() if p.symbol in symbols)
+        names = {str(s) for s in defs if isinstance(s, sp.Symbol)}
+        shows = tuple(dict.fromkeys(c.blame for c in conds if c.blame not in self.notation.params
+                                    and c.blame in names))
+        return Record(params, tuple(c.info() for c in conds), shows)
+
+    def _build(self, variant: str, what: str) -> tuple[list[Any], Any]:
+        symbols = [self.notation.params[n].symbol for n in self.record(variant).params]
+        defs, _ = self.notation.definitions_for(variant)
+        if what == "value":
+            return symbols, self.expression(variant)
+        if what.startswith("show:"):
+            blame = what[len("show:"):]
+            return symbols, _resolve(next(s for s in defs if str(s) == blame), defs)
+        cond = next(c for c in self.conditions(variant) if c.name == what)
+        return symbols, _resolve(cond.expr, defs)
+
+    def _build_variants(self) -> list[str]:
+        base = self.expression(PAPER)
+        return [name for name in self.notation.variants
+                if self.expression(name) != base or self.conditions(name) != self.conditions(PAPER)]
+
+    # -- structure ---------------------------------------------------------------------------------------
+    def _memo(self, key: tuple[str, str], build: Any) -> Any:
+        if key not in self._memos:
+            self._memos[key] = build()
+        return self._memos[key]
+
+    def expression(self, variant: str = PAPER) -> sp.Expr:
+        """The fully substituted sympy expression (parameters only) under ``variant``."""
+        return self._memo(("expr", variant), lambda: self._expression(variant))
+
+    def _expression(self, variant: str) -> sp.Expr:
+        import sympy as sp
+
+        if self._parent is not None:
+            parent, wrt, order = self._parent
+            # Max/Min as Piecewise: differentiated branch by branch (no Heaviside/DiracDelta at the kinks)
+            expr = parent.expression(variant).replace(
+                lambda e: isinstance(e, sp.Max | sp.Min), lambda e: e.rewrite(sp.Piecewise))
+            return sp.diff(expr, self.notation.symbol(wrt), order)
+        defs, _ = self.notation.definitions_for(variant)
+        return _resolve(self.template, defs)
+
+    def conditions(self, variant: str = PAPER) -> tuple[Condition, ...]:
+        """Every condition in force: the theorem's own and those of the definitions it uses."""
+        return self._memo(("conditions", variant), lambda: self._conditions(variant))
+
+    def _conditions(self, variant: str) -> tuple[Condition, ...]:
+        if self._parent is not None:
+            return tuple(c for c in self._parent[0].conditions(variant) if c.severity != "vacuous")
+        defs, drops = self.notation.definitions_for(variant)
+        conds = list(self.own_conditions)
+        for s in _reachable(self.template, defs):
+            conds.extend(defs[s].conditions)
+        for c in list(conds):
+            for s in _reachable(c.expr, defs):
+                conds.extend(x for x in defs[s].conditions if x not in conds)
+        out: list[Condition] = []
+        for c in conds:
+            if c.name not in drops and c not in out:
+                out.append(c)
+        return tuple(out)
+
+    def derivative(self, wrt: str, order: int = 1) -> Theorem:
+        """The sympy derivative as a Theorem of its own (same parameters and conditions)."""
+        import sympy as sp
+
+        check_derivative(self.notation.params, wrt)
+        key = (f"d{order}", wrt)
+        if key not in self._derived:
+            name, lhs, doc = derivative_names(self, wrt, order)
+            self._derived[key] = Theorem(self.notation, name, sp.S.Zero, lhs=lhs, source=self.source, doc=doc,
+                                         _parent=(self, wrt, order))
+        return self._derived[key]
+
     # -- rendering ---------------------------------------------------------------------------------------
     def latex(self, variant: str = PAPER, expand: bool = False) -> str:
         """LaTeX of the theorem: compact (with its definitions listed) or fully expanded."""
+        import sympy as sp
+
         if expand or self._parent is not None:
             return f"{self.lhs} = {sp.latex(self.expression(variant))}"
         defs, _ = self.notation.definitions_for(variant)

@@ -77,6 +77,20 @@ def _first_bad(arr: np.ndarray, bad: np.ndarray) -> tuple[Any, str]:
     return arr[idx].item(), f" (first offending element at index {idx if len(idx) > 1 else idx[0]})"
 
 
+_SCALARS = (float, int, np.floating, np.integer)
+
+
+def _scalar_float(value: Any) -> float | None:
+    """``value`` as a Python float when it is one real number (not bool-like strings), else None."""
+    if isinstance(value, _SCALARS) or (isinstance(value, np.ndarray) and value.ndim == 0
+                                       and value.dtype.kind in "fiub"):
+        try:
+            return float(value)
+        except (OverflowError, TypeError, ValueError):
+            return None
+    return None
+
+
 def check_real(name: str, value: Any, low: float | None = None, high: float | None = None, *,
                low_open: bool = False, high_open: bool = False, allow_inf: bool = False,
                hint: str = "") -> np.ndarray:
@@ -84,8 +98,12 @@ def check_real(name: str, value: Any, low: float | None = None, high: float | No
 
     NaN is always rejected; +-inf is rejected unless ``allow_inf`` (and then still subject to the bounds).
     """
+    x = _scalar_float(value)
+    if x is not None and x == x and (allow_inf or math.isfinite(x)) \
+            and (low is None or (x > low if low_open else x >= low)) \
+            and (high is None or (x < high if high_open else x <= high)):
+        return np.array(x)  # fast path: one valid number (a plan checks thousands)
     arr = as_float_array(name, value)
-    valid = interval(low, high, low_open, high_open)
     bad = np.isnan(arr)
     if not allow_inf:
         bad |= np.isinf(arr)
@@ -96,7 +114,7 @@ def check_real(name: str, value: Any, low: float | None = None, high: float | No
             bad |= (arr >= high) if high_open else (arr > high)
     if bad.any():
         first, where = _first_bad(arr, bad)
-        raise ParameterError(name, first, valid + where, hint)
+        raise ParameterError(name, first, interval(low, high, low_open, high_open) + where, hint)
     return arr
 
 
@@ -107,10 +125,12 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
     ``high`` defaults to :data:`MAX_INT` (and ``low`` is floored at -MAX_INT): the range is checked on the
     float64 values before the cast, so no input can wrap around in int64; the cast result is checked again.
     """
-    arr = as_float_array(name, value)
     high = MAX_INT if high is None else min(high, MAX_INT)
     low = -MAX_INT if low is None else low
-    valid = interval(low, high, integer=True)
+    x = _scalar_float(value)
+    if x is not None and math.isfinite(x) and x == round(x) and low <= x <= high:
+        return np.array(int(x), dtype=np.int64)  # fast path: one valid integer
+    arr = as_float_array(name, value)
     bad = ~np.isfinite(arr)
     with np.errstate(invalid="ignore"):
         bad |= arr != np.round(arr)
@@ -120,10 +140,10 @@ def check_int(name: str, value: Any, low: int | None = None, high: int | None = 
             bad |= arr > high
     if bad.any():
         first, where = _first_bad(arr, bad)
-        raise ParameterError(name, first, valid + where, hint)
+        raise ParameterError(name, first, interval(low, high, integer=True) + where, hint)
     out = arr.astype(np.int64)
     if np.any(out != arr):  # pragma: no cover - impossible after the range check; kept as the last guard
-        raise ParameterError(name, value, valid, hint)
+        raise ParameterError(name, value, interval(low, high, integer=True), hint)
     return out
 
 

@@ -7,8 +7,10 @@ How to add a paper (the contract)
 A paper is a unit: its own modules plus one registration file, and no edit anywhere else (no CLI command,
 no enum, no test list).  For a paper with CLI name ``NAME``:
 
-1. ``bounds/NAME.py`` -- its theorems as data (:mod:`fedbound.bounds.core`: ``NOTATION``, theorem objects,
-   ``THEOREMS``), its declared claims (``CLAIMS``, :mod:`fedbound.bounds.claims`), and ONE noise function
+1. ``bounds/NAME_theory.py`` -- its theorems as data, declared with sympy (:mod:`fedbound.bounds.core`:
+   ``NOTATION``, theorem objects, ``THEOREMS``); ``bounds/NAME.py`` -- their stand-ins
+   (:mod:`fedbound.bounds.lazy`: ``Theory("fedbound.bounds.NAME_theory")``, so that a cached plan never
+   imports sympy), its declared claims (``CLAIMS``, :mod:`fedbound.bounds.claims`), and ONE noise function
    ``noise(setting, T, method="paper") -> {stage: sigma}``: the noise std of every stage (``"uplink"``,
    ``"server"``, ``"inner"`` ...) for ``T`` rounds, by the paper's formula (``method="paper"``) or its tight
    calibration through :mod:`fedbound.accounting` (``"tight"``); papers may offer more methods (e.g.

@@ -83,16 +83,12 @@ _P7_ARGS = ("eta_P", "eps_P", "Gamma_n", "eps_F_mean", "G0", "mu", "M")
 
 
 def _p7_functions(variant: str) -> tuple[Any, Any]:
-    """numpy functions of Phi(eta, lambda(eta)) and lambda(eta), lambdified once per variant from the
-    theorems' sympy expressions (fedbound.bounds.wpfl.PHI_P7, LAM_OF_ETA): the search calls them ~100 times,
-    without Theorem.evaluate's per-call input checks (the inputs are checked once in solve_P7)."""
+    """numpy functions of Phi(eta, lambda(eta)) and lambda(eta), compiled once per variant from the
+    theorems (fedbound.bounds.wpfl.PHI_P7, LAM_OF_ETA): the search calls them ~100 times, without
+    Theorem.evaluate's per-call input checks (the inputs are checked once in solve_P7)."""
     if variant not in _COMPILED:
-        import sympy as sp
-
-        syms = [wb.NOTATION.symbol(n) for n in _P7_ARGS]
-        phi = sp.lambdify(syms, wb.PHI_P7.expression(variant), modules="numpy", cse=True)
-        lam = sp.lambdify(syms, wb.LAM_OF_ETA.expression(variant), modules="numpy", cse=True)
-        _COMPILED[variant] = (phi, lam)
+        _COMPILED[variant] = (wb.PHI_P7.unchecked(_P7_ARGS, variant),
+                              wb.LAM_OF_ETA.unchecked(_P7_ARGS, variant))
     return _COMPILED[variant]
 
 

@@ -51,8 +51,7 @@ def test_theorems_give_the_same_numbers_with_and_without_the_cache(monkeypatch, 
     for where in (str(tmp_path), "", str(tmp_path)):
         monkeypatch.setenv("FEDBOUND_CACHE_DIR", where)
         for th in (nb.BOUND, nb.K_BOUND, nb.BOUND_DT, nb.SIGMA_DOWNLINK_K):
-            th._cache.clear()
-            th._memos.clear()
+            th.forget()
             values.setdefault(th.name, []).append(np.asarray(th.evaluate(grid).value))
     for name, runs in values.items():
         for run in runs[1:]:

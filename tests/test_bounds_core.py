@@ -105,9 +105,9 @@ def test_vectorised_evaluation_of_a_million_points():
 
 def test_lambdify_is_cached():
     nb.BOUND(TV1)
-    fn1 = nb.BOUND._compiled("paper", "value")[0]
+    fn1 = nb.BOUND.function("paper")[0]
     nb.BOUND({**TV1, "T": 3.0})
-    assert nb.BOUND._compiled("paper", "value")[0] is fn1
+    assert nb.BOUND.function("paper")[0] is fn1
     assert nb.BOUND.derivative("T") is nb.BOUND.derivative("T")
 
 
