@@ -27,7 +27,8 @@ from typing import Any
 from fedbound.checks import to_jsonable
 from fedbound.errors import ConfigError, FedboundError, ParameterError
 
-__all__ = ["BadInput", "papers_json", "form_json", "plan_json", "curve_json", "claims_json", "overrides"]
+__all__ = ["BadInput", "papers_json", "form_json", "plan_json", "curve_json", "claims_json",
+           "counterexample_links", "overrides"]
 
 MAX_KEYS = 64
 """At most this many keys in one request body (a section has far fewer)."""
@@ -125,7 +126,7 @@ def _blame(exc: FedboundError, keys: list[str]) -> BadInput:
     """A BadInput from an error raised after the per-key checks (a missing key, a combination of values the
     planner refuses): the parameter is the one the error names, when it names one of the section's keys."""
     name = getattr(exc, "name", None)
-    if name is None:
+    if name not in keys:
         words = str(exc).replace("[", " ").replace("]", " ").replace("=", " ").split()
         name = next((w for w in words if w in keys), None)
     return BadInput(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, name)
@@ -173,28 +174,37 @@ def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> d
         raise _blame(exc, paper.config_section.keys()) from None
 
 
-@cache
-def claims_json(name: str) -> dict[str, Any]:
-    """``fedbound claims NAME --json`` (10 points per claim, seed 0: the CLI's defaults; the answer does not
-    depend on the setting, so it is computed once per paper), each claim with ``explore``: per
-    counterexample the page's query string for it (None where the point is not a setting of the section)."""
+def counterexample_links(name: str) -> list[list[str | None]]:
+    """Per declared claim of the paper, per counterexample: the page's query string that opens it (paper,
+    variant and the point's values), or None where the point is not a setting of the paper's section."""
     from urllib.parse import urlencode
 
-    from fedbound.bounds.claims import check_all
-
     paper = _paper(name, "claims")
-    declared = paper.all_claims()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reports = check_all(declared, n=10, seed=0)
     keys = set(paper.config_section.keys())
-    out = to_jsonable({"paper": paper.name, "points_per_claim": 10, "claims": reports})
-    for claim, report in zip(declared, out["claims"], strict=True):
+    out = []
+    for claim in paper.all_claims():
         links = []
         for point, variant in claim.counterexamples:
             given = {k: v for k, v in point.items() if v is not None}
             loadable = (given and set(given) <= keys
                         and all(isinstance(v, int | float | str) for v in given.values()))
             links.append(urlencode({"paper": paper.name, "variant": variant, **given}) if loadable else None)
+        out.append(links)
+    return out
+
+
+@cache
+def claims_json(name: str) -> dict[str, Any]:
+    """``fedbound claims NAME --json`` (10 points per claim, seed 0: the CLI's defaults; the answer does not
+    depend on the setting, so it is computed once per paper), each claim with ``explore``: its
+    :func:`counterexample_links`."""
+    from fedbound.bounds.claims import check_all
+
+    paper = _paper(name, "claims")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reports = check_all(paper.all_claims(), n=10, seed=0)
+    out = to_jsonable({"paper": paper.name, "points_per_claim": 10, "claims": reports})
+    for report, links in zip(out["claims"], counterexample_links(name), strict=True):
         report["explore"] = links
     return out
