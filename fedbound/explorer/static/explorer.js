@@ -131,21 +131,27 @@ function parseValue(f, text) {
   return t;
 }
 
-// The setting as typed: {key: value} for every non-empty input (the `--set` keys).
-function setting() {
+// The non-empty inputs as typed: {key: text}.
+function typed() {
   const out = {};
   for (const f of page.form.fields) {
-    const text = $(`in-${f.key}`).value;
-    if (text.trim() !== "") out[f.key] = parseValue(f, text);
+    const text = $(`in-${f.key}`).value.trim();
+    if (text !== "") out[f.key] = text;
   }
   return out;
+}
+
+// The setting: {key: value} for every non-empty input (the `--set` keys), numbers as numbers.
+function setting() {
+  const fields = Object.fromEntries(page.form.fields.map((f) => [f.key, f]));
+  return Object.fromEntries(Object.entries(typed()).map(([k, text]) => [k, parseValue(fields[k], text)]));
 }
 
 // ---- URL state, config and command ----
 
 function stateQuery() {
   const q = new URLSearchParams({ paper: page.paper, variant: $("variant").value, vs: $("vs").value });
-  for (const [k, v] of Object.entries(setting())) q.set(k, String(v));
+  for (const [k, text] of Object.entries(typed())) q.set(k, text);
   return q;
 }
 
@@ -311,12 +317,16 @@ function renderCurve(fig) {
   Plotly.react("chart", traces, layout, { displaylogo: false, responsive: true });
 }
 
-async function loadClaims(paper) {
-  const table = $("claims");
-  table.replaceChildren();
-  if (!page.form.supports.includes("claims")) return;
+async function loadClaims() {
+  const paper = page.paper, table = $("claims");
+  if (!$("claims-box").open || table.dataset.paper === paper) return;
+  table.dataset.paper = paper;
+  table.dataset.state = "loading";
+  table.replaceChildren(el("tr", {}, el("td", { text: "checking the claims ..." })));
   const { ok, body } = await getJSON(`/api/claims/${paper}`);
-  if (!ok || paper !== page.paper) return;
+  if (paper !== page.paper) return;
+  table.replaceChildren();
+  if (!ok) { table.append(el("tr", {}, el("td", { class: "error", text: body.detail }))); return; }
   table.append(el("tr", {}, el("th", { text: "id" }), el("th", { text: "status" }), el("th", { text: "claim" }),
     el("th", { text: "fails in / counterexamples" })));
   for (const c of body.claims) {
@@ -328,6 +338,7 @@ async function loadClaims(paper) {
     table.append(el("tr", {}, el("td", { text: c.id }),
       el("td", { class: `status-${c.status.split(" ")[0]}`, text: c.status }), el("td", { text: c.statement }), where));
   }
+  table.dataset.state = "ready";
 }
 
 function fillSelect(select, options, value) {
@@ -352,7 +363,8 @@ async function loadPaper(name, query) {
   fillSelect($("variant"), body.variants, query?.get("variant") ?? "paper");
   fillSelect($("vs"), body.plots, query?.get("vs") ?? body.plots[0]);
   syncURL();
-  loadClaims(name).catch(() => {});
+  $("claims-box").hidden = !body.supports.includes("claims");
+  loadClaims().catch(() => {});
   await update();
 }
 
@@ -369,6 +381,7 @@ async function init() {
   $("copy-config").addEventListener("click", () => copy(configText()));
   $("copy-command").addEventListener("click", () => copy(commandText()));
   $("copy-link").addEventListener("click", () => copy(location.href));
+  $("claims-box").addEventListener("toggle", () => loadClaims().catch(() => {}));
   await loadPaper(start, query);
 }
 
