@@ -92,25 +92,36 @@ class Page:
         self.wait(before)
 
 
-@pytest.fixture
-def page(browser, server):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    tab = context.new_page()
-    p = Page(tab, server)
+@pytest.fixture(scope="module")
+def context(browser):
+    """One browser context for the module (its HTTP cache keeps plotly.js between tests); every request
+    that would leave 127.0.0.1 is aborted and recorded in ``context.outside``."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    outside = []
 
     def route(r):
         url = r.request.url
         if urlparse(url).hostname == "127.0.0.1" or url.startswith(("data:", "blob:")):
             r.continue_()
         else:
-            p.outside.append(url)
+            outside.append(url)
             r.abort()
 
-    context.route("**/*", route)
+    ctx.route("**/*", route)
+    yield ctx, outside
+    ctx.close()
+
+
+@pytest.fixture
+def page(context, server):
+    ctx, outside = context
+    tab = ctx.new_page()
+    outside.clear()
+    p = Page(tab, server, outside=outside)
     tab.on("console", lambda m: p.errors.append(m.text) if m.type == "error" else None)
     tab.on("pageerror", lambda e: p.errors.append(str(e)))
     yield p
-    context.close()
+    tab.close()
 
 
 @pytest.mark.parametrize("name", PLANNERS)
@@ -154,7 +165,7 @@ def test_a_bad_value_shows_the_error_next_to_the_field(page):
     assert page.text("#err-eps") == "" and page.tab.evaluate("document.body.dataset.state") == "ready"
 
 
-def test_the_url_round_trips_the_state(page, browser, server):
+def test_the_url_round_trips_the_state(page, context):
     name = OPTIMISED_T[-1]
     paper = registry.get(name)
     plots = list(paper.load("plots"))
@@ -171,7 +182,7 @@ def test_the_url_round_trips_the_state(page, browser, server):
     inputs = page.tab.evaluate(INPUTS)
     shown = (page.text("#rec-T"), page.chart())
 
-    again = browser.new_page()
+    again = context[0].new_page()
     try:
         again.goto(page.tab.url)
         again.wait_for_function("document.body.dataset.state === 'ready'", timeout=TIMEOUT_MS)
