@@ -44,6 +44,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
+            sock.listen(2048)  # connections wait in the backlog until uvicorn accepts: the URL works at once
         except (OSError, OverflowError) as exc:
             sock.close()
             raise ConfigError(f"--host {host!r} --port {port}: cannot listen there "
