@@ -58,6 +58,13 @@ demo: $(STAMP)
 	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
 	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
 	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
+	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
+	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
+	@echo "==    JSON of fedbound plan --json) and the bound against T"
+	@$(FEDBOUND) serve --port 0 > $(DEMO_OUT)/serve.log 2>&1 & pid=$$!; \
+	for i in $$(seq 100); do grep -q http $(DEMO_OUT)/serve.log && break; sleep 0.1; done; head -1 $(DEMO_OUT)/serve.log; \
+	$(PY) -m fedbound.explorer.probe "$$(grep -o 'http://[0-9.:]*/' $(DEMO_OUT)/serve.log | head -1)" nbafl; \
+	status=$$?; kill $$pid; exit $$status
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
