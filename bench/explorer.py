@@ -41,10 +41,12 @@ def _start_server() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "fedbound", "serve", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             preexec_fn=_pin_two_cores)
-    line = proc.stdout.readline()
-    if "http://" not in line:
+    for line in proc.stdout:  # a warning may come before the line that says where it listens
+        if "fedbound explorer on " in line:
+            break
+    else:
         proc.kill()
-        raise SystemExit(f"fedbound serve did not start: {line}{proc.stdout.read()}")
+        raise SystemExit("fedbound serve did not start")
     return proc, line.split(" on ", 1)[1].split()[0]
 
 

@@ -19,7 +19,7 @@ from fedbound import registry
 from fedbound.cli import main
 
 CHROMIUM = Path("/usr/bin/chromium")
-TIMEOUT_MS = 30_000
+TIMEOUT_MS = 60_000
 PLANNERS = [n for n in registry.names("plan") if n in registry.names("plot")]
 OPTIMISED_T = [n for n in PLANNERS if "eps" in registry.get(n).example and "T" not in registry.get(n).example]
 """Papers whose example leaves T to the optimiser (the recommendation's T is then T*) and sets eps."""
@@ -33,8 +33,12 @@ def server():
     proc = subprocess.Popen([sys.executable, "-m", "fedbound", "serve", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        line = proc.stdout.readline()
-        assert "fedbound explorer on http://127.0.0.1:" in line, line + proc.stdout.read()
+        seen, line = [], ""
+        for line in proc.stdout:  # the first line that says where it listens (a warning may come before)
+            seen.append(line)
+            if "fedbound explorer on " in line:
+                break
+        assert "fedbound explorer on http://127.0.0.1:" in line, "".join(seen)
         yield line.split(" on ", 1)[1].split()[0]
     finally:
         proc.terminate()
