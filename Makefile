@@ -1,7 +1,7 @@
 # fedbound: `make demo`, `make test`, `make bench` each work on a fresh machine in one command.
 # They create .venv when it is missing and install into it: torch==2.13.0 first (the CPU build that lies
 # on this machine's disk; an unpinned torch would pull a multi-GB CUDA build), then the project with its
-# `train` and `dev` extras.  Re-installs only when pyproject.toml changes.
+# `train`, `dev` and `explorer` extras.  Re-installs only when pyproject.toml changes.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev]'
+	$(PY) -m pip install --quiet -e '.[train,dev,explorer]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -58,6 +58,13 @@ demo: $(STAMP)
 	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
 	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
 	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
+	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
+	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
+	@echo "==    JSON of fedbound plan --json) and the bound against T"
+	@$(FEDBOUND) serve --port 0 > $(DEMO_OUT)/serve.log 2>&1 & pid=$$!; \
+	for i in $$(seq 100); do grep -q http $(DEMO_OUT)/serve.log && break; sleep 0.1; done; head -1 $(DEMO_OUT)/serve.log; \
+	$(PY) -m fedbound.explorer.probe "$$(grep -o 'http://[0-9.:]*/' $(DEMO_OUT)/serve.log | head -1)" nbafl; \
+	status=$$?; kill $$pid; exit $$status
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -3,7 +3,9 @@
 A paper's plots module defines ``PLOTS = {vs: draw}`` with ``draw(ax, settings, variant) -> title``: it draws
 labelled lines on a matplotlib axis.  :func:`draw_figure` makes the figure (Agg backend: headless), adds the
 legend and title, writes PNG and SVG, and returns the plotted curves as data (what ``fedbound plot --json``
-prints), so analysts can re-plot.
+prints), so analysts can re-plot.  :func:`figure_data` draws the same figure without writing anything and
+returns all of it as data (curves, marked points, reference lines, axis labels and scales): what the design
+explorer re-draws in the browser.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from fedbound.errors import ParameterError
 
-__all__ = ["draw_figure", "plotted_curves", "masked"]
+__all__ = ["draw_figure", "figure_data", "plotted_curves", "masked"]
 
 Draw = Callable[[Any, Mapping[str, Any], str], str]
 
@@ -29,9 +31,8 @@ def plotted_curves(ax: Any) -> list[dict[str, Any]]:
         label = line.get_label()
         if label.startswith("_") or len(line.get_xdata()) < 2:
             continue
-        y = np.asarray(line.get_ydata(), dtype=float)
         curves.append({"label": label, "x": np.asarray(line.get_xdata(), dtype=float).tolist(),
-                       "y": [float(v) if np.isfinite(v) else None for v in y]})
+                       "y": _finite(line.get_ydata())})
     return curves
 
 
@@ -56,6 +57,59 @@ def _writable(out: Path) -> list[Path]:
         why = exc.strerror or str(exc)
         raise ParameterError("--out", str(out), "a writable file path", hint=why) from None
     return paths
+
+
+def _finite(values: Any) -> list[float | None]:
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float)]
+
+
+def _style(line: Any) -> dict[str, Any]:
+    from matplotlib.colors import to_hex
+
+    dash = {"--": "dash", ":": "dot", "-.": "dashdot"}.get(line.get_linestyle(), "solid")
+    return {"color": to_hex(line.get_color()), "dash": dash}
+
+
+def _axis_lines(ax: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every line on ``ax``, sorted: ``curves`` (labelled lines of two or more points, as
+    :func:`plotted_curves`), ``points`` (markers: optima and the like), ``hlines``/``vlines`` (reference
+    lines spanning the axis, e.g. Theta "vacuous above")."""
+    out: dict[str, list[dict[str, Any]]] = {"curves": [], "points": [], "hlines": [], "vlines": []}
+    for line in ax.get_lines():
+        label = line.get_label()
+        label = "" if label.startswith("_") else label
+        transform = line.get_transform()
+        if transform is ax.get_yaxis_transform():
+            out["hlines"].append({"label": label, "y": float(line.get_ydata()[0]), **_style(line)})
+        elif transform is ax.get_xaxis_transform():
+            out["vlines"].append({"label": label, "x": float(line.get_xdata()[0]), **_style(line)})
+        elif len(line.get_xdata()) < 2 or line.get_linestyle() in ("None", "", " "):
+            out["points"].append({"label": label, "x": _finite(line.get_xdata()),
+                                  "y": _finite(line.get_ydata()), **_style(line)})
+        elif label:
+            out["curves"].append({"label": label, "x": _finite(line.get_xdata()),
+                                  "y": _finite(line.get_ydata()), **_style(line)})
+    return out
+
+
+def figure_data(plots: Mapping[str, Draw], settings: Mapping[str, Any], vs: str,
+                variant: str = "paper") -> dict[str, Any]:
+    """``plots[vs]`` drawn for ``settings`` (nothing written) and returned as data: ``vs``, ``title``,
+    ``xlabel``/``ylabel``, ``xscale``/``yscale`` ("linear" or "log"), ``ylim`` (None: automatic), the lines of
+    :func:`_axis_lines` and the ``notes`` written on the axis (text and position, e.g. "T* = 12")."""
+    if vs not in plots:
+        raise ParameterError("vs", vs, "one of " + ", ".join(plots))
+    from matplotlib.figure import Figure
+
+    ax = Figure(figsize=(7, 4.5)).add_subplot()  # no pyplot: no global state, safe in a server's threads
+    title = plots[vs](ax, {k: v for k, v in settings.items() if v is not None}, variant)
+    bottom, top = ax.get_ylim()
+    return {"vs": vs, "variant": variant, "title": title, "xlabel": ax.get_xlabel(),
+            "ylabel": ax.get_ylabel(), "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+            "ylim": [float(bottom), float(top)] if not ax.get_autoscaley_on() else None,
+            **_axis_lines(ax),
+            "notes": [{"text": t.get_text(), "x": float(t.xy[0]), "y": float(t.xy[1])}
+                      for t in ax.texts if hasattr(t, "xy")]}
 
 
 def draw_figure(plots: Mapping[str, Draw], settings: Mapping[str, Any], vs: str, out: str | Path,

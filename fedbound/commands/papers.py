@@ -40,6 +40,24 @@ def _check_variant(paper, variant: str) -> str:
     return variant
 
 
+def build_plan(paper_name: str, config: Path | None, overrides: list[str] | None, variant: str = "paper"):
+    """The Plan ``fedbound plan PAPER [CONFIG] --set ... --variant V`` prints (and the explorer's
+    ``/api/plan`` returns): the setting validated by the paper's config section, the planner's answer, the
+    assumed defaults and every warning (notes about the setting first)."""
+    import dataclasses
+    import warnings
+
+    from fedbound.registry import get
+
+    paper = get(paper_name, "plan")
+    setting = _setting(paper, config, overrides)
+    _check_variant(paper, variant)
+    with warnings.catch_warnings():  # every validity problem is in plan.warnings, printed once
+        warnings.simplefilter("ignore")
+        result = paper.load("planner")(setting.values, variant)
+    return dataclasses.replace(result, assumed=setting.assumed, warnings=(*setting.notes, *result.warnings))
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("papers")
     def papers_cmd(json_out: JsonFlag = False) -> None:
@@ -64,20 +82,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                  config: OptionalConfig = None, overrides: SetOverrides = None, variant: VariantOpt = "paper",
                  json_out: JsonFlag = False) -> None:
         """Plan a deployment for one paper's setting."""
-        import dataclasses
-        import warnings
-
         from fedbound.output import print_json, print_plan
-        from fedbound.registry import get
 
-        paper = get(paper_name, "plan")
-        setting = _setting(paper, config, overrides)
-        _check_variant(paper, variant)
-        with warnings.catch_warnings():  # every validity problem is in plan.warnings, printed once
-            warnings.simplefilter("ignore")
-            result = paper.load("planner")(setting.values, variant)
-        result = dataclasses.replace(result, assumed=setting.assumed,
-                                     warnings=(*setting.notes, *result.warnings))
+        result = build_plan(paper_name, config, overrides, variant)
         if json_out:
             print_json(result)
         else:
