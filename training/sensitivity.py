@@ -34,14 +34,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedbound.errors import ParameterError
+from fedbound.errors import ConfigError, ParameterError
 from fedbound.training.engine import Algorithm, RoundContext, RunOptions, run
 from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.models import Model
 from fedbound.training.participation import all_clients
 
 __all__ = ["Replacement", "neighbours", "client_uploads", "ProbeResult", "probe", "label_flips",
-           "smoothness_bound", "convex_one_output"]
+           "smoothness_bound", "convex_one_output", "check_provable_step"]
 
 
 @dataclass(frozen=True)
@@ -204,3 +204,25 @@ def smoothness_bound(model: Model, x: torch.Tensor, prox_mu: float = 0.0, weight
                                                                 device=x.device)], dim=1)
     gram = xt.T @ xt / len(x)
     return float(kappa * torch.linalg.eigvalsh(gram)[-1]) + float(prox_mu) + float(weight_decay)
+
+
+def check_provable_step(model: Model, data: ClientData, local: object) -> None:
+    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises on every client: full
+    batches, per-sample clipping, and for more than one step of a one-output linear model ``eta <= 2/L``
+    (:func:`smoothness_bound`; module docstring).  More than one step of any other model is covered by the
+    model-norm bound 2C only, which the plan then uses."""
+    if getattr(local, "per_sample_clip", None) is None:
+        raise ConfigError("sensitivity = \"provable\" needs per-sample gradient clipping in local training "
+                          "(C_g)")
+    if getattr(local, "batch_size", None) or getattr(local, "sample_rate", None) is not None:
+        raise ConfigError("sensitivity = \"provable\" is proven for full-batch local steps: set [train] "
+                          "batch_size = 0")
+    if local.steps <= 1 or convex_one_output(model) is None:
+        return
+    worst = max(smoothness_bound(model, data.x[i, :int(n)], local.prox_mu, local.weight_decay)
+                for i, n in enumerate(data.sizes))
+    if local.lr > 2.0 / worst:
+        raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = {2.0 / worst:.4g}] "
+                          f"for sensitivity = \"provable\" with {local.steps} local steps: gradient descent is "
+                          "non-expansive only for eta <= 2/L (Hardt, Recht & Singer 2016, Lemma 3.7); L is the "
+                          "largest client's smoothness computed from its data")

@@ -25,10 +25,12 @@ The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and 
    and the Gaussian-fit estimate; the reported epsilon of each view is the ledger's (tight and paper) for
    the target over the audited rounds, from the original plan.
 
-A positive control (the same audit with every sigma halved) runs unless switched off: a mechanism with half
-the noise leaks more than it reports, and an audit that cannot see that lacks power.  The verdict:
-``LEAK`` when a view's lower bound exceeds its reported epsilon (the budget accountant's), otherwise
-``underpowered`` when the control is not detected, otherwise ``consistent``.  ``noise_scale`` (a test
+A positive control (the same audit with every sigma halved) runs unless switched off.  It is *detected* when
+its lower bound exceeds the view's tight epsilon: the exact epsilon of the planned noise at the assumed
+sensitivity, which half the noise (twice the Gaussian-DP mu) must exceed; an audit that cannot see that
+lacks power (too few trials, or a canary far below the assumed sensitivity).  The verdict: ``LEAK`` when a
+view's lower bound exceeds its reported epsilon (the accountant that holds the run's budget, ``paper`` or
+``tight``), otherwise ``underpowered`` when no view detects the control, otherwise ``consistent``.  ``noise_scale`` (a test
 hook: 0 drops the noise) multiplies every sigma of the nominal audit.
 
 Record-level only: replacing one record of one client (the papers' record-level neighbouring relation).
@@ -378,7 +380,7 @@ def _verdict(views: list[ViewAudit], control: bool) -> str:
     """LEAK / underpowered / consistent (module docstring)."""
     if any(v.leak for v in views):
         return "LEAK: lower bound above the reported epsilon"
-    if control and not any((v.control_epsilon_lower or 0.0) > v.epsilon_reported for v in views):
+    if control and not any((v.control_epsilon_lower or 0.0) > v.epsilon_reported_tight for v in views):
         return "underpowered"
     return "consistent"
 
