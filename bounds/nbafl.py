@@ -612,11 +612,11 @@ def noise(setting: Mapping[str, Any], T: float, method: str = "paper") -> dict[s
 
     The one place that decides NbAFL's noise (the planner and ``fedbound train nbafl`` both call it).
     ``method="paper"``: sigma_U of Sec. III-A (spec F10) and Theorem 1's sigma_D, seed 002 eq. (10); under
-    K-of-N scheduling (``K < N`` in ``setting``) Lemma 4's sigma_D, eq. (16).  With ``sensitivity = "provable"`` every
-    formula reads the provable sensitivity instead of eq. (6)'s 2C/m (:func:`fedbound.bounds.provable.apply`).  ``method="tight"``: their
-    exact counterparts through fedbound.accounting (:func:`sigma_uplink_tight`,
-    :func:`sigma_downlink_tight`, :func:`sigma_downlink_k_tight`).  Classic-mechanism caveats are emitted as
-    warnings.
+    K-of-N scheduling (``K < N`` in ``setting``) Lemma 4's sigma_D, eq. (16).  With ``sensitivity =
+    "provable"`` every formula reads the provable sensitivity instead of eq. (6)'s 2C/m
+    (:func:`fedbound.bounds.provable.apply`).  ``method="tight"``: their exact counterparts through
+    fedbound.accounting (:func:`sigma_uplink_tight`, :func:`sigma_downlink_tight`,
+    :func:`sigma_downlink_k_tight`).  Classic-mechanism caveats are emitted as warnings.
     """
     if method not in NOISE_METHODS:
         raise ParameterError("method", method, "one of " + ", ".join(NOISE_METHODS))

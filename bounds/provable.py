@@ -34,7 +34,8 @@ KEYS = ("sensitivity", "C_g", "tau", "eta", "model_norm_bound")
 """The setting keys of this module (a planner that reads every key as a number drops them)."""
 
 
-def local_sensitivity(C: float, C_g: float, m: float, tau: int, eta: float, model_norm: bool = False) -> float:
+def local_sensitivity(C: float, C_g: float, m: float, tau: int, eta: float, model_norm: bool = False
+                      ) -> float:
     """``min(2C, 2 tau eta C_g / m)`` (module docstring); ``2C`` alone with ``model_norm`` (a non-convex model
     trained for more than one step, where only the model-norm bound is proven)."""
     for name, value in (("C", C), ("C_g", C_g), ("eta", eta), ("m", m)):
@@ -55,17 +56,17 @@ def effective_clip(C: float, C_g: float, m: float, tau: int, eta: float, model_n
 def apply(setting: Mapping[str, Any], *, clip_key: str, m: float, paper: str, assumption: str
           ) -> dict[str, Any]:
     """``setting`` as the paper's noise formulas should read it: unchanged unless ``sensitivity =
-    "provable"``; with ``"provable"`` the clip ``clip_key`` replaced by :func:`effective_clip` of the setting's
-    ``C_g``, ``tau``, ``eta`` (and ``model_norm_bound``), with a warning that says how much more (or less)
-    noise that is than ``assumption`` (the paper's sensitivity, cited by ``paper``)."""
+    "provable"``; with ``"provable"`` the clip ``clip_key`` replaced by :func:`effective_clip` of the
+    setting's ``C_g``, ``tau``, ``eta`` (and ``model_norm_bound``), with a warning that says how much more (or
+    less) noise that is than ``assumption`` (the paper's sensitivity, cited by ``paper``)."""
     out = dict(setting)
     if setting.get("sensitivity") != "provable":  # "paper" (or a paper's own other reading) is unchanged
         return out
     missing = [k for k in ("C_g", "tau", "eta") if setting.get(k) is None]
     if missing:
         raise ConfigError(f"sensitivity = \"provable\" needs {', '.join(missing)} (the per-sample gradient "
-                          "clip C_g, the local steps tau and their step size eta; fedbound train takes tau and "
-                          "eta from [train] local_steps and lr)")
+                          "clip C_g, the local steps tau and their step size eta; fedbound train takes tau "
+                          "and eta from [train] local_steps and lr)")
     C = float(setting[clip_key])
     model_norm = bool(setting.get("model_norm_bound", False))
     c_eff = effective_clip(C, float(setting["C_g"]), float(m), int(setting["tau"]), float(setting["eta"]),

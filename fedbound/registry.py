@@ -174,7 +174,8 @@ class Paper:
         return names or tuple(notation.variants)
 
     def load(self, what: str) -> Any:
-        """The object behind a reference: ``noise``, ``planner``, ``plots``, ``recipe``, ``audit`` or ``theorems``."""
+        """The object behind a reference: ``noise``, ``planner``, ``plots``, ``recipe``, ``audit`` or
+        ``theorems``."""
         ref = getattr(self, what)
         if ref is None:
             raise ConfigError(f"{self.short} has no {what} in fedbound yet (it supports: "

@@ -106,7 +106,8 @@ class PADPFL(NbAFL):
         impact_factors: Any = None,
         data_schedule: Sequence[tuple[int, ClientData]] = (),
     ) -> PADPFL:
-        """From the [adaptive] setting (C, the paper's B; mu; ``sensitivity = "provable"``: C_g), [train] (local_steps, lr: default the paper's
+        """From the [adaptive] setting (C, the paper's B; mu; ``sensitivity = "provable"``: C_g), [train]
+        (local_steps, lr: default the paper's
         0.02, seed 001 Sec. VI) and the impact-factor schedule (validation.train_adaptive)."""
         from fedbound.training.config import local_sgd
 

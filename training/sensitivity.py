@@ -8,11 +8,12 @@ this is ``k`` independent trials of the client's noised upload (the audit, ``fed
 without one (``plan=None``) it is the noise-free upload of every neighbour, whose distance to the unchanged
 copy's upload is that record's measured sensitivity.
 
-Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the data side is :func:`smoothness_bound`): full-batch local gradient descent with every per-sample
-gradient clipped to ``C_g`` (``LocalSGD(per_sample_clip=C_g)``), ``tau`` steps of size ``eta`` from the
-received model, on a one-output linear model (binary logistic regression, ridge regression), moves the
-model by at most ``2 tau eta C_g / m`` when one of the client's ``m`` records is replaced, provided
-``eta <= 2 / L`` with ``L`` the smoothness of the shared records' objective (:func:`smoothness_bound`).
+Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the data side is
+:func:`smoothness_bound`): full-batch local gradient descent with every per-sample gradient clipped to ``C_g``
+(``LocalSGD(per_sample_clip=C_g)``), ``tau`` steps of size ``eta`` from the received model, on a one-output
+linear model (binary logistic regression, ridge regression), moves the model by at most ``2 tau eta C_g / m``
+when one of the client's ``m`` records is replaced, provided ``eta <= 2 / L`` with ``L`` the smoothness of the
+shared records' objective (:func:`smoothness_bound`).
 
 Proof (three lines).  (1) For a one-output linear model record j's loss is ``psi_j(x_j^T w)`` with
 ``psi_j`` convex; clipping its gradient clamps ``psi_j'``, which stays monotone and ``kappa ||x_j||^2``-
@@ -222,7 +223,7 @@ def check_provable_step(model: Model, data: ClientData, local: object) -> None:
     worst = max(smoothness_bound(model, data.x[i, :int(n)], local.prox_mu, local.weight_decay)
                 for i, n in enumerate(data.sizes))
     if local.lr > 2.0 / worst:
-        raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = {2.0 / worst:.4g}] "
-                          f"for sensitivity = \"provable\" with {local.steps} local steps: gradient descent is "
-                          "non-expansive only for eta <= 2/L (Hardt, Recht & Singer 2016, Lemma 3.7); L is the "
-                          "largest client's smoothness computed from its data")
+        raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = "
+                          f"{2.0 / worst:.4g}] for sensitivity = \"provable\" with {local.steps} local "
+                          "steps: gradient descent is non-expansive only for eta <= 2/L (Hardt, Recht & Singer "
+                          "2016, Lemma 3.7); L is the largest client's smoothness computed from its data")

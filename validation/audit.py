@@ -27,11 +27,11 @@ The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and 
 
 A positive control (the same audit with every sigma halved) runs unless switched off.  It is *detected* when
 its lower bound exceeds the view's tight epsilon: the exact epsilon of the planned noise at the assumed
-sensitivity, which half the noise (twice the Gaussian-DP mu) must exceed; an audit that cannot see that
-lacks power (too few trials, or a canary far below the assumed sensitivity).  The verdict: ``LEAK`` when a
-view's lower bound exceeds its reported epsilon (the accountant that holds the run's budget, ``paper`` or
-``tight``), otherwise ``underpowered`` when no view detects the control, otherwise ``consistent``.  ``noise_scale`` (a test
-hook: 0 drops the noise) multiplies every sigma of the nominal audit.
+sensitivity, which half the noise (twice the Gaussian-DP mu) must exceed; an audit that cannot see that lacks
+power (too few trials, or a canary far below the assumed sensitivity).  The verdict: ``LEAK`` when a view's
+lower bound exceeds its reported epsilon (the accountant that holds the run's budget, ``paper`` or ``tight``),
+otherwise ``underpowered`` when no view detects the control, otherwise ``consistent``.  ``noise_scale`` (a
+test hook: 0 drops the noise) multiplies every sigma of the nominal audit.
 
 Record-level only: replacing one record of one client (the papers' record-level neighbouring relation).
 """
@@ -296,7 +296,8 @@ def _view_audit(view: Any, s: _Setup, runs: dict[str, Any], rounds: int, scale: 
         sides = {}
         for side in ("out", "in"):
             present = rng.random((rounds, trials)) < q
-            term = np.where(present[:, :, None], w * (runs[side] - runs["clean_out"][:, None, :]).numpy(), 0.0)
+            centred_upload = (runs[side] - runs["clean_out"][:, None, :]).numpy()
+            term = np.where(present[:, :, None], w * centred_upload, 0.0)
             extra = rng.standard_normal(term.shape) * rest[:, None, None]
             centred = term + extra
             sides[side] = np.einsum("tkd,td->tk", centred, w * shift.double().numpy())
@@ -394,7 +395,8 @@ def audit_from_config(paper: str, config: str | Path | None, overrides: Iterable
 
     entry = get(paper, "audit")
     section = entry.config_section
-    cfg = load_config(config, [section, tc.TRAIN_SECTION], list(overrides), known_sections=(*names(), "train"))
+    cfg = load_config(config, [section, tc.TRAIN_SECTION], list(overrides),
+                      known_sections=(*names(), "train"))
     setting = dict(cfg[section.name])
     setting.update({k: v for k, v in entry.defaults.items() if setting.get(k) is None})
     return audit(entry.name, setting, dict(cfg["train"]), **kw)

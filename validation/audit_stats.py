@@ -96,7 +96,8 @@ def _halves(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def epsilon_lower_bound(scores_out: np.ndarray, scores_in: np.ndarray, delta: float, alpha: float = 0.05
                         ) -> LowerBound:
-    """eps_lb (module docstring): threshold chosen on the first half of each sample, measured on the second."""
+    """eps_lb (module docstring): the threshold chosen on the first half of each sample, measured on the
+    second."""
     scores_out, scores_in = np.asarray(scores_out, float), np.asarray(scores_in, float)
     if min(len(scores_out), len(scores_in)) < 4:
         raise ParameterError("trials per side", min(len(scores_out), len(scores_in)), "integer in [4, inf)")

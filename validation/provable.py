@@ -22,9 +22,9 @@ def _one_output_linear(train: Mapping[str, Any]) -> bool:
     from fedbound.training.data import load_dataset
     from fedbound.training.sensitivity import convex_one_output
 
-    dataset = load_dataset(train["dataset"], data_path=train["data_path"], test_fraction=train["test_fraction"],
-                           seed=train["seed"], synthetic_samples=train["synthetic_samples"],
-                           synthetic_dim=train["synthetic_dim"])
+    dataset = load_dataset(train["dataset"], data_path=train["data_path"],
+                           test_fraction=train["test_fraction"], seed=train["seed"],
+                           synthetic_samples=train["synthetic_samples"], synthetic_dim=train["synthetic_dim"])
     return convex_one_output(tc.build_model_for(train, dataset)) is not None
 
 
@@ -37,8 +37,8 @@ def provable_setting(setting: Mapping[str, Any], train: Mapping[str, Any], defau
     if setting.get("sensitivity") != "provable":
         return out
     if setting.get("C_g") is None:
-        raise ConfigError(f"[{section}] sensitivity = \"provable\" needs C_g, the per-sample gradient clip of "
-                          "local training")
+        raise ConfigError(f"[{section}] sensitivity = \"provable\" needs C_g, the per-sample gradient "
+                          "clip of local training")
     run = {"tau": int(train["local_steps"]), "eta": float(train["lr"] or default_lr)}
     for key, value in run.items():
         given = setting.get(key)

@@ -1,11 +1,11 @@
 """``fedbound train nbafl``: seed 002's noise plan and the NbAFL algorithm (recipe for validation.runner).
 
 :func:`nbafl_plan`: ``sigma_U`` (spec 002 F10) on every upload, ``sigma_D`` (Theorem 1, F11; under K-client
-scheduling Lemma 4's F27) on the server; sensitivity ``2C/m`` (F7), or with ``sensitivity = "provable"`` the provable one
-(``fedbound.validation.provable``; the sigma's scale with it).  The adversary views are the uplink (at
-most ``L`` uploads per client, classic Gaussian with linear composition: eps/L each) and the downlink
-broadcast (``T`` releases; under scheduling the eavesdropper does not see who was scheduled, so the release
-is a K-of-N sample without replacement, and the paper accounts for it with Lemma 4's one-sided
+scheduling Lemma 4's F27) on the server; sensitivity ``2C/m`` (F7), or with ``sensitivity = "provable"`` the
+provable one (``fedbound.validation.provable``; the sigma's scale with it).  The adversary views are the
+uplink (at most ``L`` uploads per client, classic Gaussian with linear composition: eps/L each) and the
+downlink broadcast (``T`` releases; under scheduling the eavesdropper does not see who was scheduled, so the
+release is a K-of-N sample without replacement, and the paper accounts for it with Lemma 4's one-sided
 amplification).  ``noise="tight"`` uses the tight counterparts of ``fedbound.bounds.nbafl``.
 
 Without ``[nbafl] T`` the run trains for Theorem 2's optimal T (``fedbound.scheduling.nbafl.optimal_T``).
