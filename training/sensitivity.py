@@ -225,5 +225,6 @@ def check_provable_step(model: Model, data: ClientData, local: object) -> None:
     if local.lr > 2.0 / worst:
         raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = "
                           f"{2.0 / worst:.4g}] for sensitivity = \"provable\" with {local.steps} local "
-                          "steps: gradient descent is non-expansive only for eta <= 2/L (Hardt, Recht & Singer "
-                          "2016, Lemma 3.7); L is the largest client's smoothness computed from its data")
+                          "steps: gradient descent is non-expansive only for eta <= 2/L (Hardt, Recht "
+                          "& Singer 2016, Lemma 3.7); L is the largest client's smoothness computed"
+                          " from its data")
