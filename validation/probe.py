@@ -37,6 +37,6 @@ def probe_sensitivity(short: str, algorithm: Any, model: Any, data: Any, plan: A
         return entry, []
     return entry, [f"{short}: replacing one record of client {client} moved its clipped upload by "
                    f"{found.max_shift:.4g} at the {label}, {found.max_shift / assumed:.3g}x the {stages[0]} "
-                   f"sensitivity {assumed:.4g} the privacy ledger assumes: the paper's sensitivity argument does "
-                   "not cover this local training, and the reported epsilon does not hold (set sensitivity = "
-                   "\"provable\" for a bound that does)"]
+                   f"sensitivity {assumed:.4g} the privacy ledger assumes: the paper's sensitivity argument "
+                   "does not cover this local training, and the reported epsilon does not hold (set "
+                   "sensitivity = \"provable\" for a bound that does)"]

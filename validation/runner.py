@@ -123,11 +123,13 @@ class TrainRun:
 
 def _probe(short: str, algorithm: Any, setup: Any, plan: Any, options: Any, train: Mapping[str, Any],
            params: Any, label: str) -> list[tuple[dict, list[str]]]:
-    """:mod:`fedbound.validation.probe` at ``params`` (None: the run's initial model); [] when it does not apply."""
+    """:mod:`fedbound.validation.probe` at ``params`` (None: the run's initial model); [] when it does not
+    apply."""
     from fedbound.training.noise import Streams
     from fedbound.validation.probe import probe_sensitivity
 
-    if plan is None or not train.get("probe_records", 8) or not getattr(algorithm, "sensitivity_probe", False):
+    if plan is None or not train.get("probe_records", 8) or not getattr(algorithm, "sensitivity_probe",
+                                                                       False):
         return []
     if params is None:
         params = setup.model.init(Streams(options.seed, options.device).generator("init"), options.dtype)
