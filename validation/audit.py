@@ -69,11 +69,14 @@ class AuditViews:
     """What a paper's audit needs beyond its training recipe (``Paper.audit`` points to one).
 
     ``prepare(algorithm)``: the algorithm as the audit trains it on replicated copies of one client (e.g.
-    without bookkeeping that assumes the original federation); ``doc``: what the audit of this paper tests.
+    without bookkeeping that assumes the original federation); ``doc``: what the audit of this paper tests;
+    ``small``: a small configuration (``{section: {key: value}}``) inside the paper's assumptions that audits
+    in seconds (the tests over the registry and ``make demo`` run it).
     """
 
     prepare: Callable[[Any], Any] = _same
     doc: str = ""
+    small: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def without(algorithm: Any, **attributes: Any) -> Any:
