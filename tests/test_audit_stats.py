@@ -1,4 +1,5 @@
-"""The audit's statistics: Clopper-Pearson bounds, the epsilon lower bound, the Gaussian fit, the ROC bound."""
+"""The audit's statistics: Clopper-Pearson bounds, the epsilon lower bound, the Gaussian fit, the ROC
+bound."""
 
 from __future__ import annotations
 
