@@ -1,4 +1,4 @@
-"""The provable sensitivity (per-sample clipped local GD) against brute force, the probe, and the planner side."""
+"""The provable sensitivity (per-sample clipped local GD) against brute force, the probe, the planner."""
 
 from __future__ import annotations
 
