@@ -128,13 +128,13 @@ def _probe(short: str, algorithm: Any, setup: Any, plan: Any, options: Any, trai
     from fedbound.training.noise import Streams
     from fedbound.validation.probe import probe_sensitivity
 
-    if plan is None or not train.get("probe_records", 8) or not getattr(algorithm, "sensitivity_probe",
+    if plan is None or not train.get("probe_records", 4) or not getattr(algorithm, "sensitivity_probe",
                                                                        False):
         return []
     if params is None:
         params = setup.model.init(Streams(options.seed, options.device).generator("init"), options.dtype)
     entry, found = probe_sensitivity(short, algorithm, setup.model, setup.data, plan, options,
-                                     params.unsqueeze(0), label, train.get("probe_records", 8))
+                                     params.unsqueeze(0), label, train.get("probe_records", 4))
     return [(entry, found)] if entry else []
 
 
@@ -185,11 +185,12 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     plan = rec.plan(setting, train, setup.client_sizes, rounds) if train["private"] else None
     algorithm = rec.algorithm(setting, train, rounds)
     options = tc.run_options(train, progress)
-    probes = _probe(paper.short, algorithm, setup, plan, options, train, None, "initial model")
+    copies = paper.load("audit").prepare(algorithm) if paper.audit else algorithm  # trained as copies
+    probes = _probe(paper.short, copies, setup, plan, options, train, None, "initial model")
     t0 = time.perf_counter()
     result = run(algorithm, setup.model, setup.data, plan=plan, options=options, test=setup.test,
                  run_dir=run_dir, run_key=key)
-    probes += _probe(paper.short, algorithm, setup, plan, options, train, result.params, "trained model")
+    probes += _probe(paper.short, copies, setup, plan, options, train, result.params, "trained model")
     summary = dict(result.summary)
     sizes = np.asarray(setup.client_sizes)
     summary.update(config=str(config), run_dir=str(run_dir), wall_time_s=time.perf_counter() - t0,
