@@ -87,3 +87,14 @@ def test_cli_json_figure_and_errors(tmp_path, capsys):
     if no_audit:
         assert main(["audit", no_audit[0], str(cfg)]) == 2
         assert "has no audit" in capsys.readouterr().err
+
+
+def test_two_rounds_with_a_given_canary(tmp_path):
+    cfg = _config(tmp_path, "nbafl")
+    one = audit_from_config("nbafl", cfg, trials=100, canary="given", control=False)
+    two = audit_from_config("nbafl", cfg, trials=100, canary="given", rounds=2, control=False)
+    assert two.rounds == 2 and not two.verdict.startswith("LEAK")
+    down = {r.rounds: next(v for v in r.views if v.kind == "broadcast") for r in (one, two)}
+    # the broadcast is released every round: two rounds report more epsilon; the uplink is seen L = 1 times
+    assert down[2].epsilon_reported_tight > down[1].epsilon_reported_tight
+    assert two.views[0].epsilon_reported_tight == pytest.approx(one.views[0].epsilon_reported_tight)

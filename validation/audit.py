@@ -20,7 +20,8 @@ The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and 
    every other client's data, so only their noise hides the target), and, when the view's sampling is
    hidden (K of N), the target's term is present with probability q.  The score is the projection
    of what the adversary sees on the noise-free shift ``upload(D') - upload(D)``, summed over rounds with
-   weights ``1/sigma^2`` (the likelihood-ratio test of two Gaussians);
+   weights ``1/sigma^2`` (the likelihood-ratio test of two Gaussians), over the first ``max_releases``
+   rounds of a view that the adversary sees at most that often (NbAFL's L);
 5. ``fedbound.validation.audit_stats`` turns the scores into the epsilon lower bound (Clopper-Pearson, 95 %)
    and the Gaussian-fit estimate; the reported epsilon of each view is the ledger's (tight and paper) for
    the target over the audited rounds, from the original plan.
@@ -290,6 +291,9 @@ def _view_audit(view: Any, s: _Setup, runs: dict[str, Any], rounds: int, scale: 
                 rng: np.random.Generator, budget: str) -> ViewAudit:
     from fedbound.validation.audit_stats import epsilon_lower_bound, gaussian_fit
 
+    if view.max_releases is not None and rounds > view.max_releases:  # the adversary sees that many rounds
+        rounds = int(view.max_releases)
+        runs = {k: v[:rounds] for k, v in runs.items()}
     own, rest, w = _view_noise(s.plan, view, s.participants, s.weights, s.target, rounds, scale)
     shift = runs["clean_in"] - runs["clean_out"]
     trials = runs["out"].shape[1]
