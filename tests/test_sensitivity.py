@@ -197,3 +197,19 @@ def test_provable_tau_eta_must_describe_the_run(tmp_path):
 
     with pytest.raises(ConfigError, match=r"\[nbafl\] tau = 3 differs from the run's \[train\] local_steps"):
         train_from_config("nbafl", _small_nbafl(tmp_path, tau=3), out=tmp_path / "c")
+
+
+def test_adaptive_planner_and_noise_read_the_provable_sensitivity():
+    from fedbound.bounds import adaptive as ba
+    from fedbound.registry import get
+
+    example = {**get("adaptive").defaults, **get("adaptive").example}
+    prov = {**example, "sensitivity": "provable", "C_g": 1.0, "tau": 10, "eta": 0.3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = get("adaptive").load("planner")(prov)
+        m = min(float(v) for v in str(example.get("sizes", example.get("m"))).split(","))
+        p, q = ba.noise(example, 10, "tight"), ba.noise(prov, 10, "tight")
+    ratio = min(2 * example["C"], 2 * 10 * 0.3 * 1.0 / m) / (2 * example["C"] / m)
+    assert result.warnings[0].startswith("provable sensitivity") and "PADPFL" in result.warnings[0]
+    assert q["uplink"] == pytest.approx(ratio * p["uplink"])

@@ -230,6 +230,8 @@ def _mu(setting: Mapping[str, Any]) -> float:
 def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int):
     from fedbound.training.adaptive import PADPFL
 
+    if setting.get("sensitivity") == "provable":  # planned weights read the provable sensitivity too
+        setting = provable_setting(setting, train, 0.02, "adaptive")
     return PADPFL.from_config(
         {**setting, "mu": _mu(setting)},
         train,
