@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from fedbound.bounds import provable
 from fedbound.bounds.adaptive_impact import (
     SIMPLEX_ATOL,
     Design,
@@ -321,18 +322,21 @@ def noise_details(setting: Mapping[str, Any], T: int, method: str = "paper") -> 
     ``setting``: ``eps``, ``delta``, ``C`` (the clip bound B; ``B`` accepted), ``R``, and either ``p`` (a
     vector, or one row per round: the schedule, E25) with ``m`` (every client's size, or the smallest), or an
     [adaptive] section's ``N``, ``parts``, ``ratios``, ``switch_after``, ``sizes``/``m`` (the F55 schedule).
-    Arrays of length T.
+    Arrays of length T.  With ``sensitivity = "provable"`` the clip B reads as the effective clip of
+    :func:`fedbound.bounds.provable.apply` (every sensitivity 2B/m_i becomes the provable one).
     """
     if method not in NOISE_METHODS:
         raise ParameterError("method", method, "one of " + ", ".join(NOISE_METHODS))
     t = int(check_int("T", T, 1))
-    clip = setting.get("C", setting.get("B"))
     eps_v, delta_v, R_v = setting["eps"], setting["delta"], int(setting.get("R") or 1)
     if setting.get("p") is not None:
         p, m = validate_impact_factors(setting["p"]), setting["m"]
     else:
         design = design_from_settings(setting)
         p, m = design.schedule(t), design.client_sizes
+    key = "C" if setting.get("C") is not None else "B"
+    clip = provable.apply(setting, clip_key=key, m=float(np.min(m)), paper="PADPFL (Talaei & Izadi 2024)",
+                          assumption="client sensitivity 2B/m of eq. (8)")[key]
     rows = np.tile(p, (t, 1)) if p.ndim == 1 else p[np.minimum(np.arange(t), len(p) - 1)]
     if method == "paper":
         up = client_noise_sigma(eps_v, delta_v, clip, R_v, m)

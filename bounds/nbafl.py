@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from fedbound.bounds import provable
 from fedbound.bounds.core import Evaluable
 from fedbound.bounds.lazy import Theory
 from fedbound.checks import check_real, scalar_or_array
@@ -412,13 +413,16 @@ def noise(setting: Mapping[str, Any], T: float, method: str = "paper") -> dict[s
 
     The one place that decides NbAFL's noise (the planner and ``fedbound train nbafl`` both call it).
     ``method="paper"``: sigma_U of Sec. III-A (spec F10) and Theorem 1's sigma_D, seed 002 eq. (10); under
-    K-of-N scheduling (``K < N`` in ``setting``) Lemma 4's sigma_D, eq. (16).  ``method="tight"``: their
-    exact counterparts through fedbound.accounting (:func:`sigma_uplink_tight`,
-    :func:`sigma_downlink_tight`, :func:`sigma_downlink_k_tight`).  Classic-mechanism caveats are emitted as
-    warnings.
+    K-of-N scheduling (``K < N`` in ``setting``) Lemma 4's sigma_D, eq. (16).  With ``sensitivity =
+    "provable"`` every formula reads the provable sensitivity instead of eq. (6)'s 2C/m
+    (:func:`fedbound.bounds.provable.apply`).  ``method="tight"``: their exact counterparts through
+    fedbound.accounting (:func:`sigma_uplink_tight`, :func:`sigma_downlink_tight`,
+    :func:`sigma_downlink_k_tight`).  Classic-mechanism caveats are emitted as warnings.
     """
     if method not in NOISE_METHODS:
         raise ParameterError("method", method, "one of " + ", ".join(NOISE_METHODS))
+    setting = provable.apply(setting, clip_key="C", m=setting["m"], paper="NbAFL (Wei et al. 2020)",
+                             assumption="sensitivity 2C/m of eq. (6)")
     eps_, delta_, C_, m_, N_ = (setting[k] for k in ("eps", "delta", "C", "m", "N"))
     L_ = setting.get("L", 1)
     K_ = setting.get("K")

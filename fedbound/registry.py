@@ -54,7 +54,7 @@ from fedbound.errors import ConfigError, FedboundWarning
 
 __all__ = ["Paper", "Setting", "papers", "get", "names", "resolve", "field_from_param"]
 
-CAPABILITIES = ("plan", "plot", "claims", "train")
+CAPABILITIES = ("plan", "plot", "claims", "train", "audit")
 
 
 def resolve(ref: Any) -> Any:
@@ -114,7 +114,8 @@ class Paper:
     (``None``: not supported).  ``defaults``: documented values assumed for keys the user did not give when
     planning without a file (the plan says which were assumed).  ``aliases``: ``{old key: key}``.
     ``example``: a complete setting (with ``defaults``) that plans and plots: the paper's own experiment,
-    used by the tests over the registry and as the explorer's starting point.
+    used by the tests over the registry and as the explorer's starting point.  ``audit``: a reference to
+    the paper's :class:`fedbound.validation.audit.AuditViews` (``fedbound audit PAPER``; needs ``recipe``).
     """
 
     name: str
@@ -135,6 +136,7 @@ class Paper:
     aliases: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""
     example: Mapping[str, Any] = field(default_factory=dict)
+    audit: str | None = None
 
     @property
     def citation(self) -> str:
@@ -142,7 +144,8 @@ class Paper:
 
     @property
     def supports(self) -> tuple[str, ...]:
-        have = {"plan": self.planner, "plot": self.plots, "claims": self.claims or None, "train": self.recipe}
+        have = {"plan": self.planner, "plot": self.plots, "claims": self.claims or None, "train": self.recipe,
+                "audit": self.audit if self.recipe else None}
         return tuple(c for c in CAPABILITIES if have[c])
 
     @cached_property
@@ -173,7 +176,8 @@ class Paper:
         return names or tuple(notation.variants)
 
     def load(self, what: str) -> Any:
-        """The object behind a reference: ``noise``, ``planner``, ``plots``, ``recipe`` or ``theorems``."""
+        """The object behind a reference: ``noise``, ``planner``, ``plots``, ``recipe``, ``audit`` or
+        ``theorems``."""
         ref = getattr(self, what)
         if ref is None:
             raise ConfigError(f"{self.short} has no {what} in fedbound yet (it supports: "

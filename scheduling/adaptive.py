@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.bounds import adaptive as ba
+from fedbound.bounds import provable
 from fedbound.bounds.adaptive_impact import Design, design_from_settings, parse_lists
 from fedbound.bounds.claims import Claim, Computed, Region
 from fedbound.errors import DomainError, ParameterError
@@ -256,11 +257,21 @@ def _problem(s: Mapping[str, Any], design: Design, T: float, accounting: str) ->
     )
 
 
+def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """With ``sensitivity = "provable"``: the setting with the effective clip of
+    :func:`fedbound.bounds.provable.for_planner` (the program then uses eq. (10)'s form) and the note."""
+    if s.get("sensitivity") != "provable":
+        return s, None
+    m = float(np.min(design_from_settings(s).client_sizes))
+    return provable.for_planner(s, clip_key="C", m=m, paper=SHORT, assumption="client sensitivity 2B/m of "
+                                "eq. (8)")
+
+
 def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) -> Optimum:
     """The impact-factor program of an [adaptive] setting (its scores, group bounds, floor, sensitivity) at
     ``T`` rounds (default the setting's T, else 30) under tight accounting; what ``weights = "planned"``
     trains with."""
-    s = normalised_settings(settings, ("N", "R", "parts", "ratios"))
+    s, _ = _provable(normalised_settings(settings, ("N", "R", "parts", "ratios")))
     design = design_from_settings(s)
     design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
     return optimal_impact_factors(_problem(s, design, float(T or s.get("T", 30)), "tight"))
@@ -269,12 +280,12 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
 def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     """PADPFL's plan for an [adaptive] setting (module docstring).  ``variant``: the reading of Theorem 2
     used for the paper's own answer (``"paper"`` or ``"corrected"``, E1-E4)."""
-    s = normalised_settings(settings)
+    s, provable_note = _provable(normalised_settings(settings))
     if variant not in ("paper", "corrected"):
         raise ParameterError("variant", variant, "'paper' or 'corrected'")
     design = design_from_settings(s)
     m = design.client_sizes
-    warnings: list[str] = []
+    warnings: list[str] = [provable_note] if provable_note else []
     mu_opt = best_mu(s["A"], s["gamma"], s["rho"])
     mu = float(s["mu"]) if s.get("mu") is not None else (mu_opt.x if mu_opt.success else None)
     if mu is None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.bounds import nbafl as nb
+from fedbound.bounds import provable
 from fedbound.bounds.claims import Claim, Computed
 from fedbound.errors import InfeasibleError, ParameterError
 from fedbound.scheduling.integer_search import exhaustive_integer_min, unimodal_integer_min
@@ -463,13 +464,18 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     at that T (:func:`fedbound.bounds.nbafl.noise`, method "tight"), and the bound it predicts.  The paper's
     answer: its sigma's at the setting's T (else at its T*), T*, the bound, K* over 1..N at that T (always)
     and the joint (T, K) optimum.  ``Plan.data`` keeps every key of the earlier ``plan nbafl --json``.
+    With ``sensitivity = "provable"`` every formula reads the provable sensitivity
+    (:func:`fedbound.bounds.provable.for_planner`) and the first warning says how much more noise it costs.
     """
-    s = nb.with_tight_z({k: v for k, v in settings.items() if v is not None}, variant)
+    given, provable_note = provable.for_planner({k: v for k, v in settings.items() if v is not None},
+                                                clip_key="C", m=settings["m"], paper=PAPER,
+                                                assumption="sensitivity 2C/m of eq. (6)")
+    s = nb.with_tight_z(given, variant)
     s.setdefault("L", 1)
     if "K" in s and s["K"] > s["N"]:
         raise ParameterError("K", s["K"], f"integer in [1, N = {s['N']}]",
                              hint="at most N clients per round")
-    warnings: list[str] = []
+    warnings: list[str] = [provable_note] if provable_note else []
     data, t_paper = _paper_answer(s, variant, warnings)
     rec, t_tight = _recommend(s, data, variant, warnings)
     data["warnings"] = warnings

@@ -313,7 +313,7 @@ def test_registered_paper_plans_the_examples(name):
     from fedbound import registry
 
     paper = registry.get("adaptive")
-    assert paper.supports == ("plan", "plot", "claims", "train") and paper.aliases == {"B": "C"}
+    assert paper.supports == ("plan", "plot", "claims", "train", "audit") and paper.aliases == {"B": "C"}
     assert dict(paper.defaults) == ba.ASSUMED_LOSS_CONSTANTS
     settings = _from_example(name)
     with warnings.catch_warnings():

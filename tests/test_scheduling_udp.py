@@ -179,7 +179,7 @@ def test_plots_draw_labelled_lines(vs):
 
 def test_registry_entry():
     paper = get("udp")
-    assert paper.supports == ("plan", "plot", "claims", "train")
+    assert paper.supports == ("plan", "plot", "claims", "train", "audit")
     noise = paper.load("noise")
     setting = {"N": 50, "K": 50, "eps": 4.0, "delta": 1e-3, "m": 800, "eta": 0.002, "C": 20.0}
     assert noise(setting, 200)["uplink"][0] == pytest.approx(0.001314130442, rel=1e-9)

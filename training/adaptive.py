@@ -41,7 +41,7 @@ from fedbound.training.engine import RoundContext
 from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.grads import batch_gradient
 from fedbound.training.local import LocalSGD
-from fedbound.training.nbafl import NbAFL
+from fedbound.training.nbafl import NbAFL, provable_clip
 
 __all__ = ["PADPFL", "check_impact_factors", "inexactness"]
 
@@ -106,14 +106,18 @@ class PADPFL(NbAFL):
         impact_factors: Any = None,
         data_schedule: Sequence[tuple[int, ClientData]] = (),
     ) -> PADPFL:
-        """From the [adaptive] setting (C, the paper's B; mu), [train] (local_steps, lr: default the paper's
+        """From the [adaptive] setting (C, the paper's B; mu; ``sensitivity = "provable"``: C_g), [train]
+        (local_steps, lr: default the paper's
         0.02, seed 001 Sec. VI) and the impact-factor schedule (validation.train_adaptive)."""
         from fedbound.training.config import local_sgd
 
         if impact_factors is None:
             raise ParameterError("impact_factors", None, "an (N,) or (rounds, N) array on the simplex")
         clip = setting["C"] if setting.get("C") is not None else setting["B"]
-        return cls(rounds, clip, local_sgd(train, 0.02, prox_mu=setting["mu"]), impact_factors, data_schedule)
+        local = local_sgd(train, 0.02, prox_mu=setting["mu"], per_sample_clip=provable_clip(setting))
+        out = cls(rounds, clip, local, impact_factors, data_schedule)
+        out.provable = provable_clip(setting) is not None
+        return out
 
     def impact(self, round_: int) -> np.ndarray:
         """``p^(t)`` of round ``round_`` (0-based); past the schedule its last row."""

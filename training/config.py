@@ -102,6 +102,8 @@ TRAIN_SECTION = Section("train", (
     Field("eval_every", int, 1, "evaluate every this many rounds (and after the last)", low=1,
           high=MAX_ROUNDS),
     Field("eval_clients", bool, True, "also write one metrics row per client"),
+    Field("probe_records", int, 4, "records of the smallest client the sensitivity probe replaces before and "
+          "after training (algorithms that clip the whole model); 0 = no probe", low=0, high=MAX_SAMPLES),
 ), doc="simulator settings (fedbound train)")
 
 

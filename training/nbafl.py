@@ -14,6 +14,9 @@ What differs from FedAvg:
 
 The sigma's come from the noise plan (``fedbound.validation.train_nbafl.nbafl_plan``: F10, F11, F27).
 The fraction of uploads that the clipping changed is logged as ``clipped_fraction``.
+With ``sensitivity = "provable"`` local training clips every per-sample gradient to ``C_g`` (the plan then
+uses the provable sensitivity of ``fedbound.bounds.provable``); its premises are checked before round 1
+(``fedbound.training.sensitivity.check_provable_step``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,14 @@ from fedbound.training.engine import Algorithm, RoundContext
 from fedbound.training.federation import ClientBatch
 from fedbound.training.local import LocalSGD
 from fedbound.training.participation import all_clients, uniform_subset
+from fedbound.training.sensitivity import check_provable_step
 
-__all__ = ["NbAFL"]
+__all__ = ["NbAFL", "provable_clip"]
+
+
+def provable_clip(setting: Mapping[str, Any]) -> float | None:
+    """The per-sample gradient clip ``C_g`` when the setting asks for ``sensitivity = "provable"``."""
+    return float(setting["C_g"]) if setting.get("sensitivity") == "provable" else None
 
 
 class NbAFL(Algorithm):
@@ -38,19 +47,31 @@ class NbAFL(Algorithm):
 
     name = "nbafl"
 
-    def __init__(self, rounds: int, clip_norm: float, local: LocalSGD, clients_per_round: int | None = None
-                 ) -> None:
+    sensitivity_probe = True
+    """Clips the model, not per-sample gradients: ``fedbound train`` probes the measured sensitivity."""
+
+    def __init__(self, rounds: int, clip_norm: float, local: LocalSGD, clients_per_round: int | None = None,
+                 provable: bool = False) -> None:
         super().__init__(rounds, local)
         self.clip_norm = float(clip_norm)
         self.clients_per_round = clients_per_round
         self.weight_decay = local.weight_decay
+        self.provable = bool(provable)
 
     @classmethod
     def from_config(cls, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> NbAFL:
-        """From the [nbafl] setting (C, mu, K) and [train] (local_steps, lr: default the paper's 0.002)."""
+        """From the [nbafl] setting (C, mu, K; ``sensitivity = "provable"``: per-sample clip C_g) and [train]
+        (local_steps, lr: default the paper's 0.002)."""
         from fedbound.training.config import local_sgd
 
-        return cls(rounds, setting["C"], local_sgd(train, 0.002, prox_mu=setting["mu"]), setting.get("K"))
+        return cls(rounds, setting["C"], local_sgd(train, 0.002, prox_mu=setting["mu"],
+                                                   per_sample_clip=provable_clip(setting)),
+                   setting.get("K"), provable=provable_clip(setting) is not None)
+
+    def init_algo_state(self, ctx: RoundContext) -> dict[str, Any]:
+        if self.provable:
+            check_provable_step(ctx.model, ctx.data, self.local)
+        return {}
 
     def participants(self, ctx: RoundContext) -> np.ndarray:
         k = self.clients_per_round

@@ -121,6 +121,23 @@ class TrainRun:
     files: dict
 
 
+def _probe(short: str, algorithm: Any, setup: Any, plan: Any, options: Any, train: Mapping[str, Any],
+           params: Any, label: str) -> list[tuple[dict, list[str]]]:
+    """:mod:`fedbound.validation.probe` at ``params`` (None: the run's initial model); [] when it does not
+    apply."""
+    from fedbound.training.noise import Streams
+    from fedbound.validation.probe import probe_sensitivity
+
+    if plan is None or not train.get("probe_records", 4) or not getattr(algorithm, "sensitivity_probe",
+                                                                       False):
+        return []
+    if params is None:
+        params = setup.model.init(Streams(options.seed, options.device).generator("init"), options.dtype)
+    entry, found = probe_sensitivity(short, algorithm, setup.model, setup.data, plan, options,
+                                     params.unsqueeze(0), label, train.get("probe_records", 4))
+    return [(entry, found)] if entry else []
+
+
 def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
                       out: str | Path | None = None, seed: int | None = None, device: str | None = None,
                       progress: bool = False, overwrite: bool = False) -> TrainRun:
@@ -167,9 +184,13 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     setup = tc.build_data(train, n_clients, rec.min_client_size(setting), device_name)
     plan = rec.plan(setting, train, setup.client_sizes, rounds) if train["private"] else None
     algorithm = rec.algorithm(setting, train, rounds)
+    options = tc.run_options(train, progress)
+    copies = paper.load("audit").prepare(algorithm) if paper.audit else algorithm  # trained as copies
+    probes = _probe(paper.short, copies, setup, plan, options, train, None, "initial model")
     t0 = time.perf_counter()
-    result = run(algorithm, setup.model, setup.data, plan=plan, options=tc.run_options(train, progress),
-                 test=setup.test, run_dir=run_dir, run_key=key)
+    result = run(algorithm, setup.model, setup.data, plan=plan, options=options, test=setup.test,
+                 run_dir=run_dir, run_key=key)
+    probes += _probe(paper.short, copies, setup, plan, options, train, result.params, "trained model")
     summary = dict(result.summary)
     sizes = np.asarray(setup.client_sizes)
     summary.update(config=str(config), run_dir=str(run_dir), wall_time_s=time.perf_counter() - t0,
@@ -181,7 +202,10 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
         summary["plan_rounds"] = plan.rounds
     summary.update(rec.summary(setting))
     summary["assumed"] = list(assumed)
-    summary["warnings"] = [*dict.fromkeys(str(w.message) for w in caught), *summary.get("warnings", [])]
+    summary["warnings"] = [*dict.fromkeys(str(w.message) for w in caught), *summary.get("warnings", []),
+                           *(w for _, found in probes for w in found)]
+    if probes:
+        summary["sensitivity_probe"] = [entry for entry, _ in probes]
     crd = result.state.algo_state.get("discounts")
     if crd:
         summary["crd_discounts"] = [list(d) for d in crd]

@@ -39,6 +39,7 @@ from fedbound.bounds.adaptive import (
     server_noise_threshold,
 )
 from fedbound.errors import ConfigError
+from fedbound.validation.provable import provable_setting, sensitivity_clip
 from fedbound.validation.runner import Recipe
 
 __all__ = [
@@ -109,6 +110,8 @@ def adaptive_plan(
     from fedbound.accounting.classic import classic_range_message
     from fedbound.training.plan import NoisePlan, View
 
+    if setting.get("sensitivity") == "provable":
+        setting = provable_setting(setting, train or {}, 0.02, "adaptive")
     R, eps, delta = int(setting["R"]), setting["eps"], setting["delta"]
     T = int(rounds)
     if R > T:
@@ -139,7 +142,7 @@ def adaptive_plan(
     info = {
         "gaussian_constant": float(gaussian_c(delta)),
         "sigma_client": float(sigma["uplink"][0]),
-        "sensitivity_uplink": 2.0 * setting["C"] / m,
+        "sensitivity_uplink": 2.0 * sensitivity_clip(setting, "C", m) / m,
         "m_min": float(m),
         "sigma_server_min": float(sigma["server"].min()),
         "sigma_server_max": float(sigma["server"].max()),
@@ -156,7 +159,7 @@ def adaptive_plan(
         rounds=T,
         num_clients=int(setting["N"]),
         sigma={"uplink": sigma["uplink"], "server": sigma["server"]},
-        sensitivity={"uplink": 2.0 * setting["C"] / m},
+        sensitivity={"uplink": 2.0 * sensitivity_clip(setting, "C", m) / m},
         eps=eps,
         delta=delta,
         views=views,
@@ -227,6 +230,8 @@ def _mu(setting: Mapping[str, Any]) -> float:
 def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int):
     from fedbound.training.adaptive import PADPFL
 
+    if setting.get("sensitivity") == "provable":  # planned weights read the provable sensitivity too
+        setting = provable_setting(setting, train, 0.02, "adaptive")
     return PADPFL.from_config(
         {**setting, "mu": _mu(setting)},
         train,

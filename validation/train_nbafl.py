@@ -1,10 +1,11 @@
 """``fedbound train nbafl``: seed 002's noise plan and the NbAFL algorithm (recipe for validation.runner).
 
 :func:`nbafl_plan`: ``sigma_U`` (spec 002 F10) on every upload, ``sigma_D`` (Theorem 1, F11; under K-client
-scheduling Lemma 4's F27) on the server; sensitivity ``2C/m`` (F7).  The adversary views are the uplink (at
-most ``L`` uploads per client, classic Gaussian with linear composition: eps/L each) and the downlink
-broadcast (``T`` releases; under scheduling the eavesdropper does not see who was scheduled, so the release
-is a K-of-N sample without replacement, and the paper accounts for it with Lemma 4's one-sided
+scheduling Lemma 4's F27) on the server; sensitivity ``2C/m`` (F7), or with ``sensitivity = "provable"`` the
+provable one (``fedbound.validation.provable``; the sigma's scale with it).  The adversary views are the
+uplink (at most ``L`` uploads per client, classic Gaussian with linear composition: eps/L each) and the
+downlink broadcast (``T`` releases; under scheduling the eavesdropper does not see who was scheduled, so the
+release is a K-of-N sample without replacement, and the paper accounts for it with Lemma 4's one-sided
 amplification).  ``noise="tight"`` uses the tight counterparts of ``fedbound.bounds.nbafl``.
 
 Without ``[nbafl] T`` the run trains for Theorem 2's optimal T (``fedbound.scheduling.nbafl.optimal_T``).
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.errors import ConfigError
+from fedbound.validation.provable import provable_setting, sensitivity_clip
 from fedbound.validation.runner import Recipe, capture_warnings
 
 __all__ = ["nbafl_plan", "RECIPE"]
@@ -52,7 +54,8 @@ def nbafl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
     from fedbound.bounds import nbafl as nb
     from fedbound.training.plan import NoisePlan, View
 
-    N, C, m, eps, delta, L = (setting[k] for k in ("N", "C", "m", "eps", "delta", "L"))
+    N, m, eps, delta, L = (setting[k] for k in ("N", "m", "eps", "delta", "L"))
+    C = sensitivity_clip(setting, "C", m)
     K = setting.get("K")
     scheduled = K is not None and K < N
     sizes = np.asarray(client_sizes)
@@ -82,7 +85,8 @@ def nbafl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
 
 RECIPE = Recipe(
     num_clients=lambda setting: int(setting["N"]),
-    plan=lambda setting, train, sizes, rounds: nbafl_plan(setting, sizes, rounds, train["noise"]),
+    plan=lambda setting, train, sizes, rounds: nbafl_plan(provable_setting(setting, train, 0.002, "nbafl"),
+                                                          sizes, rounds, train["noise"]),
     algorithm=_algorithm,
     rounds=_rounds,
     min_client_size=lambda setting: int(setting["m"]),

@@ -33,6 +33,7 @@ def section():
 
     from fedbound.bounds.adaptive import NOTATION
     from fedbound.config import Field, Section
+    from fedbound.papers._provable import provable_fields
 
     p = NOTATION.params
 
@@ -103,9 +104,12 @@ def section():
                 "sensitivity",
                 str,
                 "paper",
-                "server sensitivity in the program: 'paper' (eq. (10)) or 'tight' (max_i 2C p_i/m_i)",
-                choices=("paper", "tight"),
+                "server sensitivity in the program: 'paper' (eq. (10)) or 'tight' (max_i 2C p_i/m_i); "
+                "'provable': per-sample gradient clipping C_g in local training and the sensitivity "
+                "that follows from it (fedbound.bounds.provable) in every noise formula",
+                choices=("paper", "tight", "provable"),
             ),
+            *provable_fields(with_mode=False),
             Field(
                 "dropout",
                 float,
@@ -160,4 +164,5 @@ PAPER = Paper(
         "parts": "20,20,20",
         "ratios": "0,1,2",
     },
+    audit="fedbound.validation.audit_adaptive:AUDIT",
 )

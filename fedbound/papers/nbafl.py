@@ -20,6 +20,7 @@ def section():
     """The [nbafl] config section, with each key's domain taken from the theorem parameters."""
     from fedbound.bounds.nbafl import LOSS_CONSTANTS, NOTATION
     from fedbound.config import Field, Section
+    from fedbound.papers._provable import provable_fields
 
     p = NOTATION.params
     f = field_from_param
@@ -33,6 +34,7 @@ def section():
         f(p["delta"], low=1e-100), f(p["L"], default=1, high=MAXIMA["L"]),
         *(f(p[k], optional=True, doc=f" (default {LOSS_DEFAULTS[k]:g}, assumed)", low=LOSS_RANGE[k][0],
             high=LOSS_RANGE[k][1]) for k in LOSS_CONSTANTS),
+        *provable_fields(),
     ), doc="NbAFL setting (Wei et al. 2020), in the paper's notation")
 
 
@@ -53,4 +55,5 @@ PAPER = Paper(
     recipe="fedbound.validation.train_nbafl:RECIPE",
     defaults=LOSS_DEFAULTS,
     example={"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01},
+    audit="fedbound.validation.audit_nbafl:AUDIT",
 )

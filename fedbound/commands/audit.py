@@ -1,0 +1,106 @@
+"""``fedbound audit PAPER CONFIG``: an empirical privacy audit of the configured mechanism, run through the
+engine (fedbound.validation.audit)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
+
+
+def _papers() -> str:
+    from fedbound.registry import names
+
+    return ", ".join(names("audit"))
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    @app.command("audit", help="Audit a paper's configured mechanism: neighbouring datasets, many trials "
+                               "through the engine, an epsilon lower bound per adversary view against the "
+                               f"reported epsilon, and a halved-noise control. Papers: {_papers()}.")
+    def audit_cmd(
+        paper_name: Annotated[str, typer.Argument(metavar="PAPER", help=f"Paper: {_papers()}.",
+                                                  show_default=False)],
+        config: ConfigArg,
+        set_: SetOverrides = None,
+        trials: Annotated[int, typer.Option("--trials", help="runs per side (D and D')")] = 2000,
+        canary: Annotated[str, typer.Option("--canary", help="worst (largest measured shift), flip (record 0 "
+                                            "relabelled) or given (record 0 replaced by --canary-record)")
+                          ] = "worst",
+        canary_record: Annotated[int | None, typer.Option("--canary-record", help="training record that "
+                                                          "replaces the target's record 0 (--canary given; "
+                                                          "default the last)")] = None,
+        rounds: Annotated[int, typer.Option("--rounds", help="rounds the adversary sees")] = 1,
+        control: Annotated[bool, typer.Option("--control/--no-control", help="also audit with the noise "
+                                              "halved (the positive control)")] = True,
+        seed: Annotated[int, typer.Option("--seed", help="seed of the audit's own draws, >= 0")] = 0,
+        out: Annotated[Path | None, typer.Option("--out", help="figure (.png and .svg) and, beside it, the "
+                                                 "JSON with every score (default: none written)")] = None,
+        json_: JsonFlag = False,
+    ) -> None:
+        """Audit PAPER's mechanism on CONFIG's setting ([PAPER] + [train])."""
+        from fedbound.checks import check_int
+        from fedbound.output import print_json, print_table, print_warnings
+        from fedbound.registry import get
+        from fedbound.validation.audit import audit_from_config
+
+        get(paper_name, "audit")
+        seed = int(check_int("--seed", seed, 0, 2**32 - 1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = audit_from_config(paper_name, config, set_ or [], trials=trials, canary=canary,
+                                       rounds=rounds, control=control, canary_record=canary_record, seed=seed)
+        files = _write(result, out) if out is not None else []
+        if json_:
+            print_json({**result.to_dict(), "files": files})
+            return
+        print_table(f"fedbound audit {result.paper}: {result.trials} trials per side, {result.rounds} "
+                    f"round(s), canary {result.canary} (client {result.target_client}, record "
+                    f"{result.target_record})", ["quantity", *(v.view for v in result.views)],
+                    _rows(result), digits=4,
+                    caption=f"delta = {result.delta:g}; the {result.budget_accountant} accountant holds the "
+                            f"run's budget; {result.wall_time_s:.1f} s")
+        typer.echo(f"verdict: {result.verdict}")
+        for f in files:
+            typer.echo(f)
+        print_warnings(list(result.notes))
+
+
+def _rows(result) -> list[list]:
+    """One row per quantity, one column per adversary view."""
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4g}"
+
+    quantities = [
+        ("kind", lambda v: v.kind),
+        ("eps lower bound (95 %)", lambda v: fmt(v.epsilon_lower)),
+        (f"eps reported ({result.budget_accountant})", lambda v: fmt(v.epsilon_reported)),
+        ("eps reported, tight / paper", lambda v: f"{fmt(v.epsilon_reported_tight)} / "
+                                                  f"{fmt(v.epsilon_reported_paper)}"),
+        ("eps Gaussian fit [95 %]", lambda v: f"{fmt(v.gaussian_epsilon)} [{fmt(v.gaussian_interval[0])}, "
+                                              f"{fmt(v.gaussian_interval[1])}]"),
+        ("control (noise halved): eps lower", lambda v: fmt(v.control_epsilon_lower)),
+        ("noise std measured / planned", lambda v: f"{fmt(v.noise_std_measured)} / "
+                                                   f"{fmt(v.noise_std_planned)}"),
+        ("shift measured / sensitivity assumed", lambda v: f"{fmt(v.shift_measured)} / "
+                                                           f"{fmt(v.sensitivity_assumed)}"),
+        ("held-out false pos. / neg.", lambda v: f"{v.false_positives} / {v.false_negatives} of "
+                                                 f"{v.held_out}"),
+    ]
+    return [[name, *(get(v) for v in result.views)] for name, get in quantities]
+
+
+def _write(result, out: Path) -> list[str]:
+    """The figure and the JSON (with every score) beside it."""
+    import json
+
+    from fedbound.validation.audit_plot import draw_audit
+
+    paths = draw_audit(result, out)
+    target = Path(out).with_suffix(".json")
+    target.write_text(json.dumps(result.to_dict(scores=True), indent=1, default=float))
+    return [str(p) for p in paths] + [str(target)]

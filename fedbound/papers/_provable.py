@@ -1,0 +1,26 @@
+"""Config keys of ``sensitivity = "provable"`` (fedbound.bounds.provable), shared by the registrations of
+the papers that clip the local model (NbAFL, PADPFL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_LOCAL_STEPS = 100_000
+
+
+def provable_fields(with_mode: bool = True) -> tuple[Any, ...]:
+    """``sensitivity`` (unless the paper declares its own), ``C_g``, ``tau``, ``eta``."""
+    from fedbound.config import Field
+
+    mode = (Field("sensitivity", str, None, "unset or 'paper': the paper's sensitivity 2C/m; 'provable': "
+                  "per-sample gradient clipping C_g in local training and the sensitivity "
+                  "min(2C, 2 tau eta C_g/m) that follows from it (fedbound.bounds.provable)",
+                  choices=("paper", "provable"), optional=True),)
+    return (*(mode if with_mode else ()),
+            Field("C_g", float, None, "per-sample gradient clip of local training (sensitivity = provable)",
+                  low=0.0, low_open=True, high=1e12, optional=True),
+            Field("tau", int, None, "local steps per round the provable sensitivity covers (fedbound train: "
+                  "[train] local_steps)", low=1, high=MAX_LOCAL_STEPS, optional=True),
+            Field("eta", float, None, "local step size of the provable sensitivity (fedbound train: "
+                  "[train] lr)",
+                  low=0.0, low_open=True, high=1e6, optional=True))

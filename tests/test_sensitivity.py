@@ -1,0 +1,215 @@
+"""The provable sensitivity (per-sample clipped local GD) against brute force, the probe, the planner."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from fedbound.bounds import nbafl as nb
+from fedbound.bounds import provable
+from fedbound.errors import ConfigError, FedboundWarning, ParameterError
+from fedbound.training.federation import ClientData
+from fedbound.training.local import LocalSGD
+from fedbound.training.models import build_model
+from fedbound.training.nbafl import NbAFL
+from fedbound.training.sensitivity import (
+    Replacement,
+    check_provable_step,
+    client_uploads,
+    neighbours,
+    probe,
+    smoothness_bound,
+)
+
+M = 8
+
+
+def _task(kind: str, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((M, 3)).astype(np.float32)
+    if kind == "ridge":
+        y = (x @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(M)).astype(np.float32)
+        model = build_model("logreg", (3,), 1, loss="squared")
+    else:
+        y = (rng.random(M) < 0.5).astype(np.int64)
+        model = build_model("logreg", (3,), 2)
+    data = ClientData.from_partition(x, y, [np.arange(M)], dtype=torch.float64)
+    return model, data, x, y
+
+
+def _brute_force_shift(model, data, x, y, local, start):
+    """Largest upload shift over every replacement of every record by every (record features, label) pair
+    and by far-out canaries (ten times the largest norm), noise-free through the engine."""
+    labels = [0.0, 1.0, -3.0, 3.0] if model.loss == "squared" else [0, 1]
+    rng = np.random.default_rng(5)
+    far = rng.standard_normal((4, 3)) * 10 * np.linalg.norm(x, axis=1).max()
+    candidates = list(x) + list(far)
+    reps = [Replacement(i, c, lab) for i, c, lab in itertools.product(range(M), candidates, labels)]
+    algo = NbAFL(1, 1e6, local)  # no model clipping: the bound is on local training itself
+    up = client_uploads(algo, model, neighbours(data, 0, [None, *reps]), start.unsqueeze(0),
+                        options=_options())[0]
+    return float(torch.linalg.vector_norm(up[1:] - up[0], dim=1).max())
+
+
+def _options():
+    from fedbound.training.engine import RunOptions
+
+    return RunOptions(dtype=torch.float64)
+
+
+@pytest.mark.parametrize("kind", ["logistic", "ridge"])
+def test_provable_bound_holds_against_brute_force(kind):
+    model, data, x, y = _task(kind)
+    L = smoothness_bound(model, data.x[0], prox_mu=0.05)
+    steps, lr, c_g = 6, 1.9 / L, 0.3
+    local = LocalSGD(steps=steps, lr=lr, prox_mu=0.05, per_sample_clip=c_g)
+    check_provable_step(model, data, local)
+    bound = provable.local_sensitivity(1e6, c_g, M, steps, lr)
+    for seed in range(3):
+        start = torch.as_tensor(np.random.default_rng(seed).standard_normal(model.n_params))
+        worst = _brute_force_shift(model, data, x, y, local, start)
+        assert worst <= bound * (1 + 1e-9)
+        assert worst > 0.3 * bound  # the bound is not vacuous here
+
+
+def test_without_gradient_clipping_multistep_training_breaks_2C_over_m():
+    # NbAFL's eq. (6): 2C/m with C the model clip; 10 weak-prox steps move a clipped model much further
+    model, data, x, y = _task("logistic")
+    C = 1.0
+    algo = NbAFL(1, C, LocalSGD(steps=10, lr=1.0, prox_mu=0.01))
+    start = torch.zeros(model.n_params, dtype=torch.float64)
+    found = probe(algo, model, data, 0, start.unsqueeze(0), records=M, options=_options())
+    assert found.max_shift > 2.5 * (2 * C / M)
+
+
+def test_one_clipped_step_is_exact_for_any_model():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((M, 5)).astype(np.float32)
+    y = rng.integers(0, 3, M)
+    model = build_model("mlp", (5,), 3, hidden=7)
+    data = ClientData.from_partition(x, y, [np.arange(M)], dtype=torch.float64)
+    lr, c_g = 0.7, 0.05
+    algo = NbAFL(1, 1e6, LocalSGD(steps=1, lr=lr, per_sample_clip=c_g))
+    start = model.init(torch.Generator().manual_seed(0), torch.float64)
+    found = probe(algo, model, data, 0, start.unsqueeze(0), records=M, options=_options())
+    assert found.max_shift <= provable.local_sensitivity(1e6, c_g, M, 1, lr) * (1 + 1e-9)
+
+
+def test_probe_finds_none_in_provable_mode():
+    model, data, x, y = _task("logistic")
+    L = smoothness_bound(model, data.x[0], prox_mu=0.01)
+    local = LocalSGD(steps=10, lr=1.0 / L, prox_mu=0.01, per_sample_clip=0.2)
+    algo = NbAFL(1, 1.0, local, provable=True)
+    bound = provable.local_sensitivity(1.0, 0.2, M, 10, 1.0 / L)
+    start = torch.zeros(model.n_params, dtype=torch.float64)
+    found = probe(algo, model, data, 0, start.unsqueeze(0), records=M, options=_options())
+    assert 0 < found.max_shift <= bound
+
+
+def test_provable_step_premises_are_checked():
+    model, data, _, _ = _task("logistic")
+    L = smoothness_bound(model, data.x[0])
+    with pytest.raises(ConfigError, match="lr = .* outside its valid range"):
+        check_provable_step(model, data, LocalSGD(steps=3, lr=2.5 / L, per_sample_clip=1.0))
+    with pytest.raises(ConfigError, match="batch_size = 0"):
+        check_provable_step(model, data, LocalSGD(steps=3, lr=0.1, batch_size=4, per_sample_clip=1.0))
+    with pytest.raises(ConfigError, match="per-sample gradient clipping"):
+        check_provable_step(model, data, LocalSGD(steps=3, lr=0.1))
+    mlp = build_model("mlp", (3,), 2, hidden=4)
+    with pytest.raises(ParameterError, match="logreg"):
+        smoothness_bound(mlp, data.x[0])
+    # 2-class logistic: L = lambda_max(mean x~ x~^T) / 2 by hand
+    xt = np.c_[data.x[0].numpy(), np.ones(M)]
+    assert L == pytest.approx(np.linalg.eigvalsh(xt.T @ xt / M)[-1] / 2)
+
+
+def test_local_sensitivity_values_and_domain():
+    assert provable.local_sensitivity(20.0, 1.0, 100, 10, 0.2) == pytest.approx(0.04)
+    assert provable.local_sensitivity(0.01, 1.0, 100, 10, 0.2) == pytest.approx(0.02)  # capped at 2C
+    assert provable.local_sensitivity(20.0, 1.0, 100, 10, 0.2, model_norm=True) == 40.0
+    for bad in ({"C_g": 0.0}, {"eta": float("nan")}, {"tau": 0}):
+        args = {"C": 1.0, "C_g": 1.0, "m": 10, "tau": 2, "eta": 0.1, **bad}
+        with pytest.raises(ParameterError):
+            provable.local_sensitivity(**args)
+
+
+def test_noise_scales_with_the_provable_sensitivity_and_says_so():
+    base = {"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01, "L": 1}
+    prov = {**base, "sensitivity": "provable", "C_g": 1.0, "tau": 10, "eta": 0.2}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FedboundWarning)
+        for method in ("paper", "tight"):
+            p, q = nb.noise(base, 25, method), nb.noise(prov, 25, method)
+            # 2 tau eta C_g / m = 0.04 against 2C/m = 0.4: a tenth of the noise on every stage
+            assert q["uplink"] == pytest.approx(0.1 * p["uplink"])
+            assert q["server"] == pytest.approx(0.1 * p["server"])
+    assert any("0.1x the paper's" in str(w.message) and "eq. (6)" in str(w.message) for w in caught)
+    with pytest.raises(ConfigError, match="needs C_g, tau, eta"):
+        nb.noise({**base, "sensitivity": "provable"}, 25)
+
+
+def test_planner_states_the_cost():
+    from fedbound.scheduling.nbafl import plan
+
+    base = {"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01, "L": 1, "Theta": 2.0, "l": 0.1,
+            "beta": 1.0, "rho": 1.0, "B": 1.0, "mu": 4.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = plan({**base, "sensitivity": "provable", "C_g": 4.0, "tau": 10, "eta": 0.5})
+    assert result.warnings[0].startswith("provable sensitivity") and "1x the paper's" in result.warnings[0]
+
+
+def _small_nbafl(tmp_path, **nbafl):
+    from fedbound.registry import get
+    from fedbound.training.config import dump_toml
+
+    small = get("nbafl").load("audit").small
+    sections = {"nbafl": {**small["nbafl"], **nbafl}, "train": {**small["train"], "local_steps": 10,
+                                                                "probe_records": 4}}
+    path = tmp_path / "small.toml"
+    path.write_text(dump_toml(sections))
+    return path
+
+
+def test_train_probes_and_warns_in_paper_mode_not_in_provable_mode(tmp_path):
+    from fedbound.validation.runner import train_from_config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        paper = train_from_config("nbafl", _small_nbafl(tmp_path, sensitivity="paper"), out=tmp_path / "a")
+        prov = train_from_config("nbafl", _small_nbafl(tmp_path), out=tmp_path / "b")
+    flagged = [w for w in paper.summary["warnings"] if "replacing one record" in w]
+    assert len(flagged) == 2 and "NbAFL (Wei et al. 2020)" in flagged[0]
+    assert all(p["ratio"] > 1 for p in paper.summary["sensitivity_probe"])
+    assert not any("replacing one record" in w for w in prov.summary["warnings"])
+    assert all(p["ratio"] <= 1 for p in prov.summary["sensitivity_probe"])
+    # the plan's sensitivity is the provable min(2C, 2 tau eta C_g / m) = 2 * 10 * 0.5 * 0.2 / 50
+    assert prov.plan.stage_sensitivity("uplink")[0] == pytest.approx(0.04)
+    assert any("provable sensitivity" in n for n in prov.plan.notes)
+
+
+def test_provable_tau_eta_must_describe_the_run(tmp_path):
+    from fedbound.validation.runner import train_from_config
+
+    with pytest.raises(ConfigError, match=r"\[nbafl\] tau = 3 differs from the run's \[train\] local_steps"):
+        train_from_config("nbafl", _small_nbafl(tmp_path, tau=3), out=tmp_path / "c")
+
+
+def test_adaptive_planner_and_noise_read_the_provable_sensitivity():
+    from fedbound.bounds import adaptive as ba
+    from fedbound.registry import get
+
+    example = {**get("adaptive").defaults, **get("adaptive").example}
+    prov = {**example, "sensitivity": "provable", "C_g": 1.0, "tau": 10, "eta": 0.3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = get("adaptive").load("planner")(prov)
+        m = min(float(v) for v in str(example.get("sizes", example.get("m"))).split(","))
+        p, q = ba.noise(example, 10, "tight"), ba.noise(prov, 10, "tight")
+    ratio = min(2 * example["C"], 2 * 10 * 0.3 * 1.0 / m) / (2 * example["C"] / m)
+    assert result.warnings[0].startswith("provable sensitivity") and "PADPFL" in result.warnings[0]
+    assert q["uplink"] == pytest.approx(ratio * p["uplink"])

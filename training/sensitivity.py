@@ -1,0 +1,230 @@
+"""Per-record sensitivity of a client's upload: measured through the engine, and proven for clipped GD.
+
+Measured (:func:`client_uploads`, :func:`probe`): one client's data is replicated ``k`` times, each copy with
+at most one record replaced (a *neighbour*), and the copies are trained together by the real engine
+(``engine.run``) with the algorithm's own ``local_update`` and ``upload`` hooks, every copy starting from
+the same model.  Copies are separate clients, so their noise streams are independent: with a noise plan
+this is ``k`` independent trials of the client's noised upload (the audit, ``fedbound.validation.audit``);
+without one (``plan=None``) it is the noise-free upload of every neighbour, whose distance to the unchanged
+copy's upload is that record's measured sensitivity.
+
+Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the data side is
+:func:`smoothness_bound`): full-batch local gradient descent with every per-sample gradient clipped to ``C_g``
+(``LocalSGD(per_sample_clip=C_g)``), ``tau`` steps of size ``eta`` from the received model, on a one-output
+linear model (binary logistic regression, ridge regression), moves the model by at most ``2 tau eta C_g / m``
+when one of the client's ``m`` records is replaced, provided ``eta <= 2 / L`` with ``L`` the smoothness of the
+shared records' objective (:func:`smoothness_bound`).
+
+Proof (three lines).  (1) For a one-output linear model record j's loss is ``psi_j(x_j^T w)`` with
+``psi_j`` convex; clipping its gradient clamps ``psi_j'``, which stays monotone and ``kappa ||x_j||^2``-
+Lipschitz, so the clipped step is a gradient step on a convex, L-smooth surrogate (plus the convex prox
+and weight-decay terms).  (2) Write ``F_D = F_shared + h_i / m`` and ``F_D' = F_shared + h_i' / m``: the
+shared map ``w -> w - eta grad F_shared(w)`` is non-expansive for ``eta <= 2 / L`` (Hardt, Recht & Singer
+2016, Lemma 3.7), and the two clipped record gradients differ by at most ``2 C_g``, so the distance grows
+by at most ``2 eta C_g / m`` per step from 0.  (3) After ``tau`` steps it is at most ``2 tau eta C_g / m``;
+clipping the model to norm ``C`` is a projection (non-expansive) and keeps both models in the C-ball, so
+the upload moves by at most ``min(2C, 2 tau eta C_g / m)``.  With ``tau = 1`` step (2) needs no convexity:
+both copies start from the same model, so ``eta 2 C_g / m`` holds exactly for any model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedbound.errors import ConfigError, ParameterError
+from fedbound.training.engine import Algorithm, RoundContext, RunOptions, run
+from fedbound.training.federation import ClientBatch, ClientData
+from fedbound.training.models import Model
+from fedbound.training.participation import all_clients
+
+__all__ = ["Replacement", "neighbours", "client_uploads", "ProbeResult", "probe", "label_flips",
+           "smoothness_bound", "convex_one_output", "check_provable_step"]
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Record ``index`` of the client replaced by features ``x`` and label ``y``."""
+
+    index: int
+    x: np.ndarray
+    y: float | int
+
+
+def neighbours(data: ClientData, client: int, replacements: Sequence[Replacement | None]) -> ClientData:
+    """One copy of ``client``'s data per entry of ``replacements`` (None: unchanged), as a federation."""
+    n = int(data.sizes[client])
+    k = len(replacements)
+    x = data.x[client, :n].unsqueeze(0).repeat(k, *([1] * (data.x.ndim - 1))).clone()
+    y = data.y[client, :n].unsqueeze(0).repeat(k, 1).clone()
+    for row, rep in enumerate(replacements):
+        if rep is None:
+            continue
+        if not 0 <= rep.index < n:
+            raise ParameterError("replaced record index", rep.index, f"integer in [0, {n - 1}]")
+        x[row, rep.index] = torch.as_tensor(np.asarray(rep.x), dtype=x.dtype, device=x.device)
+        y[row, rep.index] = torch.as_tensor(rep.y, dtype=y.dtype, device=y.device)
+    mask = torch.ones((k, n), dtype=torch.bool, device=data.x.device)
+    return ClientData(x, y, mask, np.full(k, n, dtype=np.int64))
+
+
+class _Recorder(Algorithm):
+    """Every client starts each round from ``starts[round]``, trains and uploads by ``inner``'s hooks; the
+    uploads are kept, the global model follows ``starts`` (nothing is aggregated)."""
+
+    def __init__(self, inner: Algorithm, starts: torch.Tensor, num_clients: int) -> None:
+        super().__init__(len(starts), inner.local)
+        self.inner, self.starts = inner, starts
+        self.name, self.weight_decay = inner.name, inner.weight_decay
+        self.uploads = torch.zeros((len(starts), num_clients, starts.shape[1]), dtype=starts.dtype)
+
+    def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
+        return self.inner.init_client_state(ctx)
+
+    def participants(self, ctx: RoundContext) -> np.ndarray:
+        return all_clients(ctx.num_clients)
+
+    def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
+        return np.zeros(len(participants))
+
+    def start_models(self, ctx: RoundContext, clients: np.ndarray) -> torch.Tensor:
+        return self.starts[ctx.round].to(ctx.device, ctx.dtype).unsqueeze(0).expand(len(clients), -1)
+
+    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
+                     batch: ClientBatch) -> torch.Tensor:
+        return self.inner.local_update(ctx, clients, start, batch)
+
+    def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
+        out = self.inner.upload(ctx, clients, local)
+        self.uploads[ctx.round, torch.as_tensor(clients)] = out.detach().to("cpu", self.uploads.dtype)
+        return out
+
+    def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
+        return self.starts[min(ctx.round + 1, len(self.starts) - 1)].to(ctx.device, ctx.dtype)
+
+
+def client_uploads(algorithm: Algorithm, model: Model, data: ClientData, starts: torch.Tensor, *,
+                   plan: object = None, options: RunOptions | None = None) -> torch.Tensor:
+    """The upload of every client of ``data`` in each round, ``(rounds, k, d)``, each round started from
+    ``starts[round]`` (``(rounds, d)``), trained by the engine with ``algorithm``'s hooks (module docstring).
+
+    ``plan``: the noise plan to train with (None: noise-free).  Its views are not counted here: a caller that
+    reports epsilon accounts for the original plan.
+    """
+    starts = torch.as_tensor(starts)
+    if starts.ndim != 2 or starts.shape[1] != model.n_params:
+        raise ParameterError("starts shape", tuple(starts.shape), f"(rounds, {model.n_params})")
+    base = options or RunOptions()
+    opts = RunOptions(seed=base.seed, device=base.device, dtype=base.dtype, chunk_size=base.chunk_size,
+                      memory_budget_mb=base.memory_budget_mb, eval_every=0, eval_clients=False)
+    recorder = _Recorder(algorithm, starts.to(opts.dtype), data.num_clients)
+    run(recorder, model, data, plan=plan, options=opts, init_params=starts[0], rounds=len(starts))
+    return recorder.uploads
+
+
+def label_flips(y: int | float, n_classes: int) -> list[int | float]:
+    """Every other label of a class index (classification), or ``-y`` and ``y +- 1`` (regression)."""
+    if n_classes <= 1:
+        return [-float(y), float(y) + 1.0, float(y) - 1.0]
+    return [c for c in range(n_classes) if c != int(y)]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Largest measured upload shift over the probed replacements, at each probed model."""
+
+    client: int
+    shifts: np.ndarray
+    """``(models, replacements)`` measured ``||upload(D') - upload(D)||``."""
+    replacements: tuple[Replacement, ...]
+
+    @property
+    def max_shift(self) -> float:
+        return float(self.shifts.max()) if self.shifts.size else 0.0
+
+    @property
+    def worst(self) -> Replacement:
+        """The replacement with the largest shift at any probed model."""
+        return self.replacements[int(np.argmax(self.shifts.max(axis=0)))]
+
+
+def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, models: torch.Tensor, *,
+          records: int = 8, options: RunOptions | None = None) -> ProbeResult:
+    """Measured per-record sensitivity of ``client``'s (noise-free) upload at each of ``models`` (``(r, d)``).
+
+    Replacements: every label flip (:func:`label_flips`) of ``records`` evenly spaced records, and each of
+    those records' features with the label of another record of the client (ordinary records only).  All
+    replacements of one model train as one engine batch.
+    """
+    n = int(data.sizes[client])
+    if records < 1:
+        raise ParameterError("probe records", records, "integer in [1, inf)")
+    picked = np.unique(np.linspace(0, n - 1, min(records, n)).round().astype(int))
+    xs = data.x[client, :n].cpu().numpy()
+    ys = data.y[client, :n].cpu().numpy()
+    n_classes = model.n_outputs if model.loss != "squared" else 1
+    reps: list[Replacement] = []
+    for i in picked:
+        reps += [Replacement(int(i), xs[i], y) for y in label_flips(ys[i], n_classes)]
+        other = int(picked[(np.searchsorted(picked, i) + 1) % len(picked)])
+        reps.append(Replacement(int(i), xs[other], ys[i]))
+    batch = neighbours(data, client, [None, *reps])
+    models = torch.as_tensor(models)
+    shifts = np.zeros((len(models), len(reps)))
+    for row, start in enumerate(models):
+        up = client_uploads(algorithm, model, batch, start.unsqueeze(0), options=options)[0]
+        shifts[row] = torch.linalg.vector_norm(up[1:] - up[0], dim=1).double().numpy()
+    return ProbeResult(client, shifts, tuple(reps))
+
+
+def convex_one_output(model: Model) -> float | None:
+    """``kappa`` of a one-output linear model (record loss ``psi(x^T w)`` with ``psi'' <= kappa`` per unit
+    ``||x~||^2``): 1 for ridge (squared loss ``(f - y)^2 / 2``), 1/2 for 2-class logistic regression (two
+    logits, one direction ``(-x~, x~)``: ``p (1 - p) <= 1/4`` times ``2 ||x~||^2``); None otherwise."""
+    if model.name != "logreg":
+        return None
+    if model.loss == "squared" and model.n_outputs == 1:
+        return 1.0
+    if model.loss == "cross_entropy" and model.n_outputs == 2:
+        return 0.5
+    return None
+
+
+def smoothness_bound(model: Model, x: torch.Tensor, prox_mu: float = 0.0, weight_decay: float = 0.0) -> float:
+    """``L = kappa lambda_max((1/m) sum_j x~_j x~_j^T) + mu + lambda`` for a one-output linear model on the
+    client's records ``x`` (``(m, features)``; ``x~ = (x, 1)``): the smoothness of the local objective's
+    shared part (module docstring, step (1)).  ParameterError for any other model."""
+    kappa = convex_one_output(model)
+    if kappa is None:
+        raise ParameterError("model for the provable multi-step sensitivity", model.name,
+                             "logreg with one output (ridge) or two classes (binary logistic)")
+    xt = torch.cat([x.reshape(len(x), -1).double(), torch.ones(len(x), 1, dtype=torch.float64,
+                                                                device=x.device)], dim=1)
+    gram = xt.T @ xt / len(x)
+    return float(kappa * torch.linalg.eigvalsh(gram)[-1]) + float(prox_mu) + float(weight_decay)
+
+
+def check_provable_step(model: Model, data: ClientData, local: object) -> None:
+    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises on every client: full
+    batches, per-sample clipping, and for more than one step of a one-output linear model ``eta <= 2/L``
+    (:func:`smoothness_bound`; module docstring).  More than one step of any other model is covered by the
+    model-norm bound 2C only, which the plan then uses."""
+    if getattr(local, "per_sample_clip", None) is None:
+        raise ConfigError("sensitivity = \"provable\" needs per-sample gradient clipping in local training "
+                          "(C_g)")
+    if getattr(local, "batch_size", None) or getattr(local, "sample_rate", None) is not None:
+        raise ConfigError("sensitivity = \"provable\" is proven for full-batch local steps: set [train] "
+                          "batch_size = 0")
+    if local.steps <= 1 or convex_one_output(model) is None:
+        return
+    worst = max(smoothness_bound(model, data.x[i, :int(n)], local.prox_mu, local.weight_decay)
+                for i, n in enumerate(data.sizes))
+    if local.lr > 2.0 / worst:
+        raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = "
+                          f"{2.0 / worst:.4g}] for sensitivity = \"provable\" with {local.steps} local "
+                          "steps: gradient descent is non-expansive only for eta <= 2/L (Hardt, Recht "
+                          "& Singer 2016, Lemma 3.7); L is the largest client's smoothness computed"
+                          " from its data")
