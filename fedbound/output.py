@@ -102,4 +102,7 @@ def print_plan(plan: Any) -> None:
     if plan.assumed:
         con.print(Text("assumed (documented defaults, not given): " + ", ".join(plan.assumed)),
                   highlight=False)
+    if getattr(plan, "measured", ()):
+        con.print(Text("measured (fedbound estimate, see the config's header): " + ", ".join(plan.measured)),
+                  highlight=False)
     print_warnings(plan.warnings)
