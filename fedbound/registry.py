@@ -167,6 +167,8 @@ class Paper:
         assumed = tuple(k for k in self.defaults if k not in values)
         values.update({k: self.defaults[k] for k in assumed})
         measured = tuple(k for k in measured_keys(config) if k in values and k not in assumed)
+        if measured:  # a measured config: every other loss constant is an assumption, given or defaulted
+            assumed = tuple(k for k in self.defaults if k not in measured)
         return Setting(values, assumed, tuple(dict.fromkeys(str(w.message) for w in caught)), measured)
 
     def variants(self, variant: str = "paper") -> tuple[str, ...]:

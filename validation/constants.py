@@ -2,7 +2,8 @@
 
 The objective is the federated training loss ``F(w) = sum_i p_i F_i(w) + (lambda/2) ||w||^2`` with
 ``p_i = |D_i| / sum_j |D_j|`` (NbAFL, Wei et al. 2020, eq. (1); the engine reports the same ``loss``),
-evaluated in float64 (float32 for non-convex models, half the time).  Each estimator looks at the points ``w_0, w_1, ...`` of a short non-private run and
+evaluated in float64 (float32 for non-convex models, half the time).  Each estimator looks at the points
+``w_0, w_1, ...`` of a short non-private run and
 returns an :class:`Estimate`: the value the bound needs (a supremum or an infimum over the points) with its
 spread (min, median, max over the points).
 
@@ -86,7 +87,8 @@ class Objective:
                          dtype: torch.dtype = torch.float64) -> Objective:
         """From a :class:`~fedbound.training.federation.ClientData` (converted to ``dtype``)."""
         y = data.y.to(dtype) if data.y.is_floating_point() else data.y
-        return cls(model, data.x.to(dtype), y, data.mask.to(dtype), np.asarray(data.sizes), float(weight_decay))
+        return cls(model, data.x.to(dtype), y, data.mask.to(dtype), np.asarray(data.sizes),
+                   float(weight_decay))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -218,8 +220,8 @@ def divergence_at(client_grads: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def dissimilarity(values: Sequence[float]) -> Estimate:
     """NbAFL's ``B``: the largest ``B(w)`` (:func:`dissimilarity_at`) over the points."""
     return Estimate.over("dissimilarity", values, "max",
-                         "B(w) = sqrt(sum p_i ||grad F_i||^2) / ||grad F|| (NbAFL, Wei et al. 2020, eq. (26)) "
-                         "along the trajectory")
+                         "B(w) = sqrt(sum p_i ||grad F_i||^2) / ||grad F|| (NbAFL, Wei et al. 2020, "
+                         "eq. (26)) along the trajectory")
 
 
 def gradient_divergence(per_point: Sequence[np.ndarray]) -> Estimate:
@@ -265,6 +267,6 @@ def minimise(obj: Objective, w0: torch.Tensor, convex: bool, gtol: float = 1e-9,
     value, g = obj.grad(torch.as_tensor(res.x))
     gnorm = float(g.norm())
     exact = bool(convex and gnorm <= max(gtol, 1e-7))
-    how = ("L-BFGS to ||grad F|| <= %.0e on a convex model (exact)" % gtol if exact else
+    how = (f"L-BFGS to ||grad F|| <= {gtol:.0e} on a convex model (exact)" if exact else
            f"best of {int(res.nit)} L-BFGS iterations from w0 (a local minimum: an estimate of F*)")
     return Minimum(float(value), gnorm, int(res.nit), exact, how)

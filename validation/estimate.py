@@ -79,29 +79,36 @@ class Problem:
 
 
 def load_problem(paper_name: str, config: str | Path, overrides: Iterable[str] = ()) -> Problem:
-    """``[PAPER]`` + ``[train]`` of ``config`` (with ``--set`` overrides), the paper's data and model."""
-    from fedbound.config import load_config
-    from fedbound.registry import get, names
-    from fedbound.training import config as tc
-
-    paper = get(paper_name, "train")
-    entry(paper)
-    rec = paper.load("recipe")
-    section = paper.config_section
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cfg = load_config(config, [section, tc.TRAIN_SECTION], list(overrides), known_sections=(*names(), "train"))
-    setting = {k: v for k, v in cfg[section.name].items() if v is not None}
-    setting.update({k: v for k, v in paper.defaults.items() if k not in setting})
-    train = dict(cfg["train"])
-    setup = tc.build_data(train, rec.num_clients(setting), rec.min_client_size(setting), "cpu")
-    convex = setup.model.name == "logreg"
+    """``[PAPER]`` + ``[train]`` of ``config`` (with ``--set`` overrides) as training reads them
+    (:func:`fedbound.validation.runner.prepare_run`), the paper's data, model and objective."""
     import torch
 
+    from fedbound.registry import get
+    from fedbound.training import config as tc
+    from fedbound.validation.runner import prepare_run
+
+    entry(get(paper_name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = prepare_run(paper_name, config, overrides)
+    setting = {k: v for k, v in run.setting.items() if v is not None}
+    rec = run.recipe
+    setup = tc.build_data(run.train, run.num_clients, rec.min_client_size(setting), "cpu")
+    convex = setup.model.name == "logreg"
     # float64 where the estimates are checked against exact constants; float32 (half the time) otherwise
-    objective = cn.Objective.from_client_data(setup.model, setup.data, train["weight_decay"],
+    objective = cn.Objective.from_client_data(setup.model, setup.data, run.train["weight_decay"],
                                               torch.float64 if convex else torch.float32)
-    return Problem(paper, Path(config), tuple(overrides), setting, train, rec, setup, objective, convex)
+    return Problem(run.paper, Path(config), tuple(overrides), setting, dict(run.train), rec, setup, objective,
+                   convex)
+
+
+def trajectory_start(problem: Problem) -> Any:
+    """``w_0``: the engine's initial model for the run's seed (``Model.init`` from the "init" stream)."""
+    from fedbound.training import config as tc
+    from fedbound.training.noise import Streams
+
+    options = tc.run_options(problem.train)
+    return problem.setup.model.init(Streams(options.seed).generator("init"), options.dtype)
 
 
 def trajectory(problem: Problem, rounds: int) -> list[Any]:
@@ -110,13 +117,12 @@ def trajectory(problem: Problem, rounds: int) -> list[Any]:
 
     from fedbound.training import config as tc
     from fedbound.training.engine import run
-    from fedbound.training.noise import Streams
 
     if not 1 <= rounds <= 10_000:
         raise ParameterError("--rounds", rounds, "integer in [1, 10000]")
     train = {**problem.train, "eval_every": rounds, "eval_clients": False}
     options = tc.run_options(train)
-    w0 = problem.setup.model.init(Streams(options.seed).generator("init"), options.dtype)
+    w0 = trajectory_start(problem)
     algorithm = problem.algorithm(rounds)
     points = [w0.to(torch.float64)]
     after_round = algorithm.after_round
@@ -150,6 +156,7 @@ class Estimation:
     unmeasured: dict[str, str]
     wall_time_s: float
     notes: tuple[str, ...] = field(default=())
+    f_star_by_seed: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"paper": self.paper, "config": self.config, "convex": self.convex, "rounds": self.rounds,
@@ -157,25 +164,35 @@ class Estimation:
                 "quantities": {k: v.to_dict() for k, v in self.quantities.items()},
                 "constants": dict(self.constants), "sources": dict(self.sources),
                 "unmeasured": dict(self.unmeasured), "wall_time_s": self.wall_time_s,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                "f_star_by_seed": {str(k): v for k, v in self.f_star_by_seed.items()}}
+
+
+def _data_key(problem: Problem) -> str:
+    """A hash of what ``F`` depends on: the samples (F is their mean loss), the model and weight decay."""
+    import hashlib
+
+    obj = problem.objective
+    h = hashlib.blake2b(digest_size=16)
+    for t in (obj._x_all, obj._y_all):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    h.update(json.dumps([problem.setup.model.name, problem.setup.model.n_params, obj.weight_decay,
+                         str(obj.dtype), NONCONVEX_ITERATIONS]).encode())
+    return h.hexdigest()
 
 
 def _f_star(problem: Problem, w0: Any, cache: Path | None) -> cn.Minimum:
-    """F* (exact on convex models; otherwise a long L-BFGS run, cached by a hash of the config)."""
+    """F* (exact on convex models; otherwise a long L-BFGS run, cached by a hash of the data and model, so
+    seeds that train on the same samples share it)."""
     if problem.convex:
         return cn.minimise(problem.objective, w0, convex=True)
-    from fedbound.validation.runner import run_key
-
-    key = run_key(problem.paper.name, {"train": problem.train, "clients": {
-        "N": problem.recipe.num_clients(problem.setting), "m": problem.recipe.min_client_size(problem.setting)},
-        "fstar": {"iterations": NONCONVEX_ITERATIONS}})
-    path = None if cache is None else Path(cache) / "fstar" / f"{key}.json"
+    path = None if cache is None else Path(cache) / "fstar" / f"{_data_key(problem)}.json"
     if path is not None and path.is_file():
         return cn.Minimum(**json.loads(path.read_text()))
     found = cn.minimise(problem.objective, w0, convex=False, maxiter=NONCONVEX_ITERATIONS)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{time.time_ns()}.tmp")
         tmp.write_text(json.dumps(found.to_dict()))
         tmp.replace(path)
     return found
@@ -224,22 +241,67 @@ def _or_nan(fn: Any, *args: Any) -> float:
         return float("nan")
 
 
+SUPREMA = ("initial_gap", "smoothness", "gradient_bound", "dissimilarity", "gradient_divergence")
+"""Quantities a bound needs as an upper bound (combined over seeds by max; the others by min)."""
+
+
+def _combine(per_seed: list[dict[str, cn.Estimate]]) -> dict[str, cn.Estimate]:
+    """One estimate per quantity valid for every seed: the max of the suprema, the min of the infima."""
+    out = {}
+    for name in per_seed[0]:
+        found = [q[name] for q in per_seed if name in q]
+        pick = max if name in SUPREMA else min
+        best = pick(found, key=lambda e: e.value)
+        note = f"worst case over {len(found)} seeds" if len(found) > 1 else best.note
+        out[name] = cn.Estimate(best.name, best.value, min(e.low for e in found),
+                                float(np.median([e.median for e in found])), max(e.high for e in found),
+                                best.method, best.points, note)
+    return out
+
+
 def estimate(paper_name: str, config: str | Path, overrides: Iterable[str] = (), *,
-             rounds: int = DEFAULT_ROUNDS, cache: Path | None = DEFAULT_CACHE) -> Estimation:
-    """Measure the constants of ``paper_name``'s bound on ``config``'s model and data (module docstring)."""
+             rounds: int = DEFAULT_ROUNDS, cache: Path | None = DEFAULT_CACHE,
+             seeds: Iterable[int] | None = None) -> Estimation:
+    """Measure the constants of ``paper_name``'s bound on ``config``'s model and data (module docstring).
+
+    ``seeds``: the ``[train] seed`` values the constants must hold for (each seed draws its own data split,
+    and synthetic tasks their own data): every constant is measured for the first; ``F*`` and ``Theta``
+    for each (all constants on convex models, where it is cheap), combined to the worst case.  None: the
+    config's own seed.
+    """
     t0 = time.perf_counter()
-    problem = load_problem(paper_name, config, overrides)
-    spec = entry(problem.paper)
-    points = trajectory(problem, int(rounds))
-    minimum, initial_loss, quantities = measure(problem, points, cache)
+    overrides = tuple(overrides)
+    seed_list = [None] if seeds is None else list(dict.fromkeys(int(s) for s in seeds))
+    per_seed, minima, f_stars = [], [], {}
+    first = None
+    for seed in seed_list:
+        problem = load_problem(paper_name, config, overrides if seed is None else
+                               (*overrides, f"train.seed={seed}"))
+        if first is None or problem.convex:
+            points = trajectory(problem, int(rounds))
+            minimum, initial_loss, quantities = measure(problem, points, cache)
+        else:
+            w0 = trajectory_start(problem)
+            minimum = _f_star(problem, w0, cache)
+            f0 = problem.objective.loss(w0)
+            gap = f0 - min(minimum.value, f0)
+            quantities = {"initial_gap": cn.Estimate("initial_gap", gap, gap, gap, gap,
+                                                     f"F(w0) - F*, F* by {minimum.method}")}
+        if first is None:
+            first, first_loss = problem, initial_loss
+        per_seed.append(quantities)
+        minima.append(minimum)
+        f_stars[int(problem.train["seed"])] = minimum.value
+    quantities = _combine(per_seed)
+    spec = entry(first.paper)
     constants = {key: quantities[q].value for key, q in spec.constants.items()}
     notes = []
-    if not problem.convex:
-        notes.append(f"model {problem.setup.model.name} is not convex: F* is the best of a long L-BFGS run "
+    if not first.convex:
+        notes.append(f"model {first.setup.model.name} is not convex: F* is the best of a long L-BFGS run "
                      "(a local minimum), the PL constant is the smallest PL ratio seen along the trajectory")
-    return Estimation(problem.paper.name, str(config), problem.convex, int(rounds), initial_loss, minimum,
-                      quantities, constants, dict(spec.constants),
-                      dict(spec.unmeasured), time.perf_counter() - t0, tuple(notes))
+    return Estimation(first.paper.name, str(config), first.convex, int(rounds), first_loss, minima[0],
+                      quantities, constants, dict(spec.constants), dict(spec.unmeasured),
+                      time.perf_counter() - t0, tuple(notes), f_stars)
 
 
 def _set_key(text: str, section: str, key: str, value: float, comment: str) -> str:
@@ -272,7 +334,7 @@ def write_config(est: Estimation, out: str | Path, overrides: Iterable[str] = ()
     for key, value in est.constants.items():
         q = est.quantities[est.sources[key]]
         text = _set_key(text, est.paper, key, float(f"{value:.6g}"),
-                        f"{q.name} ({q.method}; spread {q.low:.3g}..{q.high:.3g})")
+                        f"{q.name}, spread {q.low:.3g}..{q.high:.3g} along the trajectory")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     sets = "".join(f" --set {o}" for o in overrides)
     header = (f"# {MEASURED_MARKER} {' '.join(est.constants)}\n"

@@ -73,5 +73,5 @@ VALIDATION = Validation(
     terms=terms,
     check=check,
     theorem=f"{SHORT}, Theorem 2, eq. (14)",
-    default_values={"T": (2, 5, 10, 20, 40), "eps": (2, 4, 8, 16, 32), "K": (5, 10, 20, 30, 50)},
+    default_values={"T": (2, 5, 10, 20), "eps": (2, 4, 8, 16, 32), "K": (5, 10, 20, 30, 50)},
 )
