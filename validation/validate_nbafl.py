@@ -27,9 +27,9 @@ def _scheduled(s: Mapping[str, Any]) -> bool:
     return s.get("K") is not None and s["K"] < s["N"]
 
 
-def _contraction(s: Mapping[str, Any]) -> np.ndarray:
+def _contraction(s: Mapping[str, Any], scheduled: bool) -> np.ndarray:
     """P = 1 + 2 l lambda_2 (eq. (14)), or Q = 1 + 2 l alpha_2 under scheduling (eq. (84))."""
-    th = nb.CONTRACTION_Q if _scheduled(s) else nb.CONTRACTION_P
+    th = nb.CONTRACTION_Q if scheduled else nb.CONTRACTION_P
     return np.asarray(th.evaluate(dict(s)).value, dtype=float)
 
 
@@ -42,11 +42,12 @@ def terms(setting: Mapping[str, Any], vs: str, values: np.ndarray, method: str =
     variant = "tight" if method == "tight" else "paper"
     if variant == "tight":
         s = nb.with_tight_z({**s, "z": None}, variant)
-    th = nb.K_BOUND if _scheduled({**setting, vs: np.max(values)}) else nb.BOUND
+    scheduled = vs == "K" or _scheduled(setting)
+    th = nb.K_BOUND if scheduled else nb.BOUND
     ev = th.evaluate(s, variant=variant)
     ok = np.asarray(ev.defined) & np.asarray(ev.admissible)
     total = np.where(ok, np.asarray(ev.value, dtype=float), np.nan)
-    contraction = np.broadcast_to(_contraction(s), total.shape)
+    contraction = np.broadcast_to(_contraction(s, scheduled), total.shape)
     optimisation = np.where(ok, contraction ** np.asarray(s["T"], dtype=float) * s["Theta"], np.nan)
     return {"optimisation": optimisation, "noise": total - optimisation}
 
@@ -54,7 +55,7 @@ def terms(setting: Mapping[str, Any], vs: str, values: np.ndarray, method: str =
 def check(setting: Mapping[str, Any]) -> list[str]:
     """Theorem 2's hypotheses at the measured constants, as sentences (empty when they hold)."""
     problems = []
-    P = float(np.asarray(_contraction(setting)))
+    P = float(np.asarray(_contraction(setting, _scheduled(setting))))
     name = "Q" if _scheduled(setting) else "P"
     if not 0.0 < P < 1.0:
         mu, rho, B = (setting[k] for k in ("mu", "rho", "B"))
