@@ -58,6 +58,11 @@ demo: $(STAMP)
 	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
 	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
 	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
+	@echo "== 8. Predicted vs measured: NbAFL's constants measured on logistic regression (exact there), written"
+	@echo "==    into a config that plan reads, then Theorem 2 against 4 values of T x 2 seeds (verdicts, CSV, figure)"
+	$(FEDBOUND) estimate nbafl examples/nbafl_logistic.toml --write $(DEMO_OUT)/nbafl_logistic_measured.toml
+	$(FEDBOUND) plan nbafl $(DEMO_OUT)/nbafl_logistic_measured.toml --json | $(PY) -c "import json,sys; d=json.load(sys.stdin); print('measured:', d['measured'], 'assumed:', d['assumed'])"
+	$(FEDBOUND) validate nbafl examples/nbafl_logistic.toml --vs T --values 1,2,4,8 --seeds 2 --out $(DEMO_OUT)/validate_nbafl --no-progress
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
