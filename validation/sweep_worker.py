@@ -43,7 +43,7 @@ def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Re
     of each run).  A run that raises is stored as failed (traceback) and the others go on."""
     import warnings
 
-    from fedbound.training.engine import BatchJob, run_batch
+    from fedbound.training.multirun import BatchJob, run_batch
     from fedbound.validation.runner import build_run, finish_run
 
     store, report = SweepStore(out), report or _quiet
