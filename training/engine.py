@@ -117,6 +117,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,10 @@ class RunOptions:
     eval_every: int = 1
     eval_clients: bool = True
     progress: bool = False
+    checkpoint_every_s: float = 0.0
+    """With a run directory: checkpoint after a round once this many seconds passed since the last
+    checkpoint (and always after the last round); 0 = after every round.  Sweeps of many short runs use
+    a few seconds: a killed run then redoes at most that much."""
 
     def evaluates(self, done: int, total: int) -> bool:
         """Evaluate after round ``done`` (1-based)?  Every ``eval_every`` rounds and after the last; never
@@ -315,13 +320,17 @@ class Algorithm:
 
 @dataclass
 class RunResult:
-    """A finished (or stopped) run: the metrics table, the final global model, the state, the summary."""
+    """A finished (or stopped) run: the final global model, the state, the summary, and :attr:`metrics`,
+    the tidy pandas table of ``state.rows`` (built, and pandas imported, on first use)."""
 
-    metrics: Any
     params: torch.Tensor
     state: RunState
     summary: dict
     run_dir: Path | None
+
+    @cached_property
+    def metrics(self) -> Any:
+        return metrics_mod.to_frame(self.state.rows)
 
 
 def _chunks(participants: np.ndarray, size: int) -> list[np.ndarray]:
@@ -410,6 +419,7 @@ class Runner:
             self.ledger.load_state_dict(state.ledger)
         self.bar = metrics_mod.progress_bar(state.rounds, state.round, options.progress, algorithm.name)
         self.ctx: RoundContext | None = None
+        self._saved = time.monotonic()
 
     @property
     def active(self) -> bool:
@@ -462,8 +472,10 @@ class Runner:
         new_plan = algorithm.end_of_round(ctx, global_row)
         if new_plan is not None:
             state.plan = new_plan
-        if self.run_dir is not None:
+        if self.run_dir is not None and (not self.active or time.monotonic() - self._saved
+                                         >= self.options.checkpoint_every_s):
             ckpt.save(self.run_dir, self.run_key, state)
+            self._saved = time.monotonic()
         self.bar.update(1)
         self.bar.total = state.rounds
         metrics_mod.set_postfix(self.bar, global_row)
@@ -473,14 +485,13 @@ class Runner:
         """The finished (or stopped) run; its summary's warnings are issued as FedboundWarning."""
         self.bar.close()
         state = self.state
-        table = metrics_mod.to_frame(state.rows)
-        summary = metrics_mod.summary(self.algorithm, state, table, self.ledger)
+        summary = metrics_mod.summary(self.algorithm, state, self.ledger)
         summary["resumed_from_round"] = self.resumed_from
         for w in summary["warnings"]:
             if w not in state.warnings:
                 state.warnings.append(w)
                 warnings.warn(w, FedboundWarning, stacklevel=3)
-        return RunResult(table, state.global_params, state, summary, self.run_dir)
+        return RunResult(state.global_params, state, summary, self.run_dir)
 
 
 def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan | None = None,
