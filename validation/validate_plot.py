@@ -3,7 +3,8 @@
 One axis: the measured mean gap ``F(w_T) - F*`` with its 95 % band over seeds (and every run as a dot), the
 raw bound with the paper's noise and with tight noise (dashed where defined), the calibrated prediction
 (fitted points filled, held-out points open), the predicted optimum (vertical dotted line) and the measured
-best (star).  Log-scaled y when the curves span more than two decades.  PNG and SVG.
+best (star).  Where the bound's hypotheses fail at the measured constants, the reason is written on the axes
+instead.  Log-scaled y when the curves span more than two decades.  PNG and SVG.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def draw(result: Any, out: str | Path) -> dict[str, str]:
             ax.plot(x[fit], cal[fit], "s", color="C2", ms=5, label="fitted on")
             ax.plot(x[held], cal[held], "s", mfc="none", color="C2", ms=7, label="predicted (held out)")
             positive.append(cal[np.isfinite(cal) & (cal > 0)])
+        if result.verdicts["holds"]["status"] == "not applicable":
+            import textwrap
+
+            ax.text(0.98, 0.02, "bound not drawn: " + textwrap.fill(result.verdicts["holds"]["text"], 60),
+                    transform=ax.transAxes, fontsize=7, va="bottom", ha="right", color="C3")
         opt = result.verdicts["optimum"]
         if opt["predicted"] is not None:
             ax.axvline(opt["predicted"], color="C3", ls=":", lw=1,
