@@ -46,6 +46,7 @@ class NbAFL(Algorithm):
     """Seed 002 Alg. 1 with optional K-of-N scheduling; ``local.prox_mu`` is the paper's mu."""
 
     name = "nbafl"
+    local_update_is_plain = True  # the default LocalSGD step, anchored at the received model
 
     sensitivity_probe = True
     """Clips the model, not per-sample gradients: ``fedbound train`` probes the measured sensitivity."""

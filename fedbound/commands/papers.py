@@ -55,7 +55,8 @@ def build_plan(paper_name: str, config: Path | None, overrides: list[str] | None
     with warnings.catch_warnings():  # every validity problem is in plan.warnings, printed once
         warnings.simplefilter("ignore")
         result = paper.load("planner")(setting.values, variant)
-    return dataclasses.replace(result, assumed=setting.assumed, warnings=(*setting.notes, *result.warnings))
+    return dataclasses.replace(result, assumed=setting.assumed, measured=setting.measured,
+                               warnings=(*setting.notes, *result.warnings))
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:

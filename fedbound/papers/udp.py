@@ -112,4 +112,5 @@ PAPER = Paper(
     aliases={"U": "N"},
     example={"N": 50, "K": 30, "m": 80, "eps": 8.0, "delta": 0.001, "eta": 0.5, "C": 1.0},
     audit="fedbound.validation.audit_udp:AUDIT",
+    validation="fedbound.validation.validate_udp:VALIDATION",
 )
