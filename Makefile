@@ -58,6 +58,9 @@ demo: $(STAMP)
 	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
 	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
 	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
+	@echo "== 7. Sweeps: NbAFL over T x 2 seeds, batched in one engine call (re-running resumes; table in"
+	@echo "==    $(DEMO_OUT)/sweep_nbafl_T/table.csv)"
+	$(FEDBOUND) sweep nbafl examples/nbafl_mnist.toml --vs T --values 2,4 --seeds 2 --set train.model=logreg --out $(DEMO_OUT)/sweep_nbafl_T --no-progress
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
