@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
+from fedbound.commands._common import ConfigArg, JsonFlag, ProgressFlag, SetOverrides
 
 SHOWN = ("loss", "test_accuracy", "accuracy", "epsilon_spent", "epsilon_spent_paper")
 
@@ -50,8 +50,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         address: Annotated[str | None, typer.Option("--address", help="Ray cluster address.")] = None,
         batch: Annotated[bool, typer.Option("--batch/--no-batch", help="Train compatible runs in one "
                                             "engine call.")] = True,
-        progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr."
-                                               )] = True,
+        progress: ProgressFlag = True,
         json_: JsonFlag = False,
     ) -> None:
         """Sweep KEY over VALUES x SEEDS for PAPER's CONFIG; one line per run, the tidy table in OUT."""
