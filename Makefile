@@ -75,6 +75,9 @@ demo: $(STAMP)
 	$(FEDBOUND) estimate nbafl examples/nbafl_logistic.toml --write $(DEMO_OUT)/nbafl_logistic_measured.toml
 	$(FEDBOUND) plan nbafl $(DEMO_OUT)/nbafl_logistic_measured.toml --json | $(PY) -c "import json,sys; d=json.load(sys.stdin); print('measured:', d['measured'], 'assumed:', d['assumed'])"
 	$(FEDBOUND) validate nbafl examples/nbafl_logistic.toml --vs T --values 1,2,4,8 --seeds 2 --out $(DEMO_OUT)/validate_nbafl --no-progress
+	@echo "== 10. Sweeps: NbAFL over T x 2 seeds, batched in one engine call (re-running resumes; table in"
+	@echo "==    $(DEMO_OUT)/sweep_nbafl_T/table.csv)"
+	$(FEDBOUND) sweep nbafl examples/nbafl_mnist.toml --vs T --values 2,4 --seeds 2 --set train.model=logreg --out $(DEMO_OUT)/sweep_nbafl_T --no-progress
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -196,7 +196,7 @@ def nbafl_round(device: str) -> dict:
                      delta=0.01,
                      views=(View("uplink", "upload", max_releases=1), View("downlink", "broadcast")))
     dp = NbAFL(1, clip, LocalSGD(steps=steps, lr=lr, prox_mu=mu))
-    plain = NbAFL(1, float("inf"), LocalSGD(steps=steps, lr=lr, prox_mu=mu))
+    plain = NbAFL(1, 1e30, LocalSGD(steps=steps, lr=lr, prox_mu=mu))  # no clipping (clip_rows(inf) is NaN)
     t = interleaved({
         "engine_dp": lambda: engine_round(dp, model, data, plan, device=device, init=init),
         "engine_no_dp": lambda: engine_round(plain, model, data, device=device, init=init),

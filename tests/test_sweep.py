@@ -142,3 +142,21 @@ def test_process_pool_gives_the_in_process_table(config: Path, tmp_path: Path) -
     pooled = run_sweep(specs, tmp_path / "b", workers=2, progress=False)
     pd.testing.assert_frame_equal(numbers(alone.table), numbers(pooled.table))
     assert np.isfinite(alone.table["loss"]).all()
+
+
+def test_sweep_command_prints_one_line_per_run_and_writes_the_table(config: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    from fedbound.cli import main
+
+    out = tmp_path / "cli"
+    args = ["sweep", "nbafl", str(config), "--vs", "T", "--values", "2,3", "--seeds", "2", "--out", str(out),
+            "--no-progress", "--json"]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert sorted((r["T"], r["seed"], r["round"]) for r in printed["final"]) == [
+        (2, 0, 2), (2, 1, 2), (3, 0, 3), (3, 1, 3)]
+    assert (out / "table.csv").is_file() and not printed["failed"]
+    assert main([*args[:5], "--values", "", "--out", str(out)]) == 2
+    assert "--values" in capsys.readouterr().err

@@ -51,7 +51,7 @@ def _assert_same_run(batched, alone) -> None:
 def test_batched_runs_equal_solo_runs(paper: str) -> None:
     """Seeds and rounds vary (runs with fewer rounds finish early); a linear model keeps it quick."""
     base = ("train.model=logreg", "train.eval_clients=true")
-    variants = [(*base, f"T={T}", f"train.seed={seed}") for T, seed in ((1, 0), (2, 1), (2, 2))]
+    variants = [(*base, f"T={T}", f"train.seed={seed}") for T, seed in ((1, 0), (2, 1))]
     jobs = _jobs(paper, variants)
     runners_plain = jobs[0].algorithm.plain_local_update
     results = run_batch(jobs)
@@ -63,7 +63,7 @@ def test_batched_runs_equal_solo_runs(paper: str) -> None:
 
         runners = {i: Runner(j.algorithm, j.model, j.data, plan=j.plan, options=j.options)
                    for i, j in enumerate(jobs)}
-        assert _classes(runners, True) == ([[0, 1, 2]], [])
+        assert _classes(runners, True) == ([[0, 1]], [])
 
 
 def test_batched_nbafl_with_k_scheduling_and_minibatches_equals_solo() -> None:

@@ -1,6 +1,7 @@
 """The compact PyTorch simulator: data, partitions, models, one engine, one file per algorithm.
 
-Read in this order: ``engine.py`` (the round, the algorithm interface, what is recorded), ``nbafl.py`` and
+Read in this order: ``engine.py`` (the round, the algorithm interface, what is recorded), ``multirun.py``
+(many runs in one batch), ``nbafl.py`` and
 ``udp.py`` (two algorithms as short files; then ``adaptive.py``, ``dppfl.py``, ``wpfl.py`` +
 ``quantization.py``), ``plan.py`` + ``privacy.py`` (noise plans and the ledger), then
 the building blocks: ``models.py``, ``grads.py``, ``clipping.py``, ``local.py``, ``noise.py``,
@@ -20,6 +21,7 @@ from fedbound.training.engine import Algorithm, RoundContext, RunOptions, RunRes
 from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.local import LocalSGD, select_minibatch
 from fedbound.training.models import Model, build_model
+from fedbound.training.multirun import BatchJob, run_batch
 from fedbound.training.nbafl import NbAFL
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan, View
@@ -28,7 +30,7 @@ from fedbound.training.udp import UDP, CRDRule
 from fedbound.training.wpfl import WPFL, WPFLSchedule
 
 __all__ = [
-    "run", "Algorithm", "RoundContext", "RunOptions", "RunResult", "RunState",
+    "run", "run_batch", "BatchJob", "Algorithm", "RoundContext", "RunOptions", "RunResult", "RunState",
     "NoisePlan", "View", "PrivacyLedger", "Streams",
     "NbAFL", "UDP", "CRDRule", "PADPFL", "DPPFL", "WPFL", "WPFLSchedule", "LocalSGD", "select_minibatch",
     "clip_rows", "per_sample_clipped_grad", "per_sample_clipped_grad_vmap",

@@ -454,6 +454,11 @@ class Runner:
 
     def end_round(self) -> None:
         """Server update, ledger, metrics, checkpoint of the round begun by :meth:`begin_round`."""
+        self.update_global()
+        self.record()
+
+    def update_global(self) -> None:
+        """The first half of :meth:`end_round`: server update, per-client bookkeeping, ledger, round done."""
         state, algorithm, ctx, ledger = self.state, self.algorithm, self.ctx, self.ledger
         new_global = algorithm.server_update(ctx, self.aggregate)
         _check_diverged(new_global, state.round + 1, self.run_dir, "the global model has NaN/inf parameters")
@@ -463,9 +468,19 @@ class Runner:
             ledger.commit(self.releases)
             state.ledger = ledger.state_dict()
         state.round += 1
-        evaluate = self.options.evaluates(state.round, state.rounds)
-        global_row = metrics_mod.round_rows(ctx, algorithm, ledger, self.releases, evaluate,
-                                            time.perf_counter() - self._t0)
+        self._wall = time.perf_counter() - self._t0
+
+    @property
+    def evaluates(self) -> bool:
+        """Does the round just updated (:meth:`update_global`) get evaluated?"""
+        return self.options.evaluates(self.state.round, self.state.rounds)
+
+    def record(self, evaluated: tuple | None = None) -> None:
+        """The second half of :meth:`end_round`: metrics (``evaluated``: ``metrics.evaluate_models``'s
+        result when already computed), the algorithm's end of round, checkpoint, progress bar."""
+        state, algorithm, ctx = self.state, self.algorithm, self.ctx
+        global_row = metrics_mod.round_rows(ctx, algorithm, self.ledger, self.releases, self.evaluates,
+                                            self._wall, evaluated)
         if global_row.get("loss") is not None:
             _check_diverged(torch.tensor(global_row["loss"]), state.round, self.run_dir,
                             f"the training loss is {global_row['loss']}")

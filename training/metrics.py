@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["evaluate_clients", "evaluate_test", "evaluate_models", "round_rows", "to_frame", "summary",
-           "write_outputs", "progress_bar", "set_postfix"]
+__all__ = ["evaluate_clients", "evaluate_test", "evaluate_models", "evaluation", "round_rows", "to_frame",
+           "summary", "write_outputs", "progress_bar", "set_postfix"]
 
 FIRST_COLUMNS = ["round", "client", "loss", "accuracy", "test_loss", "test_accuracy", "sigma",
                  "epsilon_spent", "epsilon_spent_paper", "participated", "participants"]
@@ -67,13 +67,23 @@ def evaluate_models(ctx, algorithm) -> tuple[dict[str, Any], np.ndarray, np.ndar
     algorithm's evaluated model(s), and the per-client losses and accuracies."""
     params = algorithm.eval_models(ctx)
     client_loss, client_acc = evaluate_clients(ctx.model, params, ctx.data)
-    p = ctx.data.sizes / ctx.data.sizes.sum()
+    one_model = params.shape[0] == 1
+    test = evaluate_test(ctx.model, params, ctx.test) if ctx.test is not None and one_model else None
+    return evaluation(ctx.data.sizes, algorithm.weight_decay, params, client_loss, client_acc, test)
+
+
+def evaluation(sizes: np.ndarray, weight_decay: float, params: torch.Tensor, client_loss: np.ndarray,
+               client_acc: np.ndarray | None, test: tuple[float, float | None] | None
+               ) -> tuple[dict[str, Any], np.ndarray, np.ndarray | None]:
+    """What :func:`evaluate_models` returns, from the per-client losses and accuracies and the test metrics
+    (``multirun`` computes those for several runs in one pass)."""
+    p = sizes / sizes.sum()
     out: dict[str, Any] = {"loss": float(p @ client_loss)}
-    if algorithm.weight_decay and params.shape[0] == 1:
-        out["loss"] += 0.5 * algorithm.weight_decay * float(params.square().sum())
+    if weight_decay and params.shape[0] == 1:
+        out["loss"] += 0.5 * weight_decay * float(params.square().sum())
     out["accuracy"] = None if client_acc is None else float(p @ client_acc)
-    if ctx.test is not None and params.shape[0] == 1:
-        out["test_loss"], out["test_accuracy"] = evaluate_test(ctx.model, params, ctx.test)
+    if test is not None:
+        out["test_loss"], out["test_accuracy"] = test
     return out, client_loss, client_acc
 
 
@@ -81,8 +91,10 @@ def _finite_or_none(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
-def round_rows(ctx, algorithm, ledger, releases, evaluate: bool, wall_time: float) -> dict[str, Any]:
-    """Append this round's rows to ``ctx.state.rows``; return the global row."""
+def round_rows(ctx, algorithm, ledger, releases, evaluate: bool, wall_time: float,
+               evaluated: tuple | None = None) -> dict[str, Any]:
+    """Append this round's rows to ``ctx.state.rows``; return the global row.  ``evaluated``: what
+    :func:`evaluate_models` would return, computed already (by ``multirun`` for several runs at once)."""
     state, data = ctx.state, ctx.data
     part = ctx.participants
     n = data.num_clients
@@ -113,8 +125,8 @@ def round_rows(ctx, algorithm, ledger, releases, evaluate: bool, wall_time: floa
             row["epsilon_spent_paper"] = float(paper.max())
     client_loss = client_acc = None
     if evaluate:
-        evaluated, client_loss, client_acc = evaluate_models(ctx, algorithm)
-        row.update(evaluated)
+        metrics, client_loss, client_acc = evaluated or evaluate_models(ctx, algorithm)
+        row.update(metrics)
     state.rows.append(row)
     if evaluate and ctx.options.eval_clients:
         took = np.zeros(n, dtype=bool)

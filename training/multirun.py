@@ -152,13 +152,21 @@ class _Lockstep:
                     self.fail(runner, exc)
             for round_, members in begun.items():
                 self._local_round(round_, members)
+            updated = []
             for members in begun.values():
                 for runner, _ in members:
                     if self.ok(runner):
                         try:
-                            runner.end_round()
+                            runner.update_global()
+                            updated.append(runner)
                         except Exception as exc:  # noqa: BLE001
                             self.fail(runner, exc)
+            evaluated = _evaluate_together([r for r in updated if r.evaluates])
+            for runner in updated:
+                try:
+                    runner.record(evaluated.get(id(runner)))
+                except Exception as exc:  # noqa: BLE001
+                    self.fail(runner, exc)
 
     def _local_round(self, round_: int, members: list[tuple[Runner, np.ndarray]]) -> None:
         """Every member's local update of round ``round_``, in chunks of ``self.chunk`` rows."""
@@ -206,6 +214,61 @@ class _Lockstep:
             except Exception as exc:  # noqa: BLE001
                 self.fail(runner, exc)
             offset += len(clients)
+
+
+EVAL_SAMPLES = 65536
+"""Samples (runs x clients x padded local size) one forward pass of the joint evaluation takes at most."""
+
+
+def _evaluate_together(runners: list[Runner]) -> dict[int, tuple]:
+    """``metrics.evaluate_models`` of every runner that evaluates its global model (the default
+    ``eval_models``), several runs per forward pass when their data and test sets have the same shapes;
+    ``{id(runner): result}``.  Others are evaluated by the runner itself."""
+    groups: dict[tuple, list[Runner]] = {}
+    for r in runners:
+        if type(r.algorithm).eval_models is Algorithm.eval_models:
+            test = None if r.test is None else tuple(r.test[0].shape)
+            groups.setdefault((tuple(r.data.x.shape), test), []).append(r)
+    out: dict[int, tuple] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        per_pass = max(1, EVAL_SAMPLES // members[0].data.x.shape[:2].numel())
+        for lo in range(0, len(members), per_pass):
+            out.update(_evaluate_pass(members[lo:lo + per_pass]))
+    return out
+
+
+@torch.no_grad()
+def _evaluate_pass(runners: list[Runner]) -> dict[int, tuple]:
+    from fedbound.training.metrics import evaluation
+
+    model, first = runners[0].model, runners[0].data
+    params = torch.stack([r.state.global_params for r in runners])
+    n_clients, n_max = first.num_clients, first.n_max
+    x = torch.stack([r.data.x.reshape(n_clients * n_max, *r.data.x.shape[2:]) for r in runners])
+    out = model(params, x).view(len(runners) * n_clients, n_max, -1)
+    y = torch.cat([r.data.y for r in runners])
+    mask = torch.cat([r.data.mask for r in runners]).to(params.dtype)
+    sizes = torch.as_tensor(np.concatenate([r.data.sizes for r in runners]), dtype=params.dtype)
+
+    def per_run(values: torch.Tensor) -> np.ndarray:  # (runs, clients): per-client means, as evaluate_clients
+        return ((values * mask).sum(1) / sizes).view(len(runners), -1).double().cpu().numpy()
+
+    loss = per_run(model.per_sample_loss(out, y))
+    hit = model.correct(out, y)
+    acc = None if hit is None else per_run(hit)
+    tests: list = [None] * len(runners)
+    if runners[0].test is not None:
+        tx = torch.stack([r.test[0] for r in runners])
+        ty = torch.stack([r.test[1] for r in runners])
+        t_out = model(params, tx)
+        t_loss = model.per_sample_loss(t_out, ty).sum(1) / ty.shape[1]
+        t_hit = model.correct(t_out, ty)
+        t_acc = None if t_hit is None else t_hit.sum(1) / ty.shape[1]
+        tests = [(float(t_loss[i]), None if t_acc is None else float(t_acc[i])) for i in range(len(runners))]
+    return {id(r): evaluation(r.data.sizes, r.algorithm.weight_decay, r.state.global_params[None], loss[i],
+                              None if acc is None else acc[i], tests[i]) for i, r in enumerate(runners)}
 
 
 def run_batch(jobs: Sequence[BatchJob], *, batch: bool = True) -> list[RunResult | Exception]:

@@ -14,3 +14,4 @@ SetOverrides = Annotated[
                  help="Override a config key (repeatable): KEY or section.KEY, VALUE as a TOML literal."),
 ]
 ConfigArg = Annotated[Path, typer.Argument(help="TOML config file (see examples/).", show_default=False)]
+ProgressFlag = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")]

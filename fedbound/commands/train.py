@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
+from fedbound.commands._common import ConfigArg, JsonFlag, ProgressFlag, SetOverrides
 
 
 @contextlib.contextmanager
@@ -54,8 +54,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Discard an existing checkpoint in the "
                                                 "run directory instead of resuming it.")] = False,
-        progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr."
-                                               )] = True,
+        progress: ProgressFlag = True,
         json_: JsonFlag = False,
     ) -> None:
         """Train PAPER's algorithm on CONFIG's setting ([PAPER] + [train]).

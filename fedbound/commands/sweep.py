@@ -1,0 +1,83 @@
+"""``fedbound sweep PAPER CONFIG --vs KEY --values V1,V2,... --seeds S``: train one run per value and seed
+(``fedbound.validation.sweep``), batched and resumable; print each run's final round, write the tidy
+table (``OUT/table.csv``) and the run folders (``OUT/runs/<key>/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedbound.commands._common import ConfigArg, JsonFlag, ProgressFlag, SetOverrides
+
+SHOWN = ("loss", "test_accuracy", "accuracy", "epsilon_spent", "epsilon_spent_paper")
+
+
+def _values(key: str, text: str) -> list:
+    """``"2,4,8"`` -> ``[2, 4, 8]``: each item a TOML literal (ConfigError naming --values otherwise)."""
+    import tomllib
+
+    from fedbound.errors import ConfigError
+
+    items = [v.strip() for v in text.split(",") if v.strip()]
+    if not items:
+        raise ConfigError(f"--values {text!r} names no value: give comma-separated values of {key}")
+    out = []
+    for item in items:
+        try:
+            out.append(tomllib.loads(f"v = {item}")["v"])
+        except tomllib.TOMLDecodeError:
+            out.append(item)  # a bare word: a string value
+    return out
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    @app.command("sweep")
+    def sweep(
+        paper: Annotated[str, typer.Argument(metavar="PAPER", help="A paper that trains (fedbound papers).",
+                                             show_default=False)],
+        config: ConfigArg,
+        vs: Annotated[str, typer.Option("--vs", help="The swept key, e.g. T, eps, K or train.lr.")],
+        values: Annotated[str, typer.Option("--values", help="Comma-separated values, e.g. 5,10,20.")],
+        seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 0..S-1 per value.")] = 1,
+        set_: SetOverrides = None,
+        out: Annotated[Path, typer.Option("--out", help="Sweep folder (re-running resumes it).")] = Path(
+            "runs/sweep"),
+        executor: Annotated[str, typer.Option("--executor", help="local or ray.")] = "local",
+        workers: Annotated[int | None, typer.Option("--workers", min=1, help="Processes or Ray tasks.")
+                           ] = None,
+        address: Annotated[str | None, typer.Option("--address", help="Ray cluster address.")] = None,
+        batch: Annotated[bool, typer.Option("--batch/--no-batch", help="Train compatible runs in one "
+                                            "engine call.")] = True,
+        progress: ProgressFlag = True,
+        json_: JsonFlag = False,
+    ) -> None:
+        """Sweep KEY over VALUES x SEEDS for PAPER's CONFIG; one line per run, the tidy table in OUT."""
+        import warnings
+
+        from fedbound.output import print_json, print_table
+        from fedbound.registry import get
+        from fedbound.validation.sweep import RunSpec, run_sweep
+
+        get(paper, "train")
+        base = tuple(set_ or [])
+        specs = [RunSpec(paper, config, (*base, f"{vs}={v!r}" if isinstance(v, str) else f"{vs}={v}"), seed,
+                         {vs: v}) for v in _values(vs, values) for seed in range(seeds)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # each run's warnings are in its summary.json
+            done = run_sweep(specs, out, executor=executor, workers=workers, address=address, batch=batch,
+                             progress=progress and not json_)
+        final = done.final()
+        shown = [c for c in SHOWN if c in final.columns and final[c].notna().any()]
+        if json_:
+            print_json({"out": str(done.out), "table": str(done.out / "table.csv"),
+                        "final": final[["key", vs, "seed", "round", *shown]].to_dict("records"),
+                        "failed": {k: v.strip().splitlines()[-1] for k, v in done.failed.items()}})
+            return
+        rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown)] for _, r in final.iterrows()]
+        print_table(f"fedbound sweep {paper}: {len(final)} runs done, {len(done.failed)} failed "
+                    f"(table: {done.out / 'table.csv'})", [vs, "seed", "rounds", *shown], rows)
+        for key, text in done.failed.items():
+            typer.echo(f"failed {key}: {text.strip().splitlines()[-1]} (traceback: "
+                       f"{done.out / 'failed' / (key + '.txt')})", err=True)
