@@ -112,7 +112,9 @@ class Paper:
     (``None``: not supported).  ``defaults``: documented values assumed for keys the user did not give when
     planning without a file (the plan says which were assumed).  ``aliases``: ``{old key: key}``.
     ``example``: a complete setting (with ``defaults``) that plans and plots: the paper's own experiment,
-    used by the tests over the registry and as the explorer's starting point.
+    used by the tests over the registry and as the explorer's starting point.  ``reproduce``: reference to the
+    paper's figure claims for ``fedbound reproduce`` (a tuple of :class:`fedbound.validation.reproduce.Target`
+    and ``Uncovered`` entries).
     """
 
     name: str
@@ -133,6 +135,7 @@ class Paper:
     aliases: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""
     example: Mapping[str, Any] = field(default_factory=dict)
+    reproduce: str | None = None
 
     @property
     def citation(self) -> str:

@@ -160,4 +160,5 @@ PAPER = Paper(
         "parts": "20,20,20",
         "ratios": "0,1,2",
     },
+    reproduce="fedbound.validation.reproduce_adaptive:FIGURES",
 )
