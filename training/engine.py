@@ -115,7 +115,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,7 @@ from fedbound.training.participation import all_clients
 from fedbound.training.plan import NoisePlan
 from fedbound.training.privacy import PrivacyLedger
 
-__all__ = ["Algorithm", "RoundContext", "RunState", "RunOptions", "RunResult", "run"]
+__all__ = ["Algorithm", "RoundContext", "RunState", "RunOptions", "RunResult", "run", "BatchJob", "run_batch"]
 
 
 @dataclass
@@ -453,3 +453,29 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
             state.warnings.append(w)
             warnings.warn(w, FedboundWarning, stacklevel=2)
     return RunResult(table, state.global_params, state, summary, run_dir)
+
+
+@dataclass
+class BatchJob:
+    """One run of :func:`run_batch`: the arguments :func:`run` takes."""
+
+    algorithm: Algorithm
+    model: Model
+    data: ClientData
+    plan: NoisePlan | None = None
+    options: RunOptions | None = None
+    test: tuple[np.ndarray, np.ndarray] | None = None
+    run_dir: str | Path | None = None
+    run_key: str = ""
+
+
+def run_batch(jobs: Sequence[BatchJob], *, batch: bool = True) -> list[RunResult | Exception]:
+    """Run every job; each one's :class:`RunResult`, or the exception that stopped it (the others go on)."""
+    results: list[RunResult | Exception] = []
+    for job in jobs:
+        try:
+            results.append(run(job.algorithm, job.model, job.data, plan=job.plan, options=job.options,
+                               test=job.test, run_dir=job.run_dir, run_key=job.run_key))
+        except Exception as exc:  # noqa: BLE001 - reported per job
+            results.append(exc)
+    return results

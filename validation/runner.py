@@ -30,7 +30,8 @@ import numpy as np
 from fedbound.config import Section, load_config
 from fedbound.errors import ConfigError
 
-__all__ = ["Recipe", "recipe", "implemented", "capture", "run_key", "TrainRun", "train_from_config"]
+__all__ = ["Recipe", "recipe", "implemented", "capture", "run_key", "TrainRun", "PreparedRun", "BuiltRun",
+           "prepare_run", "build_run", "finish_run", "train_from_config"]
 
 Setting = Mapping[str, Any]
 
@@ -121,19 +122,49 @@ class TrainRun:
     files: dict
 
 
-def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
-                      out: str | Path | None = None, seed: int | None = None, device: str | None = None,
-                      progress: bool = False, overwrite: bool = False) -> TrainRun:
-    """Train ``algo`` as configured; checkpoints, metrics (CSV + Parquet), summary and config in ``out``.
+@dataclass
+class PreparedRun:
+    """A run's effective configuration, validated, before anything is built: the paper, its recipe, the
+    ``[PAPER]`` setting and ``[train]`` tables after overrides, aliases and defaults, the rounds to train
+    and :attr:`key` (:func:`run_key` of all of it; it names the run in checkpoints and sweeps)."""
 
-    ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
-    resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
-    """
+    algo: str
+    config: str | Path
+    paper: Any
+    recipe: Recipe
+    setting: dict
+    train: dict
+    rounds: int
+    num_clients: int
+    assumed: tuple[str, ...]
+    notes: list[str]
+    key: str
+
+    @property
+    def section_name(self) -> str:
+        return self.paper.config_section.name
+
+    def sections(self) -> dict[str, dict]:
+        """The effective ``[PAPER]`` and ``[train]`` tables (what ``config.toml`` of the run holds)."""
+        return {self.section_name: self.setting, "train": self.train}
+
+
+@dataclass
+class BuiltRun:
+    """What the engine needs for a prepared run: data and model (``setup``), noise plan, algorithm."""
+
+    setup: Any
+    plan: Any
+    algorithm: Any
+    options: Any
+
+
+def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *, seed: int | None = None,
+                device: str | None = None) -> PreparedRun:
+    """Load and validate ``[ALGO]`` + ``[train]`` of ``config`` with ``overrides`` (``--set`` style), the
+    paper's defaults for unset setting keys, the rounds to train and the run key; builds nothing."""
     from fedbound.registry import get, names
-    from fedbound.training import checkpoint as ckpt
     from fedbound.training import config as tc
-    from fedbound.training.engine import run
-    from fedbound.training.metrics import write_outputs
 
     paper = get(algo, "train")
     rec = paper.load("recipe")
@@ -160,33 +191,69 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     tc.check_rounds(f"[{section.name}] T", rounds)
     n_clients = rec.num_clients(setting)
     key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
-    # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
-    run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
-                                   key, overwrite)
+    return PreparedRun(algo, config, paper, rec, setting, train, rounds, n_clients, assumed,
+                       list(dict.fromkeys(str(w.message) for w in caught)), key)
+
+
+def build_run(prep: PreparedRun, progress: bool = False) -> BuiltRun:
+    """Data, model, noise plan (when ``[train] private``) and algorithm of a prepared run."""
+    from fedbound.training import config as tc
+
+    setting, train, rec = prep.setting, prep.train, prep.recipe
     device_name = tc.resolve_device(train["device"])
-    setup = tc.build_data(train, n_clients, rec.min_client_size(setting), device_name)
-    plan = rec.plan(setting, train, setup.client_sizes, rounds) if train["private"] else None
-    algorithm = rec.algorithm(setting, train, rounds)
-    t0 = time.perf_counter()
-    result = run(algorithm, setup.model, setup.data, plan=plan, options=tc.run_options(train, progress),
-                 test=setup.test, run_dir=run_dir, run_key=key)
+    setup = tc.build_data(train, prep.num_clients, rec.min_client_size(setting), device_name)
+    plan = rec.plan(setting, train, setup.client_sizes, prep.rounds) if train["private"] else None
+    algorithm = rec.algorithm(setting, train, prep.rounds)
+    return BuiltRun(setup, plan, algorithm, tc.run_options(train, progress))
+
+
+def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | Path, wall_time_s: float,
+               final_dir: str | Path | None = None) -> TrainRun:
+    """The run's summary, and its metrics (CSV + Parquet), summary.json and config.toml in ``run_dir``
+    (``final_dir``: where the summary says the run lies, when ``run_dir`` is renamed there afterwards)."""
+    from fedbound.training import config as tc
+    from fedbound.training.metrics import write_outputs
+
+    setup, plan, setting = built.setup, built.plan, prep.setting
     summary = dict(result.summary)
     sizes = np.asarray(setup.client_sizes)
-    summary.update(config=str(config), run_dir=str(run_dir), wall_time_s=time.perf_counter() - t0,
-                   rounds=rounds, num_clients=n_clients, model=setup.model.name,
+    summary.update(config=str(prep.config), run_dir=str(final_dir or run_dir), wall_time_s=wall_time_s,
+                   rounds=prep.rounds, num_clients=prep.num_clients, model=setup.model.name,
                    n_params=setup.model.n_params, dataset=setup.dataset.name,
                    client_sizes_min=int(sizes.min()), client_sizes_max=int(sizes.max()))
     if plan is not None:
         summary["plan"] = dict(plan.info)
         summary["plan_rounds"] = plan.rounds
-    summary.update(rec.summary(setting))
-    summary["assumed"] = list(assumed)
-    summary["warnings"] = [*dict.fromkeys(str(w.message) for w in caught), *summary.get("warnings", [])]
+    summary.update(prep.recipe.summary(setting))
+    summary["assumed"] = list(prep.assumed)
+    summary["warnings"] = [*prep.notes, *summary.get("warnings", [])]
     crd = result.state.algo_state.get("discounts")
     if crd:
         summary["crd_discounts"] = [list(d) for d in crd]
-    config_text = tc.dump_toml({section.name: setting, "train": train},
-                               f"effective configuration of this run (from {config})\n"
-                               f"fedbound train {algo} <this file> reproduces it")
+    config_text = tc.dump_toml(prep.sections(),
+                               f"effective configuration of this run (from {prep.config})\n"
+                               f"fedbound train {prep.algo} <this file> reproduces it")
     files = write_outputs(run_dir, result.metrics, summary, config_text)
-    return TrainRun(result, plan, run_dir, summary, {k: str(v) for k, v in files.items()})
+    return TrainRun(result, plan, Path(run_dir), summary, {k: str(v) for k, v in files.items()})
+
+
+def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
+                      out: str | Path | None = None, seed: int | None = None, device: str | None = None,
+                      progress: bool = False, overwrite: bool = False) -> TrainRun:
+    """Train ``algo`` as configured; checkpoints, metrics (CSV + Parquet), summary and config in ``out``.
+
+    ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
+    resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
+    """
+    from fedbound.training import checkpoint as ckpt
+    from fedbound.training.engine import run
+
+    prep = prepare_run(algo, config, overrides, seed=seed, device=device)
+    # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
+    run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
+                                   prep.key, overwrite)
+    built = build_run(prep, progress)
+    t0 = time.perf_counter()
+    result = run(built.algorithm, built.setup.model, built.setup.data, plan=built.plan, options=built.options,
+                 test=built.setup.test, run_dir=run_dir, run_key=prep.key)
+    return finish_run(prep, built, result, run_dir, time.perf_counter() - t0)

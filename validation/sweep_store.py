@@ -1,0 +1,123 @@
+"""A sweep's folder: finished runs, failed runs, runs in progress and who owns them.
+
+Layout of ``out``::
+
+    runs/<key>/    a finished run: metrics.csv, metrics.parquet, summary.json, config.toml, spec.json
+    work/<key>/    a run in progress: its checkpoint (a killed run resumes from it, identical numbers)
+    failed/<key>.txt  the traceback of a run that raised
+    locks/<key>.lock  "host pid" of the worker that owns the run now
+
+A run is trained in ``work/<key>/`` and renamed to ``runs/<key>/`` once all its files are written, so a
+folder under ``runs/`` is always complete.  A worker takes a run by creating its lock file (``O_EXCL``:
+exactly one worker wins); a lock whose process is gone (same host) is stale and taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+__all__ = ["SweepStore"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SweepStore:
+    """The folders of one sweep (module docstring)."""
+
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+
+    def run_dir(self, key: str) -> Path:
+        return self.out / "runs" / key
+
+    def work_dir(self, key: str) -> Path:
+        return self.out / "work" / key
+
+    def failed_file(self, key: str) -> Path:
+        return self.out / "failed" / f"{key}.txt"
+
+    def lock_file(self, key: str) -> Path:
+        return self.out / "locks" / f"{key}.lock"
+
+    def is_finished(self, key: str) -> bool:
+        return (self.run_dir(key) / "summary.json").is_file()
+
+    def finished_keys(self) -> list[str]:
+        root = self.out / "runs"
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.iterdir() if (p / "summary.json").is_file())
+
+    def acquire(self, key: str) -> bool:
+        """Take run ``key`` for this process; False when a live worker owns it."""
+        path = self.lock_file(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        me = f"{socket.gethostname()} {os.getpid()}"
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._stale(path, me):
+                    return False
+                path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(me)
+            return True
+        return False
+
+    @staticmethod
+    def _stale(path: Path, me: str) -> bool:
+        try:
+            host, pid = path.read_text().split()
+        except (OSError, ValueError):
+            return True  # unreadable or half-written: its writer died between create and write
+        if f"{host} {pid}" == me:
+            return True  # this very process (an earlier call that raised)
+        return host == socket.gethostname() and not _alive(int(pid))
+
+    def release(self, key: str) -> None:
+        self.lock_file(key).unlink(missing_ok=True)
+
+    def start(self, key: str) -> Path:
+        """The work folder of run ``key`` (kept from a killed attempt: its checkpoint resumes)."""
+        self.failed_file(key).unlink(missing_ok=True)
+        work = self.work_dir(key)
+        work.mkdir(parents=True, exist_ok=True)
+        return work
+
+    def finish(self, key: str, spec: dict) -> Path:
+        """Write ``spec.json`` into the work folder and rename it to ``runs/<key>`` (the commit point)."""
+        work, final = self.work_dir(key), self.run_dir(key)
+        (work / "spec.json").write_text(json.dumps(spec, indent=2, default=str) + "\n")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():  # a finished copy from a worker that lost its lock; keep one
+            shutil.rmtree(work, ignore_errors=True)
+            return final
+        os.replace(work, final)
+        return final
+
+    def fail(self, key: str, text: str) -> None:
+        """Keep the traceback of run ``key`` and drop its work folder (a re-run starts afresh)."""
+        path = self.failed_file(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        shutil.rmtree(self.work_dir(key), ignore_errors=True)
+
+    def failures(self) -> dict[str, str]:
+        root = self.out / "failed"
+        return {p.stem: p.read_text() for p in sorted(root.glob("*.txt"))} if root.is_dir() else {}
