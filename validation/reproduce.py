@@ -222,27 +222,10 @@ def _verdict_json(v: ClaimVerdict, claim: FigureClaim) -> dict[str, Any]:
             "line": v.line()}
 
 
-def reproduce(target: Target, out: str | Path, *, scale: str = "demo", seeds: int | None = None,
-              data: str | Path | None = None, executor: str = "local", workers: int | None = None,
-              address: str | None = None, progress: bool = False) -> Reproduction:
-    """Run ``target`` at ``scale`` and judge its claims (module docstring).
-
-    Runs go to ``out/runs`` (shared by every target, so a finished run is never redone); the figure's files
-    to ``out/PAPER/FIGURE/``.  ``seeds`` overrides the scale's number of seeds (1..1000)."""
-    from fedbound.checks import check_int
+def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, folder: Path) -> Reproduction:
+    """Judge ``target``'s claims on its runs of ``sweep``; write its CSV, figure and ``verdicts.json``."""
     from fedbound.validation.reproduce_figure import draw
-    from fedbound.validation.sweep import run_sweep
 
-    if seeds is not None:
-        seeds = int(check_int("--seeds", seeds, 1, 1000))
-    out = Path(out)
-    folder = out / target.paper / target.figure
-    folder.mkdir(parents=True, exist_ok=True)
-    config_path = folder / "config.toml"
-    config_path.write_text(toml_text(target.config))
-    run_specs = specs(target, config_path, scale, seeds=seeds, data=data)
-    sweep = run_sweep(run_specs, out / "runs", executor=executor, workers=workers, address=address,
-                      batch=True, progress=progress)
     keys = {s.key for s in run_specs}
     failed = {k: tb for k, tb in sweep.failed.items() if k in keys}
     table = sweep.table[sweep.table["key"].isin(keys)]
@@ -252,7 +235,7 @@ def reproduce(target: Target, out: str | Path, *, scale: str = "demo", seeds: in
     stem = f"{target.paper}_{target.figure}"
     labels = list(target.labels)
     columns = [c for c in ("key", "seed", *labels, "round", target.metric,
-                           *dict.fromkeys(c.metric for c in target.claims)) if c in table.columns]
+                           *(c.metric for c in target.claims)) if c in table.columns]
     data_table = table[list(dict.fromkeys(columns))]
     files = {"csv": folder / f"{stem}.csv", "verdicts": folder / "verdicts.json"}
     data_table.to_csv(files["csv"], index=False)
@@ -265,3 +248,31 @@ def reproduce(target: Target, out: str | Path, *, scale: str = "demo", seeds: in
            "claims": [_verdict_json(v, c) for v, c in zip(verdicts, target.claims, strict=True)]}
     files["verdicts"].write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return Reproduction(target, scale, verdicts, files, failed)
+
+
+def reproduce(chosen: Target | Sequence[Target], out: str | Path, *, scale: str = "demo",
+              seeds: int | None = None, data: str | Path | None = None, executor: str = "local",
+              workers: int | None = None, address: str | None = None,
+              progress: bool = False) -> list[Reproduction]:
+    """Run the targets ``chosen`` at ``scale`` and judge their claims (module docstring).
+
+    All their runs form one sweep (runs of equal shape batch together across figures) in ``out/runs``,
+    shared by every target and resumed: a finished run is never redone.  Each figure's files go to
+    ``out/PAPER/FIGURE/``.  ``seeds`` overrides the scale's number of seeds (1..1000)."""
+    from fedbound.checks import check_int
+    from fedbound.validation.sweep import run_sweep
+
+    chosen = [chosen] if isinstance(chosen, Target) else list(chosen)
+    if seeds is not None:
+        seeds = int(check_int("--seeds", seeds, 1, 1000))
+    out = Path(out)
+    plans = []
+    for target in chosen:
+        folder = out / target.paper / target.figure
+        folder.mkdir(parents=True, exist_ok=True)
+        config_path = folder / "config.toml"
+        config_path.write_text(toml_text(target.config))
+        plans.append((target, specs(target, config_path, scale, seeds=seeds, data=data), folder))
+    sweep = run_sweep([s for _, run_specs, _ in plans for s in run_specs], out / "runs", executor=executor,
+                      workers=workers, address=address, batch=True, progress=progress)
+    return [_judge(target, scale, run_specs, sweep, folder) for target, run_specs, folder in plans]

@@ -38,10 +38,10 @@ def _list(paper: str | None, json_out: bool) -> None:
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("reproduce")
     def reproduce_cmd(
-        paper: Annotated[str | None, typer.Argument(metavar="[PAPER]", help="paper (fedbound papers)",
-                                                    show_default=False)] = None,
-        figure: Annotated[str | None, typer.Argument(metavar="[FIGURE]", help="figure id (see --list)",
-                                                     show_default=False)] = None,
+        names: Annotated[list[str] | None, typer.Argument(
+            metavar="[PAPER [FIGURE] ...]", show_default=False,
+            help="a paper and a figure (see --list); several pairs run as one batched sweep; with --all, "
+                 "one paper (or none: every paper)")] = None,
         all_: Annotated[bool, typer.Option("--all", help="every reproduced figure (of PAPER, or of every "
                                                          "paper)")] = False,
         list_: Annotated[bool, typer.Option("--list", help="list every figure claim: paper, figure, claim "
@@ -69,23 +69,25 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.output import print_json
         from fedbound.validation.reproduce import Target, find, reproduce, targets
 
+        names = list(names or [])
         if list_:
-            _list(paper, json_out)
+            if len(names) > 1:
+                raise ConfigError("--list takes at most one PAPER")
+            _list(names[0] if names else None, json_out)
             return
         if all_:
-            if figure is not None:
-                raise ConfigError("give either FIGURE or --all, not both")
-            chosen = [t for t in targets(paper) if isinstance(t, Target)]
-        elif paper is None or figure is None:
-            raise ConfigError("fedbound reproduce needs PAPER FIGURE, PAPER --all, --all or --list")
+            if len(names) > 1:
+                raise ConfigError("--all takes at most one PAPER, not a FIGURE")
+            chosen = [t for t in targets(names[0] if names else None) if isinstance(t, Target)]
+        elif not names or len(names) % 2:
+            raise ConfigError("fedbound reproduce needs PAPER FIGURE [PAPER FIGURE ...], PAPER --all, --all "
+                              "or --list")
         else:
-            chosen = [find(paper, figure)]
-        results = []
-        for target in chosen:
-            result = reproduce(target, out, scale=scale, seeds=seeds, data=data, executor=executor,
-                               workers=workers, address=address, progress=progress and not json_out)
-            results.append(result)
-            if not json_out:
+            chosen = [find(p, f) for p, f in zip(names[::2], names[1::2], strict=True)]
+        results = reproduce(chosen, out, scale=scale, seeds=seeds, data=data, executor=executor,
+                            workers=workers, address=address, progress=progress and not json_out)
+        if not json_out:
+            for result in results:
                 for line in result.lines():
                     typer.echo(line)
                 typer.echo(f"  files: {', '.join(str(p) for p in result.files.values())}")
