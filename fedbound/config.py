@@ -339,3 +339,19 @@ def load_config(path: str | Path | None, sections: Sequence[Section],
         table = raw.get(section.name, {})
         validated[section.name] = section.validate(table, source, origins.get(section.name))
     return Config(validated, raw, source)
+
+
+MEASURED_MARKER = "fedbound-measured:"
+"""Comment line ``# fedbound-measured: KEY KEY ...`` that ``fedbound estimate --write`` puts at the top of a
+config: those keys hold measured constants (``fedbound plan`` lists them as measured, not assumed)."""
+
+
+def measured_keys(path: str | Path | None) -> tuple[str, ...]:
+    """The keys named by the ``# fedbound-measured:`` marker of the config at ``path`` (none without one)."""
+    if path is None or not Path(path).is_file():
+        return ()
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith(f"# {MEASURED_MARKER}"):
+            return tuple(line[len(MEASURED_MARKER) + 2:].replace(",", " ").split())
+    return ()
+

@@ -100,6 +100,10 @@ def print_plan(plan: Any) -> None:
         for d in plan.differences:
             con.print(Text(f"  - {d}"), highlight=False)
     if plan.assumed:
-        con.print(Text("assumed (documented defaults, not given): " + ", ".join(plan.assumed)),
+        why = ("not measured: given in the config or documented defaults" if getattr(plan, "measured", ())
+               else "documented defaults, not given")
+        con.print(Text(f"assumed ({why}): " + ", ".join(plan.assumed)), highlight=False)
+    if getattr(plan, "measured", ()):
+        con.print(Text("measured (fedbound estimate, see the config's header): " + ", ".join(plan.measured)),
                   highlight=False)
     print_warnings(plan.warnings)

@@ -69,11 +69,13 @@ def resolve(ref: Any) -> Any:
 @dataclass(frozen=True)
 class Setting:
     """A paper's validated setting: ``values`` (unset optional keys dropped, defaults filled in), the keys
-    taken from the paper's documented defaults (``assumed``) and notes (e.g. an alias was used)."""
+    taken from the paper's documented defaults (``assumed``), notes (e.g. an alias was used) and the keys
+    the config marks as measured by ``fedbound estimate`` (``measured``)."""
 
     values: dict[str, Any]
     assumed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    measured: tuple[str, ...] = ()
 
 
 def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
@@ -112,9 +114,11 @@ class Paper:
     (``None``: not supported).  ``defaults``: documented values assumed for keys the user did not give when
     planning without a file (the plan says which were assumed).  ``aliases``: ``{old key: key}``.
     ``example``: a complete setting (with ``defaults``) that plans and plots: the paper's own experiment,
-    used by the tests over the registry and as the explorer's starting point.  ``reproduce``: reference to the
-    paper's figure claims for ``fedbound reproduce`` (a tuple of :class:`fedbound.validation.reproduce.Target`
-    and ``Uncovered`` entries).
+    used by the tests over the registry and as the explorer's starting point.  ``validation``: reference to
+    the paper's :class:`fedbound.validation.entry.Validation` (``fedbound estimate`` / ``validate``: which
+    constants its bound needs and how to evaluate it at measured ones), or None.  ``reproduce``: reference
+    to the paper's figure claims for ``fedbound reproduce`` (a tuple of
+    :class:`fedbound.validation.reproduce.Target` and ``Uncovered`` entries).
     """
 
     name: str
@@ -135,6 +139,7 @@ class Paper:
     aliases: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""
     example: Mapping[str, Any] = field(default_factory=dict)
+    validation: str | None = None
     reproduce: str | None = None
 
     @property
@@ -155,7 +160,7 @@ class Paper:
     def load_setting(self, config: Any = None, overrides: Any = ()) -> Setting:
         """The ``[NAME]`` section of a TOML file (or none) with ``--set`` overrides, validated, unset optional
         keys dropped and the documented defaults filled in (listed in ``Setting.assumed``)."""
-        from fedbound.config import load_config
+        from fedbound.config import load_config, measured_keys
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FedboundWarning)
@@ -164,7 +169,10 @@ class Paper:
         values = {k: v for k, v in cfg[self.name].items() if v is not None}
         assumed = tuple(k for k in self.defaults if k not in values)
         values.update({k: self.defaults[k] for k in assumed})
-        return Setting(values, assumed, tuple(dict.fromkeys(str(w.message) for w in caught)))
+        measured = tuple(k for k in measured_keys(config) if k in values and k not in assumed)
+        if measured:  # a measured config: every other loss constant is an assumption, given or defaulted
+            assumed = tuple(k for k in self.defaults if k not in measured)
+        return Setting(values, assumed, tuple(dict.fromkeys(str(w.message) for w in caught)), measured)
 
     def variants(self, variant: str = "paper") -> tuple[str, ...]:
         """The named readings ``variant`` combines (ParameterError for an unknown one); all of them when

@@ -133,8 +133,9 @@ class Plan:
 
     ``data`` carries the paper's flat JSON keys (e.g. NbAFL's ``sigma_uplink``, ``T_opt``); ``to_dict``
     merges them with ``paper``, ``title``, ``variant``, ``recommendation``, ``rows``, ``optima``,
-    ``warnings``, ``differences`` (the paper's own answer against the recommendation, in words) and
-    ``assumed`` (settings taken from documented defaults, not from the user).
+    ``warnings``, ``differences`` (the paper's own answer against the recommendation, in words),
+    ``assumed`` (settings taken from documented defaults, not from the user) and ``measured`` (constants
+    the config marks as measured by ``fedbound estimate``).
     """
 
     paper: str
@@ -148,9 +149,11 @@ class Plan:
     assumed: tuple[str, ...] = ()
     caption: str = ""
     differences: tuple[str, ...] = ()
+    measured: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {**dict(self.data), "paper": self.paper, "title": self.title, "variant": self.variant,
                 "recommendation": self.recommendation.to_dict(), "rows": [r.to_dict() for r in self.rows],
                 "optima": {k: v.to_dict() for k, v in self.optima.items()}, "warnings": list(self.warnings),
-                "differences": list(self.differences), "assumed": list(self.assumed)}
+                "differences": list(self.differences), "assumed": list(self.assumed),
+                "measured": list(self.measured)}

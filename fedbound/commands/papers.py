@@ -76,7 +76,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         with warnings.catch_warnings():  # every validity problem is in plan.warnings, printed once
             warnings.simplefilter("ignore")
             result = paper.load("planner")(setting.values, variant)
-        result = dataclasses.replace(result, assumed=setting.assumed,
+        result = dataclasses.replace(result, assumed=setting.assumed, measured=setting.measured,
                                      warnings=(*setting.notes, *result.warnings))
         if json_out:
             print_json(result)

@@ -53,5 +53,6 @@ PAPER = Paper(
     recipe="fedbound.validation.train_nbafl:RECIPE",
     defaults=LOSS_DEFAULTS,
     example={"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01},
+    validation="fedbound.validation.validate_nbafl:VALIDATION",
     reproduce="fedbound.validation.reproduce_nbafl:FIGURES",
 )

@@ -1,0 +1,166 @@
+"""``fedbound estimate``: every estimator against the exact constants of the synthetic convex tasks.
+
+Oracles are independent of the estimators: :func:`fedbound.training.data.convex_constants` (closed-form
+eigenvalues, Newton's method) and numpy gradients from :func:`fedbound.training.data.convex_objective` at
+the same trajectory points.  Stated tolerances: ridge smoothness, strong convexity (both tasks), F*, Theta,
+beta, B and xi-bar to 1e-6 relative (float64, power iteration / Lanczos to 1e-10); logistic smoothness within
+5 % below the exact supremum (attained at w = 0; the trajectory starts at PyTorch's small random init).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fedbound.cli import main
+from fedbound.training.data import convex_constants, convex_objective
+from fedbound.validation import constants as cn
+from fedbound.validation import estimate as est
+
+CONFIG = """
+[nbafl]
+N = 4
+m = 100
+C = 50.0
+eps = 50.0
+delta = 0.01
+L = 1
+mu = 4.0
+
+[train]
+dataset = "{dataset}"
+synthetic_samples = 400
+synthetic_dim = 5
+test_fraction = 0.0
+model = "logreg"
+local_steps = 3
+lr = 0.3
+weight_decay = 0.05
+"""
+
+TASKS = ("synthetic_ridge", "synthetic_logistic")
+
+
+def config(tmp_path, dataset: str):
+    path = tmp_path / f"{dataset}.toml"
+    path.write_text(CONFIG.format(dataset=dataset))
+    return path
+
+
+@pytest.fixture(scope="module", params=TASKS)
+def measured(request, tmp_path_factory):
+    """A problem, its trajectory, the estimates and the exact constants (numpy oracle) of one task."""
+    path = config(tmp_path_factory.mktemp(request.param), request.param)
+    problem = est.load_problem("nbafl", path)
+    points = est.trajectory(problem, 4)
+    minimum, f0, quantities = est.measure(problem, points, cache=None)
+    ds, parts = problem.setup.dataset, problem.setup.parts
+    x = np.concatenate([ds.x_train[p] for p in parts])
+    y = np.concatenate([ds.y_train[p] for p in parts])
+    kind = ds.meta["kind"]
+    exact = convex_constants(kind, x, y, problem.train["weight_decay"])
+    clients = [(ds.x_train[p], ds.y_train[p]) for p in parts]
+    return problem, points, minimum, f0, quantities, exact, kind, clients, (x, y)
+
+
+def _numpy_grads(kind, clients, l2, w):
+    return np.stack([convex_objective(kind, xc, yc, l2, w.numpy())[1] for xc, yc in clients])
+
+
+def test_smoothness_and_strong_convexity_match_the_exact_constants(measured):
+    _, _, _, _, q, exact, kind, _, _ = measured
+    if kind == "ridge":  # constant Hessian: the estimate is the exact eigenvalue
+        assert q["smoothness"].value == pytest.approx(exact.smoothness, rel=1e-6)
+    else:  # sup of the Hessian's top eigenvalue is at w = 0; the trajectory starts near it
+        assert 0.95 * exact.smoothness <= q["smoothness"].value <= exact.smoothness * (1 + 1e-9)
+    assert q["pl"].value == pytest.approx(exact.strong_convexity, rel=1e-6)
+    assert q["pl_ratio"].value >= exact.strong_convexity * (1 - 1e-9)  # PL holds with the modulus
+
+
+def test_f_star_and_initial_gap_match_the_exact_optimum(measured):
+    problem, points, minimum, f0, q, exact, kind, _, (x, y) = measured
+    assert minimum.exact
+    assert minimum.value == pytest.approx(exact.optimal_loss, rel=1e-9, abs=1e-12)
+    f0_numpy = convex_objective(kind, x, y, problem.train["weight_decay"], points[0].numpy())[0]
+    assert f0 == pytest.approx(f0_numpy, rel=1e-9)
+    assert q["initial_gap"].value == pytest.approx(f0_numpy - exact.optimal_loss, rel=1e-6)
+
+
+def test_gradient_bound_dissimilarity_and_divergence_match_numpy(measured):
+    problem, points, _, _, q, _, kind, clients, _ = measured
+    l2 = problem.train["weight_decay"]
+    sizes = np.array([len(c[1]) for c in clients], dtype=float)
+    p = sizes / sizes.sum()
+    norms, bs, xis = [], [], []
+    for w in points:
+        g = _numpy_grads(kind, clients, l2, w)
+        mean = p @ g
+        norms.append(np.linalg.norm(mean))
+        bs.append(np.sqrt(p @ (g**2).sum(1)) / np.linalg.norm(mean))
+        xis.append(np.linalg.norm(g - mean, axis=1))
+    assert q["gradient_bound"].value == pytest.approx(max(norms), rel=1e-6)
+    assert q["dissimilarity"].value == pytest.approx(max(bs), rel=1e-6)
+    assert q["gradient_divergence"].value == pytest.approx(np.max(xis, axis=0).mean(), rel=1e-6)
+    assert q["gradient_bound"].low <= q["gradient_bound"].median <= q["gradient_bound"].high
+
+
+def test_estimate_over_is_a_sup_or_an_inf_and_rejects_all_nan():
+    e = cn.Estimate.over("x", [3.0, float("nan"), 1.0, 2.0], "max", "test")
+    assert (e.value, e.low, e.median, e.high) == (3.0, 1.0, 2.0, 3.0)
+    assert cn.Estimate.over("x", [3.0, 1.0], "min", "test").value == 1.0
+    with pytest.raises(ValueError, match="x"):
+        cn.Estimate.over("x", [float("nan")], "max", "test")
+
+
+def test_pl_ratio_skips_points_at_the_optimum():
+    e = cn.pl_constant([2.0, 1.0, 0.5], [2.0, 1.0, 0.0], f_star=0.5)
+    assert e.value == pytest.approx(min(0.5 * 4 / 1.5, 0.5 * 1 / 0.5))
+
+
+def test_write_puts_measured_constants_and_the_marker_that_plan_reads(tmp_path, capsys):
+    path = config(tmp_path, "synthetic_ridge")
+    out = tmp_path / "measured.toml"
+    assert main(["estimate", "nbafl", str(path), "--rounds", "2", "--write", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["constants"]) == {"Theta", "l", "beta", "rho", "B"}
+    assert data["written"] == str(out)
+    text = out.read_text()
+    assert text.startswith("# fedbound-measured: Theta l beta rho B\n")
+    rho = float(f"{data['constants']['rho']:.6g}")
+    assert f"rho = {rho!r}  # MEASURED" in text
+    assert main(["plan", "nbafl", str(out), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["measured"] == ["Theta", "l", "beta", "rho", "B"]
+    assert plan["assumed"] == ["mu"]
+    assert main(["plan", "nbafl", str(out)]) == 0
+    assert "measured (fedbound estimate" in capsys.readouterr().out
+
+
+def test_plan_without_a_marker_reports_no_measured_constants(tmp_path, capsys):
+    assert main(["plan", "nbafl", str(config(tmp_path, "synthetic_ridge")), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["measured"] == []
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--rounds", "0"], "--rounds"),
+    (["--write", "{cfg}"], "--write"),
+])
+def test_bad_inputs_are_one_line_errors(tmp_path, capsys, args, needle):
+    path = config(tmp_path, "synthetic_ridge")
+    args = [a.format(cfg=path) for a in args]
+    assert main(["estimate", "nbafl", str(path), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_a_paper_without_a_validation_entry_is_a_one_line_error(tmp_path, capsys):
+    from fedbound.registry import papers
+
+    without = [n for n, p in papers().items() if p.validation is None and "train" in p.supports]
+    if not without:
+        pytest.fail("every trainable paper has a validation entry: test the error with a fake registry entry")
+    assert main(["estimate", without[0], str(config(tmp_path, "synthetic_ridge"))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no validation entry" in err and len(err.splitlines()) == 1

@@ -1,0 +1,55 @@
+"""A paper's validation entry: which constants its bound needs, how to measure them, what it can sweep,
+and how to evaluate its bound at the measured constants.
+
+Each paper with a bound that can be evaluated defines ``VALIDATION = Validation(...)`` in
+``fedbound.validation.validate_<paper>`` and points to it from its registry entry
+(``Paper.validation = "fedbound.validation.validate_<paper>:VALIDATION"``).  ``fedbound estimate`` and
+``fedbound validate`` are generic over these entries.
+
+Measured quantities (names used in ``constants``, produced by :mod:`fedbound.validation.estimate`):
+``initial_gap`` (F(w0) - F*), ``smoothness`` (largest Hessian eigenvalue), ``pl`` (strong convexity by
+Lanczos on convex models, the PL ratio's infimum otherwise), ``gradient_bound`` (max ||grad F||),
+``dissimilarity`` (NbAFL's B), ``gradient_divergence`` (UDP's xi-bar).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Validation", "QUANTITIES"]
+
+QUANTITIES = ("initial_gap", "smoothness", "pl", "gradient_bound", "dissimilarity", "gradient_divergence")
+
+Terms = Callable[[Mapping[str, Any], str, np.ndarray, str], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Validation:
+    """How ``fedbound validate`` checks one paper's bound against training.
+
+    ``constants``: config key -> measured quantity (one of :data:`QUANTITIES`).  ``unmeasured``: config key
+    -> why it is not measured (e.g. a design choice such as NbAFL's proximal mu).  ``sweeps``: variable ->
+    config key it sets (``--vs T`` sets ``T``).  ``terms(setting, vs, values, method)``: the bound at each
+    value as named additive terms (their sum is the bound; the calibrated prediction scales each), NaN where
+    the bound is undefined; ``method`` is "paper" (the paper's noise) or "tight".  ``theorem``: the bound's
+    name for messages (e.g. "NbAFL (Wei et al. 2020), Theorem 2, eq. (14)").  ``check(setting)``: the
+    bound's hypotheses at the measured constants, as sentences (empty: they hold).  ``default_values``:
+    the values of ``--vs`` swept when none are given.
+    """
+
+    constants: Mapping[str, str]
+    sweeps: Mapping[str, str]
+    terms: Terms
+    theorem: str
+    unmeasured: Mapping[str, str] = field(default_factory=dict)
+    check: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda setting: [])
+    default_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = [q for q in self.constants.values() if q not in QUANTITIES]
+        if bad:
+            raise ValueError(f"unknown measured quantities {bad}; known: {', '.join(QUANTITIES)}")
