@@ -1,5 +1,6 @@
 """The judge of figure claims (fedbound.validation.reproduce_claims), on hand-made runs with hand-computed
-outcomes: per-seed decisions, the majority, the effect size and its Student-t interval, and the verdict line."""
+outcomes: per-seed decisions, the majority, the effect size and its Student-t interval, and the verdict
+line."""
 
 import math
 import re
@@ -64,10 +65,12 @@ def test_beats_and_best_are_paired_by_seed():
 
 def test_one_seed_has_no_interval_and_missing_runs_are_an_error():
     runs = [(0, {"p": "a"}, 1.0), (0, {"p": "b"}, 2.0)]
-    v = judge(FigureClaim("B", "a beats b", "beats", "loss", case={"p": "a"}, other={"p": "b"}), _values(runs))
+    claim = FigureClaim("B", "a beats b", "beats", "loss", case={"p": "a"}, other={"p": "b"})
+    v = judge(claim, _values(runs))
     assert math.isnan(v.low) and "95 % interval n/a with one seed" in v.line()
     with pytest.raises(ValueError, match="no seed has the runs"):
-        judge(FigureClaim("B", "a beats z", "beats", "loss", case={"p": "a"}, other={"p": "z"}), _values(runs))
+        judge(FigureClaim("B", "a beats z", "beats", "loss", case={"p": "a"}, other={"p": "z"}),
+              _values(runs))
 
 
 def test_runs_without_the_x_label_are_left_out_of_a_monotone_claim():
@@ -77,7 +80,8 @@ def test_runs_without_the_x_label_are_left_out_of_a_monotone_claim():
 
 
 def test_run_values_average_the_last_rounds():
-    table = pd.DataFrame({"key": ["a"] * 4 + ["b"] * 2, "seed": [0] * 4 + [1] * 2, "eps": [1.0] * 4 + [2.0] * 2,
+    table = pd.DataFrame({"key": ["a"] * 4 + ["b"] * 2, "seed": [0] * 4 + [1] * 2,
+                          "eps": [1.0] * 4 + [2.0] * 2,
                           "round": [1, 2, 3, 4, 1, 2], "loss": [4.0, 3.0, 2.0, 1.0, 5.0, float("nan")]})
     out = run_values(table, "loss", ["eps"], tail=3).set_index("key")
     assert out.loc["a", "value"] == pytest.approx(2.0)

@@ -22,7 +22,7 @@ import json
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def _plan_section(paper: Any) -> str:
 
     if paper.planner is None:
         return "<p class='muted'>No planner for this paper in fedbound yet.</p>"
-    plan = to_jsonable(plan_for(paper, None, example_overrides(paper)))
+    plan = to_jsonable(plan_for(paper, paper.load_setting(None, example_overrides(paper))))
     rec = plan["recommendation"]
     setting = ", ".join(f"{k} = {v}" for k, v in paper.example.items())
     sigma = ", ".join(f"{k} {_value(v)}" for k, v in rec.get("sigma", {}).items())
@@ -84,7 +84,8 @@ def _plan_section(paper: Any) -> str:
     if plan.get("assumed"):
         body.append(f"<p class='muted'>assumed (documented defaults): {esc(', '.join(plan['assumed']))}</p>")
     if plan.get("warnings"):
-        body.append("<h4>Warnings</h4><ul>" + "".join(f"<li>{esc(w)}</li>" for w in plan["warnings"]) + "</ul>")
+        items = "".join(f"<li>{esc(w)}</li>" for w in plan["warnings"])
+        body.append(f"<h4>Warnings</h4><ul>{items}</ul>")
     return "".join(body)
 
 
@@ -110,7 +111,8 @@ def _measured_section(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
         lines = _lines(doc)
         if lines:
             body.append("<ul>" + "".join(f"<li class='verdict'>{esc(v)}</li>" for v in lines) + "</ul>")
-        body.extend(image(png, f"{paper.name} predicted vs measured") for png in sorted(path.parent.glob("*.png")))
+        pngs = sorted(path.parent.glob("*.png"))
+        body.extend(image(png, f"{paper.name} predicted vs measured") for png in pngs)
     return "".join(body)
 
 
@@ -151,9 +153,11 @@ def _plotly_figure(doc: Mapping[str, Any], csv: Path, div_id: str) -> str:
     categorical = any(isinstance(v, str) for c in drawn for v in c.x)
     for c in drawn:
         if categorical:
-            fig.add_trace(go.Bar(x=[str(v) for v in c.x], y=c.mean, name=c.name, error_y={
-                "type": "data", "symmetric": False, "array": [h - m for h, m in zip(c.high, c.mean, strict=True)],
-                "arrayminus": [m - lo for m, lo in zip(c.mean, c.low, strict=True)]}))
+            up = [h - m for h, m in zip(c.high, c.mean, strict=True)]
+            down = [m - lo for m, lo in zip(c.mean, c.low, strict=True)]
+            fig.add_trace(go.Bar(x=[str(v) for v in c.x], y=c.mean, name=c.name,
+                                 error_y={"type": "data", "symmetric": False, "array": up,
+                                          "arrayminus": down}))
         else:
             fig.add_trace(go.Scatter(x=c.x + c.x[::-1], y=c.high + c.low[::-1], fill="toself", opacity=0.15,
                                      line={"width": 0}, hoverinfo="skip", showlegend=False, name=c.name))
@@ -247,7 +251,7 @@ def build_report(results: str | Path, out: str | Path | None = None, *, points: 
     out = Path(out) if out is not None else results / "report.html"
     reproduced = find_results(results, "verdicts.json")
     measured = find_results(results, "validation.json")
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [f'<header id="overview"><h1>fedbound report</h1><p class="muted">fedbound {esc(__version__)}, '
             f"{esc(when)}, results from <code>{esc(results)}</code>.</p>",
             "<p>Per paper: the plan (recommendation first, then the paper's answer), predicted against "

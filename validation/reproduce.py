@@ -25,8 +25,8 @@ from typing import Any
 from fedbound.errors import ConfigError
 from fedbound.validation.reproduce_claims import ClaimVerdict, FigureClaim, case_name, judge, run_values
 
-__all__ = ["Case", "Scale", "Target", "Uncovered", "Reproduction", "cases", "grid", "toml_literal", "targets", "find", "reproduce",
-           "SCALES"]
+__all__ = ["Case", "Scale", "PaperScale", "Target", "Uncovered", "Reproduction", "cases", "grid",
+           "toml_literal", "toml_text", "targets", "find", "specs", "reproduce", "SCALES"]
 
 SCALES = ("tiny", "demo", "paper")
 
@@ -172,7 +172,8 @@ def find(paper: str, figure: str) -> Target:
     valid = ", ".join(t.figure for t in runnable) or "none"
     if why:
         raise ConfigError(f"{paper} {figure} is not reproduced ({why}); reproduced figures: {valid}")
-    raise ConfigError(f"figure {figure!r} is outside its valid range one of {valid} (fedbound reproduce --list)")
+    raise ConfigError(f"figure {figure!r} is outside its valid range one of {valid} "
+                      "(fedbound reproduce --list)")
 
 
 def toml_text(config: Mapping[str, Mapping[str, Any]]) -> str:

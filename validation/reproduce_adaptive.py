@@ -27,7 +27,8 @@ S1 = '"0.5,0.2,0"'
 S2 = '"0.5,0.05,0"'
 TINY = Scale(seeds=1, overrides=("T=2", "train.hidden=4", "train.local_steps=1"))
 DEMO = Scale(seeds=3)
-PAPER_SCALE = PaperScale(seeds=5, overrides=("T=30", 'sizes="150,150,150"', 'train.group_samples="150,150,150"'))
+PAPER_SCALE = PaperScale(seeds=5, overrides=("T=30", 'sizes="150,150,150"',
+                                             'train.group_samples="150,150,150"'))
 
 
 def _case(ratios: str, eps: float | None = None, *extra: str) -> Case:
@@ -83,8 +84,8 @@ FIG8 = Target(
     PAPER, "fig8", "scenario 4 (the parts' noise swaps after round 10), non-private: the adaptive switch "
                    "against two static assignments", {**BASE, "adaptive": {**BASE["adaptive"], "T": 20}},
     (_case("0,1,2; 2,1,0", None, *S4), _case("0,1,2; 0,1,2", None, *S4), _case("1,1,1; 1,1,1", None, *S4)),
-    (FigureClaim("F8", "the adaptive schedule (weight follows the currently clean part) is best", "best", "loss",
-                 case={"ratios": "0,1,2; 2,1,0"}),),
+    (FigureClaim("F8", "the adaptive schedule (weight follows the currently clean part) is best", "best",
+                 "loss", case={"ratios": "0,1,2; 2,1,0"}),),
     DEMO, Scale(seeds=1, overrides=("T=12", "train.hidden=4", "train.local_steps=1")), PAPER_SCALE,
     seconds=30)
 
@@ -97,4 +98,5 @@ FIGURES = (
     Uncovered(PAPER, "fig9", "scenario 4, private: the adaptive p at eps = 5 and 20",
               "its non-private counterpart is fig8"),
 )
-"""The registry's ``reproduce`` entry: every figure claim of Sec. VI, reproduced or with the reason why not."""
+"""The registry\'s ``reproduce`` entry: every figure claim of Sec. VI, reproduced or with the reason
+why not."""

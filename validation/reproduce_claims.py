@@ -62,7 +62,8 @@ class FigureClaim:
             raise ValueError(f"claim {self.id}: kind {self.kind!r} is outside its valid range one of "
                              f"{', '.join(KINDS)}")
         if self.better not in ("lower", "higher"):
-            raise ValueError(f"claim {self.id}: better {self.better!r} is outside its valid range lower, higher")
+            raise ValueError(f"claim {self.id}: better {self.better!r} is outside its valid range lower, "
+                             "higher")
         if self.kind in ("increasing", "decreasing", "interior_optimum") and not self.x:
             raise ValueError(f"claim {self.id}: kind {self.kind!r} needs x (the label to look along)")
         if self.kind in ("beats", "best") and not self.case:
@@ -140,7 +141,8 @@ def run_values(table: Any, metric: str, labels: Sequence[str], tail: int = 3) ->
         series = run[metric].dropna()
         if series.empty:
             continue
-        value = float(series.iloc[-1]) if tail <= 0 or metric == "round" else float(series.iloc[-tail:].mean())
+        last = tail <= 0 or metric == "round"
+        value = float(series.iloc[-1]) if last else float(series.iloc[-tail:].mean())
         first = run.iloc[0]
         rows.append({"key": key, "seed": int(first["seed"]), **{k: first[k] for k in labels}, "value": value})
     return pd.DataFrame(rows, columns=["key", "seed", *labels, "value"])
@@ -156,7 +158,10 @@ def _same(a: Any, b: Any) -> bool:
     return a == b or str(a) == str(b)
 
 
-def _seed_outcome(claim: FigureClaim, runs: list[dict[str, Any]]) -> tuple[bool, float, dict[str, float]] | None:
+Outcome = tuple[bool, float, dict[str, float]]
+
+
+def _seed_outcome(claim: FigureClaim, runs: list[dict[str, Any]]) -> Outcome | None:
     """(holds, effect, {case: value}) for one seed's runs; None when the seed lacks runs the claim needs."""
     sign = -1.0 if claim.better == "lower" else 1.0  # sign * value: larger is better
     if claim.kind in ("increasing", "decreasing", "interior_optimum"):

@@ -1,4 +1,5 @@
-"""DP-PFL (Wei et al. 2023), Sec. V: the figure claims, reproduced on the simulator (``fedbound reproduce dppfl``).
+"""DP-PFL (Wei et al. 2023), Sec. V: the figure claims, reproduced on the simulator
+(``fedbound reproduce dppfl``).
 
 Demo size: the embedded MNIST subset, 30 source and 20 target clients of 3 classes x 20 samples (the paper:
 x 200), a 784-64-10 MLP and 15 rounds; the metric is the target clients' test accuracy after fast
@@ -77,4 +78,5 @@ FIGURES = (
     Uncovered(PAPER, "fig4", "ResNet-18 on CIFAR-10: accuracy increases with eps",
               "ResNet-18 on CIFAR-10 takes hours on CPU; not reproduced"),
 )
-"""The registry's ``reproduce`` entry: every figure claim of Sec. V, reproduced or with the reason why not."""
+"""The registry\'s ``reproduce`` entry: every figure claim of Sec. V, reproduced or with the reason
+why not."""

@@ -1,8 +1,10 @@
-"""NbAFL (Wei et al. 2020), Sec. VI: the figure claims, reproduced on the simulator (``fedbound reproduce nbafl``).
+"""NbAFL (Wei et al. 2020), Sec. VI: the figure claims, reproduced on the simulator
+(``fedbound reproduce nbafl``).
 
 Demo size: scikit-learn's 8x8 digits (1,797 images), 20 clients of 50 images (the paper: 50 of 100 MNIST
-images), a 64-16-10 MLP and 10 rounds of 5 local full-batch steps; ``--scale paper`` uses the paper's 784-256-10 MLP, 25 rounds and the
-full MNIST from its IDX files.  The plotted quantity is the training loss, as in the paper.
+images), a 64-16-10 MLP and 10 rounds of 5 local full-batch steps; ``--scale paper`` uses the paper's
+N = 50 clients of 100 images, the 784-256-10 MLP, 25 rounds and the full MNIST from its IDX files.  The
+plotted quantity is the training loss, as in the paper.
 """
 
 from __future__ import annotations
@@ -98,4 +100,5 @@ FIGURES = (
     Uncovered(PAPER, "fig8", "experimental and theoretical loss agree in shape over T",
               "predicted vs measured: fedbound validate nbafl CONFIG --vs T"),
 )
-"""The registry's ``reproduce`` entry: every figure claim of Sec. VI, reproduced or with the reason why not."""
+"""The registry\'s ``reproduce`` entry: every figure claim of Sec. VI, reproduced or with the reason
+why not."""

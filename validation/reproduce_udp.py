@@ -67,7 +67,8 @@ FIG14 = Target(
 
 FIGURES = (
     FIG5, FIG8, FIG14,
-    Uncovered(PAPER, "fig2", "the moment bound lies above the exact moment", "a bound claim: fedbound claims udp"),
+    Uncovered(PAPER, "fig2", "the moment bound lies above the exact moment",
+              "a bound claim: fedbound claims udp"),
     Uncovered(PAPER, "fig4", "SVM on IPUMS-US: test loss U-shaped in T",
               "IPUMS-US is not shipped; the MLP version is fig5"),
     Uncovered(PAPER, "fig7", "CRD is better when T_init is near the searched optimum",
@@ -77,4 +78,5 @@ FIGURES = (
     Uncovered(PAPER, "fig11", "CIFAR-10 CNN: CRD beats original UDP",
               "paper scale only (CIFAR-10 batches); the MNIST version is fig8"),
 )
-"""The registry's ``reproduce`` entry: every figure claim of Sec. 5, reproduced or with the reason why not."""
+"""The registry\'s ``reproduce`` entry: every figure claim of Sec. 5, reproduced or with the reason
+why not."""

@@ -80,4 +80,5 @@ FIGURES = (
     Uncovered(PAPER, "table3", "average quantization and overhead bits per parameter (Table III)",
               "the simulator sends fixed R-bit words; bit-length coding is not modelled"),
 )
-"""The registry's ``reproduce`` entry: every figure claim of Sec. VII, reproduced or with the reason why not."""
+"""The registry\'s ``reproduce`` entry: every figure claim of Sec. VII, reproduced or with the reason
+why not."""

@@ -64,20 +64,14 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                  config: OptionalConfig = None, overrides: SetOverrides = None, variant: VariantOpt = "paper",
                  json_out: JsonFlag = False) -> None:
         """Plan a deployment for one paper's setting."""
-        import dataclasses
-        import warnings
-
         from fedbound.output import print_json, print_plan
+        from fedbound.planning import plan_for
         from fedbound.registry import get
 
         paper = get(paper_name, "plan")
         setting = _setting(paper, config, overrides)
         _check_variant(paper, variant)
-        with warnings.catch_warnings():  # every validity problem is in plan.warnings, printed once
-            warnings.simplefilter("ignore")
-            result = paper.load("planner")(setting.values, variant)
-        result = dataclasses.replace(result, assumed=setting.assumed, measured=setting.measured,
-                                     warnings=(*setting.notes, *result.warnings))
+        result = plan_for(paper, setting, variant)
         if json_out:
             print_json(result)
         else:

@@ -1,4 +1,5 @@
-"""``fedbound report RESULTS_DIR``: one self-contained HTML page per results folder (fedbound.validation.report)."""
+"""``fedbound report RESULTS_DIR``: one self-contained HTML page per results folder
+(fedbound.validation.report)."""
 
 from __future__ import annotations
 

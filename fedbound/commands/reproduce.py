@@ -50,9 +50,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         scale: Annotated[str, typer.Option("--scale", help="tiny (seconds), demo (minutes, embedded data) "
                                                            "or paper (the paper's setting; needs --data)")
                          ] = "demo",
-        data: Annotated[Path | None, typer.Option("--data", help="--scale paper: folder with the full "
-                                                                 "dataset (MNIST IDX files, CIFAR-10 batches)")
-                        ] = None,
+        data: Annotated[Path | None, typer.Option(
+            "--data", help="--scale paper: folder with the full dataset (MNIST IDX files, CIFAR-10 batches)")
+        ] = None,
         seeds: Annotated[int | None, typer.Option("--seeds", help="seeds per case (default: the scale's)")
                          ] = None,
         out: Annotated[Path, typer.Option("--out", help="results folder (runs are shared and resumed)")
