@@ -1,7 +1,7 @@
 # fedbound: `make demo`, `make test`, `make bench` each work on a fresh machine in one command.
 # They create .venv when it is missing and install into it: torch==2.13.0 first (the CPU build that lies
 # on this machine's disk; an unpinned torch would pull a multi-GB CUDA build), then the project with its
-# `train` and `dev` extras.  Re-installs only when pyproject.toml changes.
+# `train`, `dev` and `ray` extras.  Re-installs only when pyproject.toml changes.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev]'
+	$(PY) -m pip install --quiet -e '.[train,dev,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -58,6 +58,11 @@ demo: $(STAMP)
 	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
 	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
 	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
+	@echo "== 8. Predicted vs measured: NbAFL's constants measured on logistic regression (exact there), written"
+	@echo "==    into a config that plan reads, then Theorem 2 against 4 values of T x 2 seeds (verdicts, CSV, figure)"
+	$(FEDBOUND) estimate nbafl examples/nbafl_logistic.toml --write $(DEMO_OUT)/nbafl_logistic_measured.toml
+	$(FEDBOUND) plan nbafl $(DEMO_OUT)/nbafl_logistic_measured.toml --json | $(PY) -c "import json,sys; d=json.load(sys.stdin); print('measured:', d['measured'], 'assumed:', d['assumed'])"
+	$(FEDBOUND) validate nbafl examples/nbafl_logistic.toml --vs T --values 1,2,4,8 --seeds 2 --out $(DEMO_OUT)/validate_nbafl --no-progress
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -9,13 +9,14 @@ Measured in one run, each against its baseline:
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _harness import write_result
+from _harness import interleaved, ratio, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = str(REPO / "examples" / "nbafl_mnist.toml")
@@ -56,16 +57,22 @@ def main() -> None:
         warm_env = {**os.environ, "FEDBOUND_CACHE_DIR": cache}
         off_env = {**os.environ, "FEDBOUND_CACHE_DIR": ""}
         _cold_cli(warm_env)  # fills the cache
-        cold_warm = min(_cold_cli(warm_env) for _ in range(3))
-        cold_off = min(_cold_cli(off_env) for _ in range(3))
-        imports, first_warm, replan = min((_probe(warm_env) for _ in range(3)), key=lambda r: r[1])
-        _, first_off, _ = min((_probe(off_env) for _ in range(3)), key=lambda r: r[1])
+        cold = interleaved({"warm": lambda: _cold_cli(warm_env), "off": lambda: _cold_cli(off_env)},
+                           repeat=3, warmup=0)
+        probes: dict[str, list[list[float]]] = {"warm": [], "off": []}
+        for _ in range(3):  # interleaved: warm, off, warm, off, ...
+            probes["warm"].append(_probe(warm_env))
+            probes["off"].append(_probe(off_env))
+    imports, first_warm, replan = (statistics.median(p[i] for p in probes["warm"]) for i in range(3))
+    first_off = statistics.median(p[1] for p in probes["off"])
     result = {
-        "cold_cli_s": cold_warm, "cold_cli_no_cache_s": cold_off, "cache_speedup_cold": cold_off / cold_warm,
+        "cold_cli_s": cold["warm"].to_json(), "cold_cli_no_cache_s": cold["off"].to_json(),
+        "cache_speedup_cold": ratio(cold["off"], cold["warm"]),
         "imports_s": imports, "first_plan_s": first_warm, "first_plan_no_cache_s": first_off,
         "cache_speedup_first_plan": first_off / first_warm, "warm_replan_s": replan,
         "replan_vs_first_plan": replan / first_warm,
         "targets": {"cold_cli_s": 0.5, "warm_replan_s": 0.02},
+        "timing": "interleaved (warm, off, warm, off ...); medians (min-max for the cold CLI)",
     }
     for k, v in result.items():
         print(f"{k:28s} {v}")

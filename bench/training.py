@@ -1,6 +1,7 @@
 """Simulator speed: ours against plain baselines measured in the same run (``python bench/training.py``).
 
-Three figures (issue 4), each a ratio of best-of-n wall times on this machine:
+Three figures (issue 4), each a ratio of wall times on this machine, timed interleaved (A B A B ...,
+``_harness.interleaved``): medians with the min-max of the paired ratios, and the machine load:
 
 1. Per-sample clipping, one DP-SGD step (clip, noise, update), batch 512, MLP 784-256-10 on the MNIST
    subset: ours (per-layer norms, ``fedbound.training.clipping``) against (a) a per-sample backward loop,
@@ -29,7 +30,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import best_time, write_result  # noqa: E402
+from _harness import fmt, interleaved, ratio, write_result  # noqa: E402
 
 from fedbound.training.clipping import clip_rows, per_sample_clipped_grad  # noqa: E402
 from fedbound.training.data import digits, mnist_subset  # noqa: E402
@@ -46,8 +47,8 @@ QUICK = "--quick" in sys.argv
 REPEAT = 2 if QUICK else 3
 
 
-def timed(fn, repeat: int = REPEAT) -> float:
-    return best_time(fn, repeat=repeat, warmup=1)
+def medians(t: dict) -> dict:
+    return {k: v.to_json() for k, v in t.items()}
 
 
 # --- 1. one DP-SGD step ------------------------------------------------------------------------------------
@@ -101,15 +102,15 @@ def dpsgd_step(device: str) -> dict:
         return {k: torch.einsum("b,b...->...", factor, g) / 512
                 + sigma * torch.randn(g.shape[1:], generator=gen, device=device) for k, g in gs.items()}
 
-    many = 3 if QUICK else 5
-    t = {"ours": timed(ours, many), "non_private_step": timed(non_private, many),
-         "vmap_grad": timed(vmap_grad), "per_sample_loop": timed(per_sample_loop, 1 if QUICK else 2)}
-    return {"seconds": t, "ours_over_non_private": t["ours"] / t["non_private_step"],
-            "per_sample_loop_over_ours": t["per_sample_loop"] / t["ours"],
-            "vmap_grad_over_ours": t["vmap_grad"] / t["ours"],
-            "vmap_grad_over_non_private": t["vmap_grad"] / t["non_private_step"],
-            "per_sample_loop_over_non_private": t["per_sample_loop"] / t["non_private_step"],
-            "target": "ours <= 2x non-private step", "met": t["ours"] <= 2 * t["non_private_step"]}
+    t = interleaved({"ours": ours, "non_private_step": non_private, "vmap_grad": vmap_grad,
+                     "per_sample_loop": per_sample_loop}, repeat=REPEAT)
+    over = ratio(t["ours"], t["non_private_step"])
+    return {"seconds": medians(t), "ours_over_non_private": over,
+            "per_sample_loop_over_ours": ratio(t["per_sample_loop"], t["ours"]),
+            "vmap_grad_over_ours": ratio(t["vmap_grad"], t["ours"]),
+            "vmap_grad_over_non_private": ratio(t["vmap_grad"], t["non_private_step"]),
+            "per_sample_loop_over_non_private": ratio(t["per_sample_loop"], t["non_private_step"]),
+            "target": "ours <= 2x non-private step", "met": over["median"] <= 2}
 
 
 # --- per-client reference loops -----------------------------------------------------------------------------
@@ -167,13 +168,16 @@ def many_small_clients(device: str) -> dict:
         model = build_model("logreg" if not hidden else "mlp", (64,), 10, hidden=max(hidden, 1))
         init = model.init(Streams(0).generator("init")).to(device)
         algo = Algorithm(1, LocalSGD(steps=5, lr=0.5))
-        ours = timed(lambda: engine_round(algo, model, data, device=device, init=init))  # noqa: B023
-        loop = timed(lambda: loop_round(model, data, init, 5, 0.5), 1 if QUICK else 2)  # noqa: B023
+        t = interleaved({"engine_round": lambda: engine_round(algo, model, data, device=device,  # noqa: B023
+                                                             init=init),  # noqa: B023
+                         "per_client_loop": lambda: loop_round(model, data, init, 5, 0.5)},  # noqa: B023
+                        repeat=REPEAT)
         a = engine_round(algo, model, data, device=device, init=init)
         b = loop_round(model, data, init, 5, 0.5)
-        out[name] = {"seconds": {"engine_round": ours, "per_client_loop": loop}, "speedup": loop / ours,
+        speedup = ratio(t["per_client_loop"], t["engine_round"])
+        out[name] = {"seconds": medians(t), "speedup": speedup,
                      "max_abs_difference": float((a - b).abs().max()), "target": ">= 10x",
-                     "met": loop / ours >= 10}
+                     "met": speedup["median"] >= 10}
     return out
 
 
@@ -193,27 +197,29 @@ def nbafl_round(device: str) -> dict:
                      views=(View("uplink", "upload", max_releases=1), View("downlink", "broadcast")))
     dp = NbAFL(1, clip, LocalSGD(steps=steps, lr=lr, prox_mu=mu))
     plain = NbAFL(1, float("inf"), LocalSGD(steps=steps, lr=lr, prox_mu=mu))
-    t = {"engine_dp": timed(lambda: engine_round(dp, model, data, plan, device=device, init=init)),
-         "engine_no_dp": timed(lambda: engine_round(plain, model, data, device=device, init=init)),
-         "loop_dp": timed(lambda: loop_round(model, data, init, steps, lr, mu, clip, (sigma_up, sigma_srv))),
-         "loop_no_dp": timed(lambda: loop_round(model, data, init, steps, lr, mu))}
-    chunks = {}
-    for c in (1, 5, 10, 20, 25, 50):
-        chunks[str(c)] = timed(lambda: engine_round(plain, model, data, chunk=c, device=device, init=init),  # noqa: B023
-                               2 if not QUICK else 1)
+    t = interleaved({
+        "engine_dp": lambda: engine_round(dp, model, data, plan, device=device, init=init),
+        "engine_no_dp": lambda: engine_round(plain, model, data, device=device, init=init),
+        "loop_dp": lambda: loop_round(model, data, init, steps, lr, mu, clip, (sigma_up, sigma_srv)),
+        "loop_no_dp": lambda: loop_round(model, data, init, steps, lr, mu)}, repeat=REPEAT)
+    chunks = interleaved({str(c): lambda c=c: engine_round(plain, model, data, chunk=c, device=device,
+                                                           init=init)
+                          for c in (1, 5, 10, 20, 25, 50)}, repeat=REPEAT)
     diff = (engine_round(dp, model, data, plan, device=device, init=init)
             - loop_round(model, data, init, steps, lr, mu, clip, (sigma_up, sigma_srv))).abs().max()
     flops = 3 * 2 * 5000 * steps * model.n_params
-    return {"seconds": t, "chunk_size_sweep_seconds_no_dp": chunks,
-            "engine_over_loop_no_dp": t["engine_no_dp"] / t["loop_no_dp"],
-            "engine_over_loop_dp": t["engine_dp"] / t["loop_dp"],
-            "dp_overhead_engine": t["engine_dp"] / t["engine_no_dp"],
-            "dp_overhead_loop": t["loop_dp"] / t["loop_no_dp"],
-            "gflops_per_s": {"engine_no_dp": flops / t["engine_no_dp"] / 1e9,
-                             "loop_no_dp": flops / t["loop_no_dp"] / 1e9},
+    med = {k: v.median for k, v in t.items()}
+    dp_overhead = ratio(t["engine_dp"], t["engine_no_dp"])
+    return {"seconds": medians(t), "chunk_size_sweep_seconds_no_dp": {k: v.median for k, v in chunks.items()},
+            "engine_over_loop_no_dp": ratio(t["engine_no_dp"], t["loop_no_dp"]),
+            "engine_over_loop_dp": ratio(t["engine_dp"], t["loop_dp"]),
+            "dp_overhead_engine": dp_overhead,
+            "dp_overhead_loop": ratio(t["loop_dp"], t["loop_no_dp"]),
+            "gflops_per_s": {"engine_no_dp": flops / med["engine_no_dp"] / 1e9,
+                             "loop_no_dp": flops / med["loop_no_dp"] / 1e9},
             "max_abs_difference_engine_vs_loop": float(diff),
-            "targets": {"engine <= loop": t["engine_no_dp"] <= t["loop_no_dp"] * 1.0,
-                        "dp overhead <= 1.3x": t["engine_dp"] <= 1.3 * t["engine_no_dp"]}}
+            "targets": {"engine <= loop": med["engine_no_dp"] <= med["loop_no_dp"],
+                        "dp overhead <= 1.3x": dp_overhead["median"] <= 1.3}}
 
 
 def main() -> None:
@@ -231,15 +237,15 @@ def main() -> None:
                                      "wrote this benchmark); the code is device-agnostic (--device cuda)"}
     cpu = payload["cpu"]
     d, m, n = cpu["dpsgd_step_batch512_mlp"], cpu["many_small_clients"], cpu["nbafl_round"]
-    print(f"DP-SGD step (batch 512, MLP 784-256-10): ours = {d['ours_over_non_private']:.2f}x a non-private "
-          f"step (target <= 2); per-sample loop {d['per_sample_loop_over_ours']:.0f}x ours, vmap(grad) "
-          f"{d['vmap_grad_over_ours']:.0f}x ours")
+    print(f"DP-SGD step (batch 512, MLP 784-256-10): ours = {fmt(d['ours_over_non_private'])} a non-private "
+          f"step (target <= 2); per-sample loop {fmt(d['per_sample_loop_over_ours'], 0)} ours, vmap(grad) "
+          f"{fmt(d['vmap_grad_over_ours'], 1)} ours")
     for name, r in m.items():
-        print(f"1,000 clients x 20 samples, {name}: engine {r['speedup']:.1f}x faster than a per-client loop "
-              "(target >= 10)")
-    print(f"NbAFL round (50 x 100, MLP, 10 steps): engine/loop = {n['engine_over_loop_no_dp']:.2f} (no DP), "
-          f"{n['engine_over_loop_dp']:.2f} (DP); DP overhead {100 * (n['dp_overhead_engine'] - 1):.0f}% "
-          f"(target <= 30%); chunk sweep {n['chunk_size_sweep_seconds_no_dp']}")
+        print(f"1,000 clients x 20 samples, {name}: engine {fmt(r['speedup'], 1)} faster than a per-client "
+              "loop (target >= 10)")
+    print(f"NbAFL round (50 x 100, MLP, 10 steps): engine/loop = {fmt(n['engine_over_loop_no_dp'])} (no DP), "
+          f"{fmt(n['engine_over_loop_dp'])} (DP); DP overhead {fmt(n['dp_overhead_engine'])} "
+          f"(target <= 1.3x); chunk sweep {n['chunk_size_sweep_seconds_no_dp']}")
     write_result("training", payload)
 
 

@@ -9,7 +9,7 @@ Usage: python bench/wpfl_schedule.py
 from __future__ import annotations
 
 import numpy as np
-from _harness import best_time, write_result
+from _harness import interleaved, ratio, write_result
 
 from fedbound.scheduling import wpfl as ws
 from fedbound.scheduling.wireless import WirelessSetting, path_loss_gain
@@ -40,17 +40,20 @@ def main() -> None:
     def scipy_loop():
         return ws.solve_P7(0.999, 0.13, gamma, eps_f, 2.0, 1.0, method="scipy")
 
-    t_vec = best_time(vectorised, repeat=5)
-    t_loop = best_time(scipy_loop, repeat=2)
-    gap = float(np.max(np.abs(vectorised().Phi / scipy_loop().Phi - 1)))
-    t_round = best_time(one_round, repeat=5)
     run_setting = WirelessSetting(num_clients=N, num_subchannels=K, n_params=7850, tau_max=0.05,
                                   total_bandwidth_hz=64e6)
-    t_run = best_time(lambda: ws.schedule_rounds(run_setting, SETTING, SIGMA, "proposed", seed=0), repeat=2)
+    t = interleaved({"vectorised": vectorised, "scipy_loop": scipy_loop, "round": one_round}, repeat=5)
+    t_run = interleaved({"T_rounds": lambda: ws.schedule_rounds(run_setting, SETTING, SIGMA, "proposed",
+                                                                seed=0)}, repeat=2)["T_rounds"]
+    gap = float(np.max(np.abs(vectorised().Phi / scipy_loop().Phi - 1)))
     rounds = ws.schedule_rounds(run_setting, SETTING, SIGMA, "proposed", seed=0).rounds
-    payload = {"N": N, "K": K, "P7_vectorised_s": t_vec, "P7_scipy_loop_s": t_loop,
-               "speedup_vs_scipy_loop": t_loop / t_vec, "max_rel_gap_Phi": gap, "round_s": t_round,
-               "round_target_s": 0.05, "round_meets_target": t_round <= 0.05, "T_round_schedule_s": t_run,
+    speedup = ratio(t["scipy_loop"], t["vectorised"])
+    payload = {"N": N, "K": K, "P7_vectorised_s": t["vectorised"].median,
+               "P7_scipy_loop_s": t["scipy_loop"].median, "speedup_vs_scipy_loop": speedup["median"],
+               "speedup_min_max": [speedup["min"], speedup["max"]],
+               "max_rel_gap_Phi": gap, "round_s": t["round"].median, "round_s_min_max":
+               [min(t["round"].samples), max(t["round"].samples)], "round_target_s": 0.05,
+               "round_meets_target": t["round"].median <= 0.05, "T_round_schedule_s": t_run.median,
                "T_rounds": rounds, "selected_per_round": len(result["pairs"])}
     for k, v in payload.items():
         print(f"{k:>24}: {v:.4g}" if isinstance(v, float) else f"{k:>24}: {v}")

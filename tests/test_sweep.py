@@ -13,30 +13,9 @@ import pandas as pd
 import pytest
 
 from fedbound.errors import ConfigError
+from fedbound.tests._sweep_helpers import CONFIG, numbers
 from fedbound.validation.sweep import RunSpec, load_sweep, run_sweep
 from fedbound.validation.sweep_store import SweepStore
-
-CONFIG = """
-[nbafl]
-N = 4
-m = 40
-C = 5.0
-eps = 20.0
-delta = 0.01
-L = 1
-T = 3
-mu = 1.0
-
-[train]
-dataset = "synthetic_logistic"
-synthetic_samples = 200
-synthetic_dim = 5
-test_fraction = 0.2
-model = "logreg"
-local_steps = 2
-lr = 0.1
-eval_clients = false
-"""
 
 
 @pytest.fixture
@@ -44,11 +23,6 @@ def config(tmp_path: Path) -> Path:
     path = tmp_path / "nbafl_small.toml"
     path.write_text(CONFIG)
     return path
-
-
-def _numbers(table: pd.DataFrame) -> pd.DataFrame:
-    """The table without its timing column (the only one that differs between equal runs)."""
-    return table.drop(columns="wall_time")
 
 
 def _specs(config: Path, Ts=(2, 3), seeds=(0, 1)) -> list[RunSpec]:
@@ -137,7 +111,7 @@ def test_lock_is_exclusive_and_stale_locks_are_taken_over(tmp_path: Path) -> Non
 
 
 def _sweep_in_child(specs: list[RunSpec], out: str) -> None:
-    run_sweep(specs, out, batch=False, progress=False)
+    run_sweep(specs, out, batch=False, progress=False, checkpoint_every_s=0.0)
 
 
 def test_killed_worker_then_rerun_gives_the_uninterrupted_rows(config: Path, tmp_path: Path) -> None:
@@ -158,7 +132,7 @@ def test_killed_worker_then_rerun_gives_the_uninterrupted_rows(config: Path, tmp
     resumed = run_sweep(specs, out, progress=False)
     assert not resumed.failed
     assert not resumed.table.duplicated(["key", "round"]).any()
-    pd.testing.assert_frame_equal(_numbers(resumed.table), _numbers(reference))
+    pd.testing.assert_frame_equal(numbers(resumed.table), numbers(reference))
     assert not any((out / "work").iterdir())
 
 
@@ -166,5 +140,5 @@ def test_process_pool_gives_the_in_process_table(config: Path, tmp_path: Path) -
     specs = _specs(config)
     alone = run_sweep(specs, tmp_path / "a", progress=False)
     pooled = run_sweep(specs, tmp_path / "b", workers=2, progress=False)
-    pd.testing.assert_frame_equal(_numbers(alone.table), _numbers(pooled.table))
+    pd.testing.assert_frame_equal(numbers(alone.table), numbers(pooled.table))
     assert np.isfinite(alone.table["loss"]).all()

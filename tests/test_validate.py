@@ -11,39 +11,12 @@ import pytest
 
 from fedbound.cli import main
 from fedbound.registry import papers
+from fedbound.tests._validation_configs import TASKS, write_config
 from fedbound.validation import validate as vd
 from fedbound.validation.estimate import entry
 
-CONFIG = """
-[nbafl]
-N = 4
-m = 60
-C = 50.0
-eps = 50.0
-delta = 0.01
-L = 1
-mu = 4.0
 
-[train]
-dataset = "{dataset}"
-synthetic_samples = 240
-synthetic_dim = 4
-test_fraction = 0.0
-model = "logreg"
-local_steps = 3
-lr = 0.3
-weight_decay = 0.05
-eval_clients = false
-"""
-
-
-def write_config(folder, dataset):
-    path = folder / f"{dataset}.toml"
-    path.write_text(CONFIG.format(dataset=dataset))
-    return path
-
-
-@pytest.fixture(scope="module", params=("synthetic_ridge", "synthetic_logistic"))
+@pytest.fixture(scope="module", params=TASKS)
 def result(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     return vd.validate("nbafl", write_config(folder, request.param), "T", "1,2,4", 2, folder / "out",

@@ -115,8 +115,9 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ from fedbound.training.participation import all_clients
 from fedbound.training.plan import NoisePlan
 from fedbound.training.privacy import PrivacyLedger
 
-__all__ = ["Algorithm", "RoundContext", "RunState", "RunOptions", "RunResult", "run", "BatchJob", "run_batch"]
+__all__ = ["Algorithm", "RoundContext", "RunState", "RunOptions", "RunResult", "Runner", "run", "drive"]
 
 
 @dataclass
@@ -166,6 +167,10 @@ class RunOptions:
     eval_every: int = 1
     eval_clients: bool = True
     progress: bool = False
+    checkpoint_every_s: float = 0.0
+    """With a run directory: checkpoint after a round once this many seconds passed since the last
+    checkpoint (and always after the last round); 0 = after every round.  Sweeps of many short runs use
+    a few seconds: a killed run then redoes at most that much."""
 
     def evaluates(self, done: int, total: int) -> bool:
         """Evaluate after round ``done`` (1-based)?  Every ``eval_every`` rounds and after the last; never
@@ -266,6 +271,16 @@ class Algorithm:
         self.rounds = rounds
         self.local = local or LocalSGD()
 
+    @property
+    def plain_local_update(self) -> bool:
+        """Is ``local_update`` exactly ``self.local.run(model, start, batch, ...)`` with ``anchor = start``
+        (the default)?  Then ``multirun.run_batch`` may train this run's clients in one ``LocalSGD`` call
+        with other runs' clients.  A class that overrides ``local_update`` with that same computation says
+        so in its body with ``local_update_is_plain = True`` (a subclass overriding it again is not plain
+        unless it says so too)."""
+        owner = next(c for c in type(self).__mro__ if "local_update" in vars(c))
+        return owner is Algorithm or bool(vars(owner).get("local_update_is_plain", False))
+
     def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
         return {}
 
@@ -305,13 +320,17 @@ class Algorithm:
 
 @dataclass
 class RunResult:
-    """A finished (or stopped) run: the metrics table, the final global model, the state, the summary."""
+    """A finished (or stopped) run: the final global model, the state, the summary, and :attr:`metrics`,
+    the tidy pandas table of ``state.rows`` (built, and pandas imported, on first use)."""
 
-    metrics: Any
     params: torch.Tensor
     state: RunState
     summary: dict
     run_dir: Path | None
+
+    @cached_property
+    def metrics(self) -> Any:
+        return metrics_mod.to_frame(self.state.rows)
 
 
 def _chunks(participants: np.ndarray, size: int) -> list[np.ndarray]:
@@ -357,6 +376,124 @@ def _check_diverged(values: torch.Tensor, round_: int, run_dir: Path | None, why
                            "(lr, eta) or the proximal/regularisation weights, or check the plan's noise std")
 
 
+class Runner:
+    """One run's way through the rounds: set up (or resumed from ``run_dir``), then per round
+    :meth:`begin_round`, :meth:`add_upload` for each chunk of participants, :meth:`end_round`; finally
+    :meth:`result`.  :func:`run` drives one runner; ``multirun.run_batch`` drives several in lockstep."""
+
+    def __init__(self, algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan | None = None,
+                 options: RunOptions | None = None, test: tuple[np.ndarray, np.ndarray] | None = None,
+                 init_params: torch.Tensor | None = None, run_dir: str | Path | None = None,
+                 run_key: str = "", stop_after: int | None = None, rounds: int | None = None) -> None:
+        options = options or RunOptions()
+        device = torch.device(options.device)
+        if plan is not None and plan.num_clients != data.num_clients:
+            raise ConfigError(f"the noise plan is for {plan.num_clients} clients, the data has "
+                              f"{data.num_clients}")
+        data = data.to(device, options.dtype)
+        streams = Streams(options.seed, device)
+        test_t = None
+        if test is not None and len(test[1]):
+            ydtype = options.dtype if np.issubdtype(np.asarray(test[1]).dtype, np.floating) else torch.long
+            test_t = (torch.as_tensor(test[0], dtype=options.dtype, device=device),
+                      torch.as_tensor(test[1], dtype=ydtype, device=device))
+        run_dir = Path(run_dir) if run_dir is not None else None
+        state = ckpt.load(run_dir, run_key, device) if run_dir is not None else None
+        if state is None:
+            if init_params is None:
+                init_params = model.init(streams.generator("init"), options.dtype)
+            total = rounds or (plan.rounds if plan is not None else algorithm.rounds)
+            state = RunState(round=0, rounds=total,
+                             global_params=init_params.to(device=device, dtype=options.dtype), plan=plan)
+            ctx0 = RoundContext(0, state, model, data, streams, options, test_t)
+            state.client_state = algorithm.init_client_state(ctx0)
+            state.algo_state = algorithm.init_algo_state(ctx0)
+            if options.eval_every > 0:
+                state.initial = metrics_mod.evaluate_models(ctx0, algorithm)[0]
+        self.algorithm, self.model, self.data, self.options = algorithm, model, data, options
+        self.device, self.streams, self.test, self.state = device, streams, test_t, state
+        self.run_dir, self.run_key, self.stop_after = run_dir, run_key, stop_after
+        self.resumed_from = state.round
+        self.ledger = PrivacyLedger(state.plan) if state.plan is not None else None
+        if self.ledger is not None and state.ledger:
+            self.ledger.load_state_dict(state.ledger)
+        self.bar = metrics_mod.progress_bar(state.rounds, state.round, options.progress, algorithm.name)
+        self.ctx: RoundContext | None = None
+        self._saved = time.monotonic()
+
+    @property
+    def active(self) -> bool:
+        """More rounds to train?"""
+        state = self.state
+        return state.round < state.rounds and (self.stop_after is None or state.round < self.stop_after)
+
+    def begin_round(self) -> np.ndarray:
+        """Participants and weights of the next round, its releases checked against the budget; returns
+        the participants (the rows to train)."""
+        self._t0 = time.perf_counter()
+        state, algorithm = self.state, self.algorithm
+        ctx = self.ctx = RoundContext(state.round, state, self.model, self.data, self.streams, self.options,
+                                      self.test)
+        participants = np.asarray(algorithm.participants(ctx), dtype=np.int64)
+        weights = np.asarray(algorithm.aggregation_weights(ctx, participants), dtype=np.float64)
+        ctx.participants, ctx.weights = participants, weights
+        self.releases = []
+        if self.ledger is not None:
+            self.ledger.plan = state.plan
+            self.releases = self.ledger.releases(ctx.round, participants, weights)
+            self.ledger.check_budget(self.releases, ctx.round)
+        self.aggregate = torch.zeros_like(state.global_params)
+        self.w_t = torch.as_tensor(weights, dtype=self.options.dtype, device=self.device)
+        return participants
+
+    def add_upload(self, lo: int, clients: np.ndarray, local: torch.Tensor) -> None:
+        """Upload (``algorithm.upload``) the local models of participants ``lo, lo + 1, ...`` (``clients``)
+        and add them to the round's weighted aggregate."""
+        upload = self.algorithm.upload(self.ctx, clients, local)
+        self.aggregate = self.aggregate + self.w_t[lo:lo + len(clients)] @ upload
+
+    def end_round(self) -> None:
+        """Server update, ledger, metrics, checkpoint of the round begun by :meth:`begin_round`."""
+        state, algorithm, ctx, ledger = self.state, self.algorithm, self.ctx, self.ledger
+        new_global = algorithm.server_update(ctx, self.aggregate)
+        _check_diverged(new_global, state.round + 1, self.run_dir, "the global model has NaN/inf parameters")
+        state.global_params = new_global.detach()
+        algorithm.after_round(ctx, state.global_params)
+        if ledger is not None:
+            ledger.commit(self.releases)
+            state.ledger = ledger.state_dict()
+        state.round += 1
+        evaluate = self.options.evaluates(state.round, state.rounds)
+        global_row = metrics_mod.round_rows(ctx, algorithm, ledger, self.releases, evaluate,
+                                            time.perf_counter() - self._t0)
+        if global_row.get("loss") is not None:
+            _check_diverged(torch.tensor(global_row["loss"]), state.round, self.run_dir,
+                            f"the training loss is {global_row['loss']}")
+        new_plan = algorithm.end_of_round(ctx, global_row)
+        if new_plan is not None:
+            state.plan = new_plan
+        if self.run_dir is not None and (not self.active or time.monotonic() - self._saved
+                                         >= self.options.checkpoint_every_s):
+            ckpt.save(self.run_dir, self.run_key, state)
+            self._saved = time.monotonic()
+        self.bar.update(1)
+        self.bar.total = state.rounds
+        metrics_mod.set_postfix(self.bar, global_row)
+        self.ctx = None
+
+    def result(self) -> RunResult:
+        """The finished (or stopped) run; its summary's warnings are issued as FedboundWarning."""
+        self.bar.close()
+        state = self.state
+        summary = metrics_mod.summary(self.algorithm, state, self.ledger)
+        summary["resumed_from_round"] = self.resumed_from
+        for w in summary["warnings"]:
+            if w not in state.warnings:
+                state.warnings.append(w)
+                warnings.warn(w, FedboundWarning, stacklevel=3)
+        return RunResult(state.global_params, state, summary, self.run_dir)
+
+
 def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan | None = None,
         options: RunOptions | None = None, test: tuple[np.ndarray, np.ndarray] | None = None,
         init_params: torch.Tensor | None = None, run_dir: str | Path | None = None, run_key: str = "",
@@ -369,113 +506,26 @@ def run(algorithm: Algorithm, model: Model, data: ClientData, *, plan: NoisePlan
     many rounds instead of the plan's (a longer run keeps the plan's last sigma's and is stopped by
     PrivacyBudgetExceeded when the budget accountant would exceed ``plan.eps``).
     """
-    options = options or RunOptions()
-    device = torch.device(options.device)
-    if plan is not None and plan.num_clients != data.num_clients:
-        raise ConfigError(f"the noise plan is for {plan.num_clients} clients, the data has "
-                          f"{data.num_clients}")
-    data = data.to(device, options.dtype)
-    streams = Streams(options.seed, device)
-    test_t = None
-    if test is not None and len(test[1]):
-        ydtype = options.dtype if np.issubdtype(np.asarray(test[1]).dtype, np.floating) else torch.long
-        test_t = (torch.as_tensor(test[0], dtype=options.dtype, device=device),
-                  torch.as_tensor(test[1], dtype=ydtype, device=device))
-    run_dir = Path(run_dir) if run_dir is not None else None
-    state = ckpt.load(run_dir, run_key, device) if run_dir is not None else None
-    if state is None:
-        if init_params is None:
-            init_params = model.init(streams.generator("init"), options.dtype)
-        total = rounds or (plan.rounds if plan is not None else algorithm.rounds)
-        state = RunState(round=0, rounds=total,
-                         global_params=init_params.to(device=device, dtype=options.dtype), plan=plan)
-        ctx0 = RoundContext(0, state, model, data, streams, options, test_t)
-        state.client_state = algorithm.init_client_state(ctx0)
-        state.algo_state = algorithm.init_algo_state(ctx0)
-        if options.eval_every > 0:
-            state.initial = metrics_mod.evaluate_models(ctx0, algorithm)[0]
-    resumed_from = state.round
-    ledger = PrivacyLedger(state.plan) if state.plan is not None else None
-    if ledger is not None and state.ledger:
-        ledger.load_state_dict(state.ledger)
-    chunk = auto_chunk_size(model, data, options)
-    bar = metrics_mod.progress_bar(state.rounds, state.round, options.progress, algorithm.name)
+    runner = Runner(algorithm, model, data, plan=plan, options=options, test=test, init_params=init_params,
+                    run_dir=run_dir, run_key=run_key, stop_after=stop_after, rounds=rounds)
+    return drive(runner)
+
+
+def drive(runner: Runner) -> RunResult:
+    """Train ``runner``'s run to its end (chunks of participants through the algorithm's hooks)."""
+    algorithm = runner.algorithm
+    chunk = auto_chunk_size(runner.model, runner.data, runner.options)
     try:
-        while state.round < state.rounds and (stop_after is None or state.round < stop_after):
-            t0 = time.perf_counter()
-            ctx = RoundContext(state.round, state, model, data, streams, options, test_t)
-            participants = np.asarray(algorithm.participants(ctx), dtype=np.int64)
-            weights = np.asarray(algorithm.aggregation_weights(ctx, participants), dtype=np.float64)
-            ctx.participants, ctx.weights = participants, weights
-            releases = []
-            if ledger is not None:
-                ledger.plan = state.plan
-                releases = ledger.releases(ctx.round, participants, weights)
-                ledger.check_budget(releases, ctx.round)
-            aggregate = torch.zeros_like(state.global_params)
-            w_t = torch.as_tensor(weights, dtype=options.dtype, device=device)
+        while runner.active:
+            participants = runner.begin_round()
+            ctx = runner.ctx
             for lo in range(0, len(participants), chunk):
                 clients = participants[lo:lo + chunk]
-                batch = data.gather(clients)
+                batch = runner.data.gather(clients)
                 start = algorithm.start_models(ctx, clients)
                 local = algorithm.local_update(ctx, clients, start, batch)
-                upload = algorithm.upload(ctx, clients, local)
-                aggregate = aggregate + w_t[lo:lo + chunk] @ upload
-            new_global = algorithm.server_update(ctx, aggregate)
-            _check_diverged(new_global, state.round + 1, run_dir, "the global model has NaN/inf parameters")
-            state.global_params = new_global.detach()
-            algorithm.after_round(ctx, state.global_params)
-            if ledger is not None:
-                ledger.commit(releases)
-                state.ledger = ledger.state_dict()
-            state.round += 1
-            evaluate = options.evaluates(state.round, state.rounds)
-            global_row = metrics_mod.round_rows(ctx, algorithm, ledger, releases, evaluate,
-                                                time.perf_counter() - t0)
-            if global_row.get("loss") is not None:
-                _check_diverged(torch.tensor(global_row["loss"]), state.round, run_dir,
-                                f"the training loss is {global_row['loss']}")
-            new_plan = algorithm.end_of_round(ctx, global_row)
-            if new_plan is not None:
-                state.plan = new_plan
-            if run_dir is not None:
-                ckpt.save(run_dir, run_key, state)
-            bar.update(1)
-            bar.total = state.rounds
-            metrics_mod.set_postfix(bar, global_row)
+                runner.add_upload(lo, clients, local)
+            runner.end_round()
     finally:
-        bar.close()
-    table = metrics_mod.to_frame(state.rows)
-    summary = metrics_mod.summary(algorithm, state, table, ledger)
-    summary["resumed_from_round"] = resumed_from
-    for w in summary["warnings"]:
-        if w not in state.warnings:
-            state.warnings.append(w)
-            warnings.warn(w, FedboundWarning, stacklevel=2)
-    return RunResult(table, state.global_params, state, summary, run_dir)
-
-
-@dataclass
-class BatchJob:
-    """One run of :func:`run_batch`: the arguments :func:`run` takes."""
-
-    algorithm: Algorithm
-    model: Model
-    data: ClientData
-    plan: NoisePlan | None = None
-    options: RunOptions | None = None
-    test: tuple[np.ndarray, np.ndarray] | None = None
-    run_dir: str | Path | None = None
-    run_key: str = ""
-
-
-def run_batch(jobs: Sequence[BatchJob], *, batch: bool = True) -> list[RunResult | Exception]:
-    """Run every job; each one's :class:`RunResult`, or the exception that stopped it (the others go on)."""
-    results: list[RunResult | Exception] = []
-    for job in jobs:
-        try:
-            results.append(run(job.algorithm, job.model, job.data, plan=job.plan, options=job.options,
-                               test=job.test, run_dir=job.run_dir, run_key=job.run_key))
-        except Exception as exc:  # noqa: BLE001 - reported per job
-            results.append(exc)
-    return results
+        runner.bar.close()
+    return runner.result()

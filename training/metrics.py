@@ -148,42 +148,51 @@ def to_frame(rows: list[dict]):
     return frame
 
 
-def get(frame_row, col: str) -> float | None:
-    """``frame_row[col]`` as a float, None when absent or NA."""
-    import pandas as pd
-
-    if frame_row is None or col not in frame_row.index or pd.isna(frame_row[col]):
-        return None
-    return float(frame_row[col])
-
-
 STANDARD_LOSS_COLUMNS = ("loss", "accuracy", "test_loss", "test_accuracy")
 
 
-def summary(algorithm, state, table, ledger) -> dict[str, Any]:
-    """The run's headline numbers and its warnings (budget under-delivery, infinite epsilon, plan notes)."""
-    glob = table[table["client"].isna()]
-    last = glob.iloc[-1] if len(glob) else None
-    evaluated = glob.dropna(subset=["loss"])
-    final = evaluated.iloc[-1] if len(evaluated) else None
+def _number(row: Mapping[str, Any] | None, col: str) -> float | None:
+    """``row[col]`` as a float, None when absent, not a number or NaN (what the table shows as NA)."""
+    value = None if row is None else row.get(col)
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _last_with(rows: list[Mapping[str, Any]], col: str) -> Mapping[str, Any] | None:
+    return next((r for r in reversed(rows) if _number(r, col) is not None), None)
+
+
+def summary(algorithm, state, ledger) -> dict[str, Any]:
+    """The run's headline numbers and its warnings (budget under-delivery, infinite epsilon, plan notes),
+    from the global rows of ``state.rows`` (no pandas: a run that never builds its table never imports it)."""
+    glob = [r for r in state.rows if r.get("client") is None]
+    last = glob[-1] if glob else None
+    final = _last_with(glob, "loss")
 
     out: dict[str, Any] = {
         "algorithm": algorithm.name, "rounds_done": state.round, "rounds_planned": state.rounds,
-        "final_loss": get(final, "loss"), "final_accuracy": get(final, "accuracy"),
-        "final_test_loss": get(final, "test_loss"), "final_test_accuracy": get(final, "test_accuracy"),
+        "final_loss": _number(final, "loss"), "final_accuracy": _number(final, "accuracy"),
+        "final_test_loss": _number(final, "test_loss"),
+        "final_test_accuracy": _number(final, "test_accuracy"),
         "initial_loss": state.initial.get("loss"),
-        "last_round_sigma": get(last, "sigma"),
+        "last_round_sigma": _number(last, "sigma"),
         "private": state.plan is not None, "warnings": [],
     }
     # Algorithm-specific evaluations (WPFL's pl_test_accuracy, DP-PFL's personalized_test_loss, ...): the
     # last value of each extra *_loss / *_accuracy column, so personalised results reach the summary too.
-    out["final_extra"] = {col: get(glob.dropna(subset=[col]).iloc[-1], col)
-                          for col in table.columns if col not in STANDARD_LOSS_COLUMNS
-                          and col.endswith(("_loss", "_accuracy")) and glob[col].notna().any()}
+    columns = dict.fromkeys(c for r in state.rows for c in r)
+    out["final_extra"] = {col: _number(_last_with(glob, col), col) for col in columns
+                          if col not in STANDARD_LOSS_COLUMNS and col.endswith(("_loss", "_accuracy"))
+                          and _last_with(glob, col) is not None}
     plan = state.plan
     if plan is not None:
-        tight = get(last, "epsilon_spent")
-        paper = get(last, "epsilon_spent_paper")
+        tight = _number(last, "epsilon_spent")
+        paper = _number(last, "epsilon_spent_paper")
         out.update({"eps_budget": plan.eps, "delta": plan.delta, "budget_accountant": plan.budget_accountant,
                     "paper_accountant": plan.paper_accountant, "epsilon_spent": _finite_or_none(tight),
                     "epsilon_spent_paper": _finite_or_none(paper), "plan_source": plan.source})

@@ -37,6 +37,7 @@ class NbAFL(Algorithm):
     """Seed 002 Alg. 1 with optional K-of-N scheduling; ``local.prox_mu`` is the paper's mu."""
 
     name = "nbafl"
+    local_update_is_plain = True  # the default LocalSGD step, anchored at the received model
 
     def __init__(self, rounds: int, clip_norm: float, local: LocalSGD, clients_per_round: int | None = None
                  ) -> None:

@@ -53,6 +53,7 @@ class UDP(Algorithm):
     """Seed 003 Alg. 1 (and Alg. 2 with ``crd``)."""
 
     name = "udp"
+    local_update_is_plain = True  # the default LocalSGD step, anchored at the received model
 
     def __init__(
         self,

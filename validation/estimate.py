@@ -323,12 +323,18 @@ def _set_key(text: str, section: str, key: str, value: float, comment: str) -> s
     return "\n".join(lines) + "\n"
 
 
+def check_write_target(config: str | Path, out: str | Path) -> Path:
+    """``out`` as a Path; ParameterError if it is the config itself or a folder."""
+    out = Path(out)
+    if out.resolve() == Path(config).resolve() or out.is_dir():
+        raise ParameterError("--write", str(out), "a new file path (not the config itself, not a folder)")
+    return out
+
+
 def write_config(est: Estimation, out: str | Path, overrides: Iterable[str] = ()) -> Path:
     """A copy of ``est.config`` with the measured constants in the paper's section, a header saying when and
     how they were measured, and the ``# fedbound-measured: KEYS`` marker ``fedbound plan`` reads."""
-    out = Path(out)
-    if out.resolve() == Path(est.config).resolve():
-        raise ParameterError("--write", str(out), "a new file (the config itself is not overwritten)")
+    out = check_write_target(est.config, out)
     text = Path(est.config).read_text(encoding="utf-8")
     text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(f"# {MEASURED_MARKER}")) + "\n"
     for key, value in est.constants.items():

@@ -66,17 +66,18 @@ def _split(groups: list[list], parts: int) -> list[list]:
     return groups
 
 
-def _pool_worker(out: str, specs: list, batch: bool, threads: int) -> dict[str, str]:
+def _pool_worker(out: str, specs: list, batch: bool, threads: int, every: float) -> dict[str, str]:
     import torch
 
     torch.set_num_threads(threads)
-    return train_group(out, specs, batch)
+    return train_group(out, specs, batch, checkpoint_every_s=every)
 
 
-def _local(groups: list[list], out: Path, workers: int, batch: bool, progress: _Progress) -> None:
+def _local(groups: list[list], out: Path, workers: int, batch: bool, progress: _Progress, every: float
+           ) -> None:
     if workers <= 1:
         for group in groups:
-            train_group(out, group, batch, progress)
+            train_group(out, group, batch, progress, every)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -86,7 +87,7 @@ def _local(groups: list[list], out: Path, workers: int, batch: bool, progress: _
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         futures = {}
         for group in groups:
-            futures[pool.submit(_pool_worker, str(out), group, batch, threads)] = group
+            futures[pool.submit(_pool_worker, str(out), group, batch, threads, every)] = group
             for spec in group:
                 progress("running", spec.key)
         for future in as_completed(futures):
@@ -99,7 +100,7 @@ def _local(groups: list[list], out: Path, workers: int, batch: bool, progress: _
 
 
 def _ray(groups: list[list], out: Path, workers: int | None, address: str | None, batch: bool,
-         progress: _Progress) -> None:
+         progress: _Progress, every: float) -> None:
     try:
         import ray
     except ModuleNotFoundError:
@@ -115,7 +116,7 @@ def _ray(groups: list[list], out: Path, workers: int | None, address: str | None
         remote = ray.remote(num_cpus=1)(_pool_worker)
         pending = {}
         for group in groups:
-            pending[remote.remote(str(out.resolve()), group, batch, 1)] = group
+            pending[remote.remote(str(out.resolve()), group, batch, 1, every)] = group
             for spec in group:
                 progress("running", spec.key)
         while pending:
@@ -133,7 +134,7 @@ def _ray(groups: list[list], out: Path, workers: int | None, address: str | None
 
 
 def execute(specs: Sequence, out: Path, *, executor: str, workers: int | None, address: str | None,
-            batch: bool, progress: bool, total: int) -> None:
+            batch: bool, progress: bool, total: int, checkpoint_every_s: float = 5.0) -> None:
     """Train ``specs`` (all unfinished) into ``out`` with the chosen executor (module docstring)."""
     if executor not in EXECUTORS:
         raise ConfigError(f"executor = {executor!r} is outside its valid range: one of "
@@ -145,8 +146,9 @@ def execute(specs: Sequence, out: Path, *, executor: str, workers: int | None, a
         groups = group_specs(specs, batch)
         if executor == "local":
             n = workers or 1
-            _local(_split(groups, n) if n > 1 else groups, out, n, batch, bar)
+            _local(_split(groups, n) if n > 1 else groups, out, n, batch, bar, checkpoint_every_s)
         else:
-            _ray(_split(groups, workers or os.cpu_count() or 1), out, workers, address, batch, bar)
+            _ray(_split(groups, workers or os.cpu_count() or 1), out, workers, address, batch, bar,
+                 checkpoint_every_s)
     finally:
         bar.close()

@@ -143,18 +143,22 @@ def load_sweep(out: str | Path) -> Sweep:
 
 def run_sweep(specs: Sequence[RunSpec], out: str | Path, *, executor: str = "local",
               workers: int | None = None, address: str | None = None, batch: bool = True,
-              progress: bool = True) -> Sweep:
+              progress: bool = True, checkpoint_every_s: float = 5.0) -> Sweep:
     """Train every spec not yet finished in ``out`` and return the sweep's results (module docstring).
 
     ``executor``: ``"local"`` or ``"ray"`` (``address``: the Ray cluster; none starts a local runtime);
     ``workers``: processes (local) or concurrent tasks (Ray); ``batch``: train compatible runs in one
-    engine call.  Invalid configurations are errors before anything trains.
+    engine call; ``checkpoint_every_s``: how often a run in progress is checkpointed (a killed run redoes
+    at most that much; 0 = every round).  Invalid configurations are errors before anything trains.
     """
     from fedbound.validation.executors import execute
 
     specs = list(specs)
     if workers is not None and workers < 1:
         raise ConfigError(f"workers = {workers} is outside its valid range: an integer >= 1")
+    if not checkpoint_every_s >= 0:
+        raise ConfigError(f"checkpoint_every_s = {checkpoint_every_s} is outside its valid range: >= 0 "
+                          "seconds")
     for spec in specs:
         spec.key  # noqa: B018 - validates each config now (a bad one is a one-line error before any run)
     store = SweepStore(out)
@@ -162,7 +166,7 @@ def run_sweep(specs: Sequence[RunSpec], out: str | Path, *, executor: str = "loc
     todo = list({s.key: s for s in specs if not store.is_finished(s.key)}.values())
     if todo:
         execute(todo, store.out, executor=executor, workers=workers, address=address, batch=batch,
-                progress=progress, total=len({s.key for s in specs}))
+                progress=progress, total=len({s.key for s in specs}), checkpoint_every_s=checkpoint_every_s)
     sweep = _collect(store, specs)
     sweep.table.to_csv(store.out / "table.csv", index=False)
     return sweep

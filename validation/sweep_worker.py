@@ -37,13 +37,14 @@ def group_specs(specs: Sequence, batch: bool) -> list[list]:
     return list(groups.values())
 
 
-def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Report | None = None
-                ) -> dict[str, str]:
+def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Report | None = None,
+                checkpoint_every_s: float = 5.0) -> dict[str, str]:
     """Train the unfinished specs of one group into the sweep folder ``out``; ``{key: event}`` (last event
     of each run).  A run that raises is stored as failed (traceback) and the others go on."""
+    import dataclasses
     import warnings
 
-    from fedbound.training.engine import BatchJob, run_batch
+    from fedbound.training.multirun import BatchJob, run_batch
     from fedbound.validation.runner import build_run, finish_run
 
     store, report = SweepStore(out), report or _quiet
@@ -77,8 +78,9 @@ def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Re
             failed(key)
             continue
         owned.append((spec, prep, built, work))
+        options = dataclasses.replace(built.options, checkpoint_every_s=checkpoint_every_s)
         jobs.append(BatchJob(built.algorithm, built.setup.model, built.setup.data, plan=built.plan,
-                             options=built.options, test=built.setup.test, run_dir=work, run_key=key))
+                             options=options, test=built.setup.test, run_dir=work, run_key=key))
     if not jobs:
         return status
     t0 = time.perf_counter()

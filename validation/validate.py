@@ -254,6 +254,8 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     paper, spec = _check_inputs(paper_name, vs, seeds, executor)
     x_values = parse_values(values, spec.default_values.get(vs, ()))
     overrides = tuple(overrides)
+    base = {k: v for k, v in paper.load_setting(config, overrides).values.items() if k != vs}
+    spec.terms(base, vs, np.asarray(x_values[:1]), "paper")  # a key the bound needs is missing: fail now
     out = Path(out) if out is not None else Path("runs") / f"validate_{paper.name}_{Path(config).stem}_{vs}"
     est = estimate(paper.name, config, overrides, rounds=rounds, cache=cache, seeds=range(seeds))
     key = spec.sweeps[vs]

@@ -44,8 +44,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """Measure the constants of PAPER's bound on CONFIG's model and data."""
         from fedbound.commands.train import _train_extra
         from fedbound.output import print_json, print_table
-        from fedbound.validation.estimate import estimate, write_config
+        from fedbound.validation.estimate import check_write_target, estimate, write_config
 
+        if write is not None:
+            check_write_target(config, write)
         with _train_extra():
             est = estimate(paper, config, overrides or [], rounds=rounds, cache=cache)
         written = str(write_config(est, write, overrides or [])) if write is not None else None
