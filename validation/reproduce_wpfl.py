@@ -1,7 +1,7 @@
 """WPFL (Zhao et al. 2025), Sec. VII: the figure claims and reported percentages, reproduced on the simulator
 (``fedbound reproduce wpfl``).
 
-Demo size: MLR on the embedded MNIST subset, N = 20 clients on K = 10 subchannels, T0 = 10 uploads per client
+Demo size: MLR on the embedded MNIST subset, N = 20 clients on K = 10 subchannels, T0 = 5 uploads per client
 (the paper: 20), the paper's Table I radio; the metric is the clients' personalized (PL) test accuracy.
 ``--scale paper``: T0 = 20 on the full MNIST (IDX files).
 """
@@ -14,7 +14,7 @@ from fedbound.validation.reproduce_claims import FigureClaim
 PAPER = "wpfl"
 
 BASE = {
-    "wpfl": {"N": 20, "K": 10, "T": 10, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 0.001,
+    "wpfl": {"N": 20, "K": 10, "T": 5, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 0.001,
              "n_params": 7850, "tau_max": 0.01, "channel_seed": 0, "policy": "proposed",
              "mechanism": "quantized", "mu": 0.13, "L": 0.43, "G0": 2.0, "M": 1.0, "phi1": 0.1,
              "phi2": 0.001, "vphi1": 0.001, "vphi2": 1.0, "eps_P": 0.999, "D0": 10.0},
