@@ -92,7 +92,7 @@ class Target:
     ``figure``: its id on the command line ("fig2"); ``title``: what the figure shows; ``config``: the base
     configuration (``{section: {key: value}}``) at demo size; ``x``: the figure's x axis, "round" (a curve
     per case, ``metric`` against the round) or a label (``metric`` of each run's end against it);
-    ``seconds``: measured demo run time on 2 cores (``--list`` prints it).
+    ``seconds``: estimated demo run time on 2 idle cores (``--list`` prints it).
     """
 
     paper: str
@@ -235,6 +235,8 @@ def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, fol
         raise ConfigError(f"{target.paper} {target.figure}: every run failed ({first})")
     stem = f"{target.paper}_{target.figure}"
     labels = list(target.labels)
+    # one run can serve several figures (same effective config): its labels here are this figure's
+    table = table.assign(**{k: table["key"].map({s.key: s.label.get(k) for s in run_specs}) for k in labels})
     columns = [c for c in ("key", "seed", *labels, "round", target.metric,
                            *(c.metric for c in target.claims)) if c in table.columns]
     data_table = table[list(dict.fromkeys(columns))]

@@ -32,7 +32,7 @@ def _list(paper: str | None, json_out: bool) -> None:
         print_json({"targets": doc})
         return
     print_table("Figure claims", ["paper", "figure", "claim", "statement", "demo time"], rows,
-                caption="time: measured at demo size on 2 cores (fedbound reproduce PAPER FIGURE)")
+                caption="time: estimated at demo size on 2 idle cores (fedbound reproduce PAPER FIGURE)")
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
