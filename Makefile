@@ -27,37 +27,47 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-# The front door: each capability that lands adds its step here (a few minutes in all on 2 CPU cores).
+# The front door, told as one story (~3 minutes on 2 CPU cores): plan NbAFL -> measure its constants and
+# validate the plan on the embedded data -> one figure of every paper reproduced and judged -> one HTML page
+# with all of it, whose path is printed last.  A capability that lands adds its lines to the step it belongs to.
+DEMO_FIGURES ?= nbafl fig2 udp fig14 dppfl fig2 adaptive fig3 wpfl fig3
 demo: $(STAMP)
 	@mkdir -p $(DEMO_OUT)
-	@echo "== 1. Accounting: noise for eps = 6, delta = 0.01 over 25 rounds at q = 0.4, by every method"
-	$(FEDBOUND) calibrate --eps 6 --delta 0.01 --q 0.4 --steps 25
-	@echo "== 2. The registered papers, then two plans: the recommendation (T, K, sigma under exact accounting,"
-	@echo "==    its bound), then the paper's own answer. NbAFL: eps = 6, 50 clients; UDP: eps_i = 8, q = 0.6"
+	@echo "== 1. What fedbound knows: the registered papers, and the noise for eps = 6, delta = 0.01 over 25"
+	@echo "==    rounds at q = 0.4 by every accounting method"
 	$(FEDBOUND) papers
+	$(FEDBOUND) calibrate --eps 6 --delta 0.01 --q 0.4 --steps 25
+	@echo "== 2. Plan NbAFL: the recommendation (T, K, sigma under exact accounting, its bound), then the paper's"
+	@echo "==    own answer (eps = 6, 50 clients); its bound against T and K; the paper's claims checked"
 	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml
 	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml --set K=20 --json > $(DEMO_OUT)/nbafl_plan.json
-	$(FEDBOUND) plan udp examples/udp_mnist.toml
-	@echo "== 2b. PADPFL: which impact factors, rounds, mu and noise (scenario 3 of the paper)"
-	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml
-	@echo "== 2b'. DP-PFL: T*, the inner and outer noise under Theorem 1's RDP accounting, C* and the bound"
-	$(FEDBOUND) plan dppfl examples/dppfl_mnist.toml
-	@echo "== 2c. WPFL: sigma_DP under proven accounting beside Theorem 1's, and one round of the min-max schedule"
-	$(FEDBOUND) plan wpfl examples/wpfl_mnist.toml
-	$(FEDBOUND) schedule wpfl examples/wpfl_mnist.toml --rounds 1
-	@echo "== 3. NbAFL bound vs T and vs K (PNG + SVG in $(DEMO_OUT))"
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs T --out $(DEMO_OUT)/nbafl_vs_T.png
 	$(FEDBOUND) plot nbafl examples/nbafl_mnist.toml --vs K --set T=60 --out $(DEMO_OUT)/nbafl_vs_K.png
-	@echo "== 4. The paper's claims, checked: holds / fails in a region, with counterexamples"
 	$(FEDBOUND) claims nbafl
-	@echo "== 5. The simulator: train NbAFL and UDP+CRD on the embedded MNIST subset"
-	$(FEDBOUND) train nbafl examples/nbafl_mnist.toml --out $(DEMO_OUT)/train_nbafl --no-progress --overwrite
-	$(FEDBOUND) train udp examples/udp_crd_mnist.toml --out $(DEMO_OUT)/train_udp_crd --no-progress --overwrite
-	@echo "== 6. The other three papers on the engine: adaptive DP with priority aggregation (PADPFL),"
-	@echo "==    RDP personalised meta-learning (DP-PFL), wireless personalised FL with quantized DP (WPFL)"
-	$(FEDBOUND) train adaptive examples/adaptive_mnist.toml --out $(DEMO_OUT)/train_adaptive --no-progress --overwrite
-	$(FEDBOUND) train dppfl examples/dppfl_mnist.toml --out $(DEMO_OUT)/train_dppfl --no-progress --overwrite
-	$(FEDBOUND) train wpfl examples/wpfl_mnist.toml --out $(DEMO_OUT)/train_wpfl --no-progress --overwrite
+	@echo "== 2b. The other papers' plans: UDP (eps_i = 8, q = 0.6), PADPFL (scenario 3: impact factors, rounds,"
+	@echo "==     mu, noise), DP-PFL (T*, inner and outer noise, C*), WPFL (sigma_DP and one min-max schedule round)"
+	$(FEDBOUND) plan udp examples/udp_mnist.toml
+	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml
+	$(FEDBOUND) plan dppfl examples/dppfl_mnist.toml
+	$(FEDBOUND) plan wpfl examples/wpfl_mnist.toml
+	$(FEDBOUND) schedule wpfl examples/wpfl_mnist.toml --rounds 1
+	@echo "== 3. Validate the plan: NbAFL's constants measured on logistic regression (exact there), written"
+	@echo "==    into a config that plan reads, then Theorem 2 against 4 values of T x 2 seeds (verdicts, CSV, figure)"
+	$(FEDBOUND) estimate nbafl examples/nbafl_logistic.toml --write $(DEMO_OUT)/nbafl_logistic_measured.toml
+	$(FEDBOUND) plan nbafl $(DEMO_OUT)/nbafl_logistic_measured.toml --json | $(PY) -c "import json,sys; d=json.load(sys.stdin); print('measured:', d['measured'], 'assumed:', d['assumed'])"
+	$(FEDBOUND) validate nbafl examples/nbafl_logistic.toml --vs T --values 1,2,4,8 --seeds 2 --out $(DEMO_OUT)/validate_nbafl --no-progress
+	@echo "== 4. One figure of every paper re-created on the simulator (all five algorithms train, batched in one"
+	@echo "==    sweep) and each claim judged: holds in k/n seeds with its effect size, or not, with the numbers"
+	@echo "==    (every figure claim and what is not covered: fedbound reproduce --list)"
+	$(FEDBOUND) reproduce $(DEMO_FIGURES) --out $(DEMO_OUT)/reproduce --no-progress
+	@echo "== 5. Sweeps: NbAFL over T x 2 seeds, batched in one engine call (re-running resumes; table in"
+	@echo "==    $(DEMO_OUT)/sweep_nbafl_T/table.csv)"
+	$(FEDBOUND) sweep nbafl examples/nbafl_mnist.toml --vs T --values 2,4 --seeds 2 --set train.model=logreg --out $(DEMO_OUT)/sweep_nbafl_T --no-progress
+	@echo "== 6. Privacy audit (1,000 trials per side through the engine, logistic regression): NbAFL as the paper"
+	@echo "==    trains it (10 weak-prox local steps) moves the clipped upload past 2C/m and the audit says LEAK;"
+	@echo "==    with sensitivity = provable (per-sample clipping C_g) it is consistent. Figures + JSON in $(DEMO_OUT)"
+	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --trials 1000 --set nbafl.sensitivity='"paper"' --set train.local_steps=10 --set nbafl.eps=2.0 --no-control --out $(DEMO_OUT)/audit_nbafl_paper.png
+	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --trials 1000 --out $(DEMO_OUT)/audit_nbafl_provable.png
 	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
 	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
 	@echo "==    JSON of fedbound plan --json) and the bound against T"
@@ -65,19 +75,9 @@ demo: $(STAMP)
 	for i in $$(seq 100); do grep -q http $(DEMO_OUT)/serve.log && break; sleep 0.1; done; head -1 $(DEMO_OUT)/serve.log; \
 	$(PY) -m fedbound.explorer.probe "$$(grep -o 'http://[0-9.:]*/' $(DEMO_OUT)/serve.log | head -1)" nbafl; \
 	status=$$?; kill $$pid; exit $$status
-	@echo "== 8. Privacy audit (1,000 trials per side through the engine, logistic regression): NbAFL as the paper"
-	@echo "==    trains it (10 weak-prox local steps) moves the clipped upload past 2C/m and the audit says LEAK;"
-	@echo "==    with sensitivity = provable (per-sample clipping C_g) it is consistent. Figures + JSON in $(DEMO_OUT)"
-	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --trials 1000 --set nbafl.sensitivity='"paper"' --set train.local_steps=10 --set nbafl.eps=2.0 --no-control --out $(DEMO_OUT)/audit_nbafl_paper.png
-	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --trials 1000 --out $(DEMO_OUT)/audit_nbafl_provable.png
-	@echo "== 9. Predicted vs measured: NbAFL's constants measured on logistic regression (exact there), written"
-	@echo "==    into a config that plan reads, then Theorem 2 against 4 values of T x 2 seeds (verdicts, CSV, figure)"
-	$(FEDBOUND) estimate nbafl examples/nbafl_logistic.toml --write $(DEMO_OUT)/nbafl_logistic_measured.toml
-	$(FEDBOUND) plan nbafl $(DEMO_OUT)/nbafl_logistic_measured.toml --json | $(PY) -c "import json,sys; d=json.load(sys.stdin); print('measured:', d['measured'], 'assumed:', d['assumed'])"
-	$(FEDBOUND) validate nbafl examples/nbafl_logistic.toml --vs T --values 1,2,4,8 --seeds 2 --out $(DEMO_OUT)/validate_nbafl --no-progress
-	@echo "== 10. Sweeps: NbAFL over T x 2 seeds, batched in one engine call (re-running resumes; table in"
-	@echo "==    $(DEMO_OUT)/sweep_nbafl_T/table.csv)"
-	$(FEDBOUND) sweep nbafl examples/nbafl_mnist.toml --vs T --values 2,4 --seeds 2 --set train.model=logreg --out $(DEMO_OUT)/sweep_nbafl_T --no-progress
+	@echo "== 8. The report: one self-contained HTML page (plans, predicted vs measured, every claim, errata)"
+	$(FEDBOUND) report $(DEMO_OUT) --out $(DEMO_OUT)/report.html
+	@echo "== Open the report: $(abspath $(DEMO_OUT))/report.html"
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -120,6 +120,8 @@ class Paper:
     the paper's :class:`fedbound.validation.audit.AuditViews` (``fedbound audit PAPER``; needs ``recipe``).
     ``validation``: reference to the paper's :class:`fedbound.validation.entry.Validation` (``fedbound
     estimate`` / ``validate``: which constants its bound needs and how to evaluate it at measured ones).
+    ``reproduce``: reference to the paper's figure claims for ``fedbound reproduce`` (a tuple of
+    :class:`fedbound.validation.reproduce.Target` and ``Uncovered`` entries).
     """
 
     name: str
@@ -142,6 +144,7 @@ class Paper:
     example: Mapping[str, Any] = field(default_factory=dict)
     audit: str | None = None
     validation: str | None = None
+    reproduce: str | None = None
 
     @property
     def citation(self) -> str:

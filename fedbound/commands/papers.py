@@ -44,19 +44,13 @@ def build_plan(paper_name: str, config: Path | None, overrides: list[str] | None
     """The Plan ``fedbound plan PAPER [CONFIG] --set ... --variant V`` prints (and the explorer's
     ``/api/plan`` returns): the setting validated by the paper's config section, the planner's answer, the
     assumed defaults and every warning (notes about the setting first)."""
-    import dataclasses
-    import warnings
-
+    from fedbound.planning import plan_for
     from fedbound.registry import get
 
     paper = get(paper_name, "plan")
     setting = _setting(paper, config, overrides)
     _check_variant(paper, variant)
-    with warnings.catch_warnings():  # every validity problem is in plan.warnings, printed once
-        warnings.simplefilter("ignore")
-        result = paper.load("planner")(setting.values, variant)
-    return dataclasses.replace(result, assumed=setting.assumed, measured=setting.measured,
-                               warnings=(*setting.notes, *result.warnings))
+    return plan_for(paper, setting, variant)
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:

@@ -165,4 +165,5 @@ PAPER = Paper(
         "ratios": "0,1,2",
     },
     audit="fedbound.validation.audit_adaptive:AUDIT",
+    reproduce="fedbound.validation.reproduce_adaptive:FIGURES",
 )

@@ -57,4 +57,5 @@ PAPER = Paper(
     example={"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01},
     audit="fedbound.validation.audit_nbafl:AUDIT",
     validation="fedbound.validation.validate_nbafl:VALIDATION",
+    reproduce="fedbound.validation.reproduce_nbafl:FIGURES",
 )

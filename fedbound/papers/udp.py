@@ -113,4 +113,5 @@ PAPER = Paper(
     example={"N": 50, "K": 30, "m": 80, "eps": 8.0, "delta": 0.001, "eta": 0.5, "C": 1.0},
     audit="fedbound.validation.audit_udp:AUDIT",
     validation="fedbound.validation.validate_udp:VALIDATION",
+    reproduce="fedbound.validation.reproduce_udp:FIGURES",
 )

@@ -1,0 +1,97 @@
+"""``fedbound reproduce``: the papers' figure claims, re-created on the simulator and judged.
+
+Generic over the registry: each paper's ``reproduce`` entry lists its targets (fedbound.validation.reproduce).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedbound.commands._common import JsonFlag
+
+
+def _list(paper: str | None, json_out: bool) -> None:
+    from fedbound.output import print_json, print_table
+    from fedbound.validation.reproduce import Target, targets
+
+    rows, doc = [], []
+    for t in targets(paper):
+        if isinstance(t, Target):
+            for c in t.claims:
+                rows.append([t.paper, t.figure, c.id, c.statement, f"~{t.seconds:.0f} s"])
+                doc.append({"paper": t.paper, "figure": t.figure, "claim": c.id, "statement": c.statement,
+                            "covered": True, "seconds": t.seconds})
+        else:
+            rows.append([t.paper, t.figure, "-", f"{t.claim} [not reproduced: {t.reason}]", "-"])
+            doc.append({"paper": t.paper, "figure": t.figure, "claim": None, "statement": t.claim,
+                        "covered": False, "reason": t.reason})
+    if json_out:
+        print_json({"targets": doc})
+        return
+    print_table("Figure claims", ["paper", "figure", "claim", "statement", "demo time"], rows,
+                caption="time: estimated at demo size on 2 idle cores (fedbound reproduce PAPER FIGURE)")
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    @app.command("reproduce")
+    def reproduce_cmd(
+        names: Annotated[list[str] | None, typer.Argument(
+            metavar="[PAPER [FIGURE] ...]", show_default=False,
+            help="a paper and a figure (see --list); several pairs run as one batched sweep; with --all, "
+                 "one paper (or none: every paper)")] = None,
+        all_: Annotated[bool, typer.Option("--all", help="every reproduced figure (of PAPER, or of every "
+                                                         "paper)")] = False,
+        list_: Annotated[bool, typer.Option("--list", help="list every figure claim: paper, figure, claim "
+                                                           "in words, run time, and what is not covered")
+                         ] = False,
+        scale: Annotated[str, typer.Option("--scale", help="tiny (seconds), demo (minutes, embedded data) "
+                                                           "or paper (the paper's setting; needs --data)")
+                         ] = "demo",
+        data: Annotated[Path | None, typer.Option(
+            "--data", help="--scale paper: folder with the full dataset (MNIST IDX files, CIFAR-10 batches)")
+        ] = None,
+        seeds: Annotated[int | None, typer.Option("--seeds", help="seeds per case (default: the scale's)")
+                         ] = None,
+        out: Annotated[Path, typer.Option("--out", help="results folder (runs are shared and resumed)")
+                       ] = Path("out/reproduce"),
+        executor: Annotated[str, typer.Option("--executor", help="local or ray")] = "local",
+        address: Annotated[str | None, typer.Option("--address", help="Ray cluster address")] = None,
+        workers: Annotated[int | None, typer.Option("--workers", help="local worker processes")] = None,
+        progress: Annotated[bool, typer.Option("--progress/--no-progress", help="progress bar")] = True,
+        json_out: JsonFlag = False,
+    ) -> None:
+        """Re-create a paper's figure on the simulator and judge each of its claims: 'holds in k/n seeds,
+        effect size x (95 % interval)' or 'does not hold' with the numbers.  PNG + SVG + CSV per figure."""
+        from fedbound.errors import ConfigError
+        from fedbound.output import print_json
+        from fedbound.validation.reproduce import Target, find, reproduce, targets
+
+        names = list(names or [])
+        if list_:
+            if len(names) > 1:
+                raise ConfigError("--list takes at most one PAPER")
+            _list(names[0] if names else None, json_out)
+            return
+        if all_:
+            if len(names) > 1:
+                raise ConfigError("--all takes at most one PAPER, not a FIGURE")
+            chosen = [t for t in targets(names[0] if names else None) if isinstance(t, Target)]
+        elif not names or len(names) % 2:
+            raise ConfigError("fedbound reproduce needs PAPER FIGURE [PAPER FIGURE ...], PAPER --all, --all "
+                              "or --list")
+        else:
+            chosen = [find(p, f) for p, f in zip(names[::2], names[1::2], strict=True)]
+        results = reproduce(chosen, out, scale=scale, seeds=seeds, data=data, executor=executor,
+                            workers=workers, address=address, progress=progress and not json_out)
+        if not json_out:
+            for result in results:
+                for line in result.lines():
+                    typer.echo(line)
+                typer.echo(f"  files: {', '.join(str(p) for p in result.files.values())}")
+        if json_out:
+            print_json({"scale": scale, "out": str(out), "figures": [
+                {"paper": r.target.paper, "figure": r.target.figure, "files": r.files,
+                 "verdicts": r.lines(), "failed_runs": len(r.failed)} for r in results]})
