@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from fedbound.cli import main
+from fedbound.errors import ParameterError
 from fedbound.registry import get, names
 from fedbound.tests._audit import small_config
 from fedbound.training.federation import ClientData
 from fedbound.training.sensitivity import Replacement, neighbours
-from fedbound.validation.audit import audit_from_config
+from fedbound.validation.audit import AuditViews, audit_from_config
 
 CLIENT = [n for n in names("audit") if "client" in get(n).load("audit").levels]
 RECORD_ONLY = [n for n in names("audit") if "client" not in get(n).load("audit").levels]
@@ -28,6 +29,12 @@ def test_the_user_level_paper_has_a_client_level_audit():
     assert "udp" in CLIENT
     # every audit's default is the paper's own unit, and UDP's proof of Theorem 1 is record-level
     assert all(get(n).load("audit").levels[0] == "record" for n in names("audit"))
+
+
+def test_audit_views_accept_only_known_levels():
+    for bad in ((), ("user",), ("record", "household")):
+        with pytest.raises(ParameterError, match="AuditViews.levels"):
+            AuditViews(levels=bad)
 
 
 def test_a_client_neighbour_replaces_every_record():

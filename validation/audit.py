@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, ParameterError
 
 __all__ = ["AuditViews", "ViewAudit", "AuditResult", "audit", "audit_from_config", "CANARIES", "LEVELS",
            "MAX_AUDIT_ROUNDS", "MAX_TRIALS"]
@@ -93,7 +93,7 @@ class AuditViews:
 
     def __post_init__(self) -> None:
         if not self.levels or not set(self.levels) <= set(LEVELS):
-            raise ValueError(f"AuditViews.levels = {self.levels!r}: expected a non-empty subset of {LEVELS}")
+            raise ParameterError("AuditViews.levels", self.levels, f"a non-empty subset of {LEVELS}")
 
 
 def without(algorithm: Any, **attributes: Any) -> Any:

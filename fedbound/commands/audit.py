@@ -29,7 +29,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         set_: SetOverrides = None,
         trials: Annotated[int, typer.Option("--trials", help="runs per side (D and D')")] = 2000,
         canary: Annotated[str, typer.Option("--canary", help="worst (largest measured shift), flip (record 0 "
-                                            "relabelled) or given (record 0 replaced by --canary-record)")
+                                            "relabelled; client level: every record) or given (record 0 "
+                                            "replaced by --canary-record; client level: every record)")
                           ] = "worst",
         canary_record: Annotated[int | None, typer.Option("--canary-record", help="training record that "
                                                           "replaces the target's record 0 (--canary given; "
