@@ -10,19 +10,13 @@ import pytest
 
 from fedbound.cli import main
 from fedbound.registry import get, names
-from fedbound.training.config import dump_toml
+from fedbound.tests._audit import small_config
 from fedbound.validation.audit import audit_from_config
 
 AUDITED = names("audit")
 
 
-def _config(tmp_path: Path, paper: str, **changes: dict) -> Path:
-    sections = {name: dict(table) for name, table in get(paper).load("audit").small.items()}
-    for name, table in changes.items():
-        sections[name].update(table)
-    path = tmp_path / f"{paper}.toml"
-    path.write_text(dump_toml(sections))
-    return path
+_config = small_config
 
 
 def test_the_audited_papers_are_the_registered_ones_with_an_audit():

@@ -41,8 +41,8 @@ from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.models import Model
 from fedbound.training.participation import all_clients
 
-__all__ = ["Replacement", "neighbours", "client_uploads", "ProbeResult", "probe", "label_flips",
-           "smoothness_bound", "convex_one_output", "check_provable_step"]
+__all__ = ["Replacement", "Neighbour", "neighbours", "client_uploads", "ProbeResult", "probe", "shifts",
+           "label_flips", "smoothness_bound", "convex_one_output", "check_provable_step"]
 
 
 @dataclass(frozen=True)
@@ -54,19 +54,27 @@ class Replacement:
     y: float | int
 
 
-def neighbours(data: ClientData, client: int, replacements: Sequence[Replacement | None]) -> ClientData:
-    """One copy of ``client``'s data per entry of ``replacements`` (None: unchanged), as a federation."""
+Neighbour = Replacement | Sequence[Replacement] | None
+"""One copy's change: nothing (None), one record replaced, or several (a client-level neighbour)."""
+
+
+def neighbours(data: ClientData, client: int, replacements: Sequence[Neighbour]) -> ClientData:
+    """One copy of ``client``'s data per entry of ``replacements`` (None: unchanged; a sequence: each of its
+    records replaced), as a federation."""
     n = int(data.sizes[client])
     k = len(replacements)
     x = data.x[client, :n].unsqueeze(0).repeat(k, *([1] * (data.x.ndim - 1))).clone()
     y = data.y[client, :n].unsqueeze(0).repeat(k, 1).clone()
+    rows: dict[int, tuple[Neighbour, list[int]]] = {}  # copies that share one neighbour change together
     for row, rep in enumerate(replacements):
-        if rep is None:
-            continue
-        if not 0 <= rep.index < n:
-            raise ParameterError("replaced record index", rep.index, f"integer in [0, {n - 1}]")
-        x[row, rep.index] = torch.as_tensor(np.asarray(rep.x), dtype=x.dtype, device=x.device)
-        y[row, rep.index] = torch.as_tensor(rep.y, dtype=y.dtype, device=y.device)
+        if rep is not None:
+            rows.setdefault(id(rep), (rep, []))[1].append(row)
+    for rep, where in rows.values():
+        for one in [rep] if isinstance(rep, Replacement) else rep:
+            if not 0 <= one.index < n:
+                raise ParameterError("replaced record index", one.index, f"integer in [0, {n - 1}]")
+            x[where, one.index] = torch.as_tensor(np.asarray(one.x), dtype=x.dtype, device=x.device)
+            y[where, one.index] = torch.as_tensor(one.y, dtype=y.dtype, device=y.device)
     mask = torch.ones((k, n), dtype=torch.bool, device=data.x.device)
     return ClientData(x, y, mask, np.full(k, n, dtype=np.int64))
 
@@ -171,13 +179,21 @@ def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, mod
         reps += [Replacement(int(i), xs[i], y) for y in label_flips(ys[i], n_classes)]
         other = int(picked[(np.searchsorted(picked, i) + 1) % len(picked)])
         reps.append(Replacement(int(i), xs[other], ys[i]))
-    batch = neighbours(data, client, [None, *reps])
+    return ProbeResult(client, shifts(algorithm, model, data, client, reps, models, options=options),
+                       tuple(reps))
+
+
+def shifts(algorithm: Algorithm, model: Model, data: ClientData, client: int, changes: Sequence[Neighbour],
+           models: torch.Tensor, *, options: RunOptions | None = None) -> np.ndarray:
+    """``(models, changes)``: ``||upload(D') - upload(D)||`` of ``client``'s noise-free upload for each
+    neighbour ``D'`` (:func:`neighbours`) at each of ``models`` (``(r, d)``); one engine batch per model."""
+    batch = neighbours(data, client, [None, *changes])
     models = torch.as_tensor(models)
-    shifts = np.zeros((len(models), len(reps)))
+    out = np.zeros((len(models), len(changes)))
     for row, start in enumerate(models):
         up = client_uploads(algorithm, model, batch, start.unsqueeze(0), options=options)[0]
-        shifts[row] = torch.linalg.vector_norm(up[1:] - up[0], dim=1).double().numpy()
-    return ProbeResult(client, shifts, tuple(reps))
+        out[row] = torch.linalg.vector_norm(up[1:] - up[0], dim=1).double().numpy()
+    return out
 
 
 def convex_one_output(model: Model) -> float | None:

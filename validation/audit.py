@@ -4,10 +4,20 @@ The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and 
 
 1. the paper's recipe builds the data, the noise plan and the algorithm exactly as ``fedbound train`` does;
    its hooks, called once for round 1, say who participates with which aggregation weight;
-2. the *target* is the smallest participating client (the sensitivity ``2C/m`` is about the smallest m); one
-   of its records is replaced by a *canary* (``worst``: the largest upload shift the sensitivity probe finds,
-   ``fedbound.training.sensitivity.probe``; ``flip``: record 0 with another label; ``given``: record 0
-   replaced by training record ``canary_record``), giving the neighbouring datasets D and D';
+2. the *target* is the smallest participating client (the sensitivity ``2C/m`` is about the smallest m); the
+   neighbouring dataset D' changes it at the audited ``level`` (``AuditViews.levels``, the paper's own unit
+   first):
+
+   * ``record``: one of its records is replaced by a *canary* (``worst``: the largest upload shift the
+     sensitivity probe finds, ``fedbound.training.sensitivity.probe``; ``flip``: record 0 with another
+     label; ``given``: record 0 replaced by training record ``canary_record``);
+   * ``client``: ALL its records are replaced, by a *canary client* (``flip``: every record with another
+     label; ``given``: every record a copy of training record ``canary_record``; ``worst``: the largest
+     measured upload shift among ``flip`` and the clients made of copies of one probed replacement);
+     the ledger then reads each release's sensitivity as the client size ``m`` times the per-record one
+     (replacing the ``m`` records one by one moves a release at most ``m`` times as far: the triangle
+     inequality; for one clipped full-batch step, ``2 eta C``, attained), so the reported epsilon and
+     the assumed sensitivity are those of whole-client neighbours at the plan's noise;
 3. ``trials`` runs on D and ``trials`` on D' train together in one engine call: the target's data replicated
    ``2 x trials`` times, each copy a client with its own noise stream, all starting from the same global
    model (round 1: the initial model; with ``rounds = R`` the models of a real run on D), trained and
@@ -33,8 +43,6 @@ power (too few trials, or a canary far below the assumed sensitivity).  The verd
 lower bound exceeds its reported epsilon (the accountant that holds the run's budget, ``paper`` or ``tight``),
 otherwise ``underpowered`` when no view detects the control, otherwise ``consistent``.  ``noise_scale`` (a
 test hook: 0 drops the noise) multiplies every sigma of the nominal audit.
-
-Record-level only: replacing one record of one client (the papers' record-level neighbouring relation).
 """
 
 from __future__ import annotations
@@ -44,18 +52,20 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, ParameterError
 
-__all__ = ["AuditViews", "ViewAudit", "AuditResult", "audit", "audit_from_config", "CANARIES",
+__all__ = ["AuditViews", "ViewAudit", "AuditResult", "audit", "audit_from_config", "CANARIES", "LEVELS",
            "MAX_AUDIT_ROUNDS", "MAX_TRIALS"]
 
 CANARIES = ("worst", "flip", "given")
+LEVELS = ("record", "client")
+"""Neighbouring relations the audit can build: one record of the target replaced, or all of them."""
 MAX_TRIALS = 1_000_000
 """Trials per side: memory is about 2 x trials x rounds x n_params x 4 bytes (logged uploads)."""
 MAX_AUDIT_ROUNDS = 100
@@ -72,12 +82,18 @@ class AuditViews:
     ``prepare(algorithm)``: the algorithm as the audit trains it on replicated copies of one client (e.g.
     without bookkeeping that assumes the original federation); ``doc``: what the audit of this paper tests;
     ``small``: a small configuration (``{section: {key: value}}``) inside the paper's assumptions that audits
-    in seconds (the tests over the registry and ``make demo`` run it).
+    in seconds (the tests over the registry and ``make demo`` run it); ``levels``: the neighbouring
+    relations (``LEVELS``) worth auditing for this paper, its own privacy unit first (the default).
     """
 
     prepare: Callable[[Any], Any] = _same
     doc: str = ""
     small: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    levels: tuple[str, ...] = ("record",)
+
+    def __post_init__(self) -> None:
+        if not self.levels or not set(self.levels) <= set(LEVELS):
+            raise ParameterError("AuditViews.levels", self.levels, f"a non-empty subset of {LEVELS}")
 
 
 def without(algorithm: Any, **attributes: Any) -> Any:
@@ -125,13 +141,14 @@ class AuditResult:
     rounds: int
     canary: str
     target_client: int
-    target_record: int
+    target_record: int | None
     delta: float
     budget_accountant: str
     control: bool
     noise_scale: float
     wall_time_s: float
     notes: tuple[str, ...] = ()
+    level: str = "record"
 
     def to_dict(self, scores: bool = False) -> dict[str, Any]:
         out = asdict(self)
@@ -152,6 +169,8 @@ class _Setup:
     target: int
     participants: np.ndarray
     weights: np.ndarray
+    ledger_plan: Any = None
+    """The plan the ledger reads at the audited level (:func:`_at_level`)."""
 
 
 def _round_one(rec: Any, setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> _Setup:
@@ -202,16 +221,15 @@ def _trajectory(s: _Setup, rounds: int) -> Any:
     return torch.stack(models)
 
 
-def _canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int, canary_record: int | None
-            ) -> tuple[Any, float | None]:
-    """The replacement (``Replacement``) and, for ``worst``, the probe's largest measured shift."""
+def _record_canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int,
+                   canary_record: int | None) -> tuple[Any, float | None]:
+    """One record replaced (``Replacement``) and, for ``worst``, the probe's largest measured shift."""
     from fedbound.training.sensitivity import Replacement, label_flips, probe
 
-    n_classes = s.model.n_outputs if s.model.loss != "squared" else 1
     x0 = s.data.x[s.target, 0].cpu().numpy()
     y0 = s.data.y[s.target, 0].cpu().item()
     if kind == "flip":
-        return Replacement(0, x0, label_flips(y0, n_classes)[0]), None
+        return Replacement(0, x0, label_flips(y0, _classes(s))[0]), None
     if kind == "given":
         n = len(s.dataset.y_train)
         j = n - 1 if canary_record is None else int(canary_record)
@@ -220,6 +238,51 @@ def _canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int
         return Replacement(0, np.asarray(s.dataset.x_train[j]), s.dataset.y_train[j].item()), None
     found = probe(prepared, s.model, s.data, s.target, starts, records=probe_records, options=s.options)
     return found.worst, found.max_shift
+
+
+def _client_canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int,
+                   canary_record: int | None) -> tuple[Any, float | None]:
+    """Every record of the target replaced (a tuple of ``Replacement``; module docstring) and, for
+    ``worst``, the largest measured shift among the candidates."""
+    from fedbound.training.sensitivity import Replacement, label_flips, probe, shifts
+
+    n = int(s.data.sizes[s.target])
+    xs, ys = s.data.x[s.target, :n].cpu().numpy(), s.data.y[s.target, :n].cpu().numpy()
+    flips = tuple(Replacement(i, xs[i], label_flips(ys[i].item(), _classes(s))[0]) for i in range(n))
+
+    def everywhere(one: Any) -> tuple:
+        return tuple(Replacement(i, one.x, one.y) for i in range(n))
+
+    if kind == "flip":
+        return flips, None
+    if kind == "given":
+        return everywhere(_record_canary(kind, s, prepared, starts, probe_records, canary_record)[0]), None
+    found = probe(prepared, s.model, s.data, s.target, starts, records=probe_records, options=s.options)
+    candidates = [flips, *(everywhere(r) for r in found.replacements)]
+    moved = shifts(prepared, s.model, s.data, s.target, candidates, starts, options=s.options).max(axis=0)
+    return candidates[int(np.argmax(moved))], float(moved.max())
+
+
+_CANARIES = {"record": _record_canary, "client": _client_canary}
+
+
+def _classes(s: _Setup) -> int:
+    return s.model.n_outputs if s.model.loss != "squared" else 1
+
+
+def _canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int, canary_record: int | None,
+            level: str = "record") -> tuple[Any, float | None]:
+    """D''s change of the target at ``level`` (module docstring) and, for ``worst``, its measured shift."""
+    return _CANARIES[level](kind, s, prepared, starts, probe_records, canary_record)
+
+
+def _at_level(plan: Any, level: str, sizes: np.ndarray) -> Any:
+    """The plan the ledger reads at ``level``: as planned (record), or with every stage's per-record
+    sensitivity times the client's size (client; module docstring)."""
+    if level == "record":
+        return plan
+    return replace(plan, sensitivity={stage: plan.stage_sensitivity(stage) * np.asarray(sizes, np.float64)
+                                      for stage in plan.sensitivity})
 
 
 def _replicated_plan(plan: Any, target: int, copies: int, scale: float) -> Any:
@@ -324,7 +387,7 @@ def _view_audit(view: Any, s: _Setup, runs: dict[str, Any], rounds: int, scale: 
     rep = paper if (budget == "paper" and paper is not None) else tight
     lb = epsilon_lower_bound(out_s, in_s, s.plan.delta)
     fit = gaussian_fit(out_s, in_s, s.plan.delta)
-    sens = float(s.plan.stage_sensitivity(view.stage)[s.target])
+    sens = float(s.ledger_plan.stage_sensitivity(view.stage)[s.target])
     shift_norm = float(np.linalg.norm(shift.double().numpy(), axis=1).max())
     return ViewAudit(view.name, view.kind, lb.epsilon, tight, paper, rep, fit.mu, fit.epsilon,
                      (fit.epsilon_low, fit.epsilon_high), measured, planned, w * shift_norm, w * sens,
@@ -334,14 +397,20 @@ def _view_audit(view: Any, s: _Setup, runs: dict[str, Any], rounds: int, scale: 
 
 def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *, trials: int = 2000,
           canary: str = "worst", rounds: int = 1, control: bool = True, noise_scale: float = 1.0,
-          probe_records: int = 8, canary_record: int | None = None, seed: int = 0) -> AuditResult:
-    """The audit of ``paper`` on its validated ``setting`` and ``[train]`` table (module docstring)."""
+          probe_records: int = 8, canary_record: int | None = None, seed: int = 0, level: str | None = None
+          ) -> AuditResult:
+    """The audit of ``paper`` on its validated ``setting`` and ``[train]`` table (module docstring);
+    ``level`` None: the paper's own privacy unit (``AuditViews.levels[0]``)."""
     from fedbound.registry import get
 
     entry = get(paper, "audit")
     rec, views = entry.load("recipe"), entry.load("audit")
     if not 4 <= trials <= MAX_TRIALS:
         raise ConfigError(f"--trials = {trials} is outside its valid range integer in [4, {MAX_TRIALS}]")
+    level = views.levels[0] if level is None else level
+    if level not in views.levels:
+        raise ConfigError(f"--level = {level!r} is outside its valid range one of {', '.join(views.levels)} "
+                          f"(the neighbouring relations {entry.short} is audited for)")
     if canary not in CANARIES:
         raise ConfigError(f"--canary = {canary!r} is outside its valid range one of {', '.join(CANARIES)}")
     if not (math.isfinite(noise_scale) and noise_scale >= 0):
@@ -358,10 +427,11 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *, t
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         s = _round_one(rec, setting, train, rounds)
+        s.ledger_plan = _at_level(s.plan, level, s.data.sizes)
         prepared = views.prepare(s.algorithm)
         starts = _trajectory(s, rounds)
-        replacement, _ = _canary(canary, s, prepared, starts, probe_records, canary_record)
-        reported = _reported(s.plan, s.participants, s.weights, rounds, s.target)
+        replacement, _ = _canary(canary, s, prepared, starts, probe_records, canary_record, level)
+        reported = _reported(s.ledger_plan, s.participants, s.weights, rounds, s.target)
         rng = np.random.default_rng(seed)
         nominal = _audit_once(s, prepared, replacement, starts, trials, noise_scale, seed)
         results = [_view_audit(v, s, nominal, rounds, noise_scale, reported, rng, s.plan.budget_accountant)
@@ -373,14 +443,13 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *, t
             results = [_with_control(r, c) for r, c in zip(results, ctrl, strict=True)]
     notes += list(dict.fromkeys(str(w.message) for w in caught))
     verdict = _verdict(results, control)
-    return AuditResult(entry.name, verdict, tuple(results), trials, rounds, canary, s.target,
-                       replacement.index, s.plan.delta, s.plan.budget_accountant, control, noise_scale,
-                       time.perf_counter() - t0, tuple(notes))
+    record = None if isinstance(replacement, tuple) else replacement.index  # None: the whole client
+    return AuditResult(entry.name, verdict, tuple(results), trials, rounds, canary, s.target, record,
+                       s.plan.delta, s.plan.budget_accountant, control, noise_scale, time.perf_counter() - t0,
+                       tuple(notes), level)
 
 
 def _with_control(nominal: ViewAudit, halved: ViewAudit) -> ViewAudit:
-    from dataclasses import replace
-
     return replace(nominal, control_epsilon_lower=halved.epsilon_lower)
 
 

@@ -29,11 +29,15 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         set_: SetOverrides = None,
         trials: Annotated[int, typer.Option("--trials", help="runs per side (D and D')")] = 2000,
         canary: Annotated[str, typer.Option("--canary", help="worst (largest measured shift), flip (record 0 "
-                                            "relabelled) or given (record 0 replaced by --canary-record)")
+                                            "relabelled; client level: every record) or given (record 0 "
+                                            "replaced by --canary-record; client level: every record)")
                           ] = "worst",
         canary_record: Annotated[int | None, typer.Option("--canary-record", help="training record that "
                                                           "replaces the target's record 0 (--canary given; "
                                                           "default the last)")] = None,
+        level: Annotated[str | None, typer.Option("--level", help="neighbouring datasets: record (one record "
+                                                  "of the target replaced) or client (all its records); "
+                                                  "default the paper's own unit")] = None,
         rounds: Annotated[int, typer.Option("--rounds", help="rounds the adversary sees")] = 1,
         control: Annotated[bool, typer.Option("--control/--no-control", help="also audit with the noise "
                                               "halved (the positive control)")] = True,
@@ -53,14 +57,15 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = audit_from_config(paper_name, config, set_ or [], trials=trials, canary=canary,
-                                       rounds=rounds, control=control, canary_record=canary_record, seed=seed)
+                                       rounds=rounds, control=control, canary_record=canary_record, seed=seed,
+                                       level=level)
         files = _write(result, out) if out is not None else []
         if json_:
             print_json({**result.to_dict(), "files": files})
             return
         print_table(f"fedbound audit {result.paper}: {result.trials} trials per side, {result.rounds} "
-                    f"round(s), canary {result.canary} (client {result.target_client}, record "
-                    f"{result.target_record})", ["quantity", *(v.view for v in result.views)],
+                    f"round(s), {result.level} level, canary {result.canary} (client {result.target_client}, "
+                    f"{_changed(result)})", ["quantity", *(v.view for v in result.views)],
                     _rows(result), digits=4,
                     caption=f"delta = {result.delta:g}; the {result.budget_accountant} accountant holds the "
                             f"run's budget; {result.wall_time_s:.1f} s")
@@ -68,6 +73,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         for f in files:
             typer.echo(f)
         print_warnings(list(result.notes))
+
+
+def _changed(result) -> str:
+    return "all its records" if result.target_record is None else f"record {result.target_record}"
 
 
 def _rows(result) -> list[list]:
