@@ -399,23 +399,25 @@ class Evaluable:
     Shared by :class:`Theorem` (which builds a missing record from its sympy expression) and
     :class:`fedbound.bounds.lazy.LazyTheorem` (which imports the declaring module only on a cache miss),
     so that a cached evaluation never imports sympy.  Subclasses provide ``name``, ``lhs``, ``doc``,
-    ``source``, :meth:`_params` (name -> domain), :meth:`_variant_list`, :meth:`_key`, :meth:`_build_record`
-    and :meth:`_build`.
+    ``source``, ``notation`` (its ``params``: name -> domain, ``variants``, ``name`` and ``fingerprint``),
+    :meth:`_build_record` and :meth:`_build`.
     """
 
     name: str
     lhs: str
     doc: str
     source: Any
+    notation: Any
 
     def _params(self) -> Mapping[str, Any]:
-        raise NotImplementedError
+        return self.notation.params
 
     def _variant_list(self) -> tuple[str, ...]:
-        raise NotImplementedError
+        return tuple(self.notation.variants)
 
     def _key(self, variant: str, what: str) -> str:
-        raise NotImplementedError
+        """The cache key: the declaring file's fingerprint, the notation, the theorem, variant and what."""
+        return f"{self.notation.fingerprint}|{self.notation.name}|{self.name}|{variant}|{what}"
 
     def _build_record(self, variant: str) -> Record:
         raise NotImplementedError
@@ -644,15 +646,6 @@ class Theorem(Evaluable):
         return f"<Theorem {self.name}: {self.lhs} ({self.source})>"
 
     # -- what Evaluable needs ----------------------------------------------------------------------------
-    def _params(self) -> Mapping[str, Param]:
-        return self.notation.params
-
-    def _variant_list(self) -> tuple[str, ...]:
-        return tuple(self.notation.variants)
-
-    def _key(self, variant: str, what: str) -> str:
-        return f"{self.notation.fingerprint}|{self.notation.name}|{self.name}|{variant}|{what}"
-
     def _build_record(self, variant: str) -> Record:
         import sympy as sp
 

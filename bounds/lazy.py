@@ -180,16 +180,7 @@ class LazyTheorem(Evaluable):
             raise AttributeError(name)
         return getattr(self.real, name)
 
-    # -- what Evaluable needs ----------------------------------------------------------------------------
-    def _params(self) -> Mapping[str, Domain]:
-        return self.notation.params
-
-    def _variant_list(self) -> tuple[str, ...]:
-        return tuple(self.notation.variants)
-
-    def _key(self, variant: str, what: str) -> str:
-        return f"{self.theory.fingerprint}|{self.notation.name}|{self.name}|{variant}|{what}"
-
+    # -- what Evaluable needs (its notation, _params, _variant_list and _key are Evaluable's) ------------
     def _build_record(self, variant: str) -> Record:
         return self.real._build_record(variant)
 
