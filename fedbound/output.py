@@ -91,6 +91,9 @@ def print_plan(plan: Any) -> None:
              f"predicted bound: {_num(rec.bound)}",
              f"accounting: {rec.accounting}", f"why: {rec.why}"]
     lines += [f"rests on: {p}" for p in rec.premises]
+    cert = getattr(plan, "certificate", None)
+    lines.append("certificate: " + (cert.line() if cert is not None else "none (this planner does not "
+                                                                         "certify)"))
     for line in lines:
         con.print(Text("  " + line), highlight=False)
     print_table("The paper's answer and the tight one", ["quantity", "paper", "tight", "note"],

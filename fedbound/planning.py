@@ -4,20 +4,25 @@ it."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from typing import Any
 
 __all__ = ["plan_for", "example_overrides"]
 
 
-def plan_for(paper: Any, setting: Any, variant: str = "paper") -> Any:
+def plan_for(paper: Any, setting: Any, variant: str = "paper", check: bool = False) -> Any:
     """The registered planner's Plan for ``paper`` (a :class:`fedbound.registry.Paper`) on ``setting`` (its
     :meth:`~fedbound.registry.Paper.load_setting`); the setting's assumed and measured keys and its notes
     are recorded in the plan, and every validity problem is in ``plan.warnings`` (printed once) instead of
-    raised as a Python warning."""
+    raised as a Python warning.  ``check``: the planner runs its certificate's full independent check
+    (``fedbound plan --check``; planners take ``check=`` as a keyword)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = paper.load("planner")(setting.values, variant)
+        planner = paper.load("planner")
+        takes_check = "check" in inspect.signature(planner).parameters
+        result = planner(setting.values, variant, check=True) if check and takes_check \
+            else planner(setting.values, variant)
     return dataclasses.replace(result, assumed=setting.assumed, measured=setting.measured,
                                warnings=(*setting.notes, *result.warnings))
 

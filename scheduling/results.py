@@ -150,10 +150,13 @@ class Plan:
     caption: str = ""
     differences: tuple[str, ...] = ()
     measured: tuple[str, ...] = ()
+    certificate: Any = None
+    """:class:`fedbound.scheduling.certificate.Certificate` of the recommendation (None: not certified)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**dict(self.data), "paper": self.paper, "title": self.title, "variant": self.variant,
                 "recommendation": self.recommendation.to_dict(), "rows": [r.to_dict() for r in self.rows],
                 "optima": {k: v.to_dict() for k, v in self.optima.items()}, "warnings": list(self.warnings),
                 "differences": list(self.differences), "assumed": list(self.assumed),
-                "measured": list(self.measured)}
+                "measured": list(self.measured),
+                "certificate": None if self.certificate is None else self.certificate.to_dict()}

@@ -40,7 +40,8 @@ def _check_variant(paper, variant: str) -> str:
     return variant
 
 
-def build_plan(paper_name: str, config: Path | None, overrides: list[str] | None, variant: str = "paper"):
+def build_plan(paper_name: str, config: Path | None, overrides: list[str] | None, variant: str = "paper",
+               check: bool = False):
     """The Plan ``fedbound plan PAPER [CONFIG] --set ... --variant V`` prints (and the explorer's
     ``/api/plan`` returns): the setting validated by the paper's config section, the planner's answer, the
     assumed defaults and every warning (notes about the setting first)."""
@@ -50,7 +51,7 @@ def build_plan(paper_name: str, config: Path | None, overrides: list[str] | None
     paper = get(paper_name, "plan")
     setting = _setting(paper, config, overrides)
     _check_variant(paper, variant)
-    return plan_for(paper, setting, variant)
+    return plan_for(paper, setting, variant, check=check)
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
@@ -75,15 +76,23 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     def plan_cmd(paper_name: Annotated[str, typer.Argument(metavar="PAPER", help=_paper_help("plan"),
                                                            show_default=False)],
                  config: OptionalConfig = None, overrides: SetOverrides = None, variant: VariantOpt = "paper",
-                 json_out: JsonFlag = False) -> None:
+                 json_out: JsonFlag = False,
+                 check: Annotated[bool, typer.Option(
+                     "--check", help="run the recommendation's certificate in full (independent check of "
+                                     "the optimum, privacy re-accounted) and exit 1 if it fails")] = False,
+                 ) -> None:
         """Plan a deployment for one paper's setting."""
         from fedbound.output import print_json, print_plan
 
-        result = build_plan(paper_name, config, overrides, variant)
+        result = build_plan(paper_name, config, overrides, variant, check=check)
         if json_out:
             print_json(result)
         else:
             print_plan(result)
+        if check and (result.certificate is None or not result.certificate.passed):
+            why = "no certificate" if result.certificate is None else result.certificate.line()
+            typer.echo(f"error: the certificate of the {paper_name} plan failed: {why}", err=True)
+            raise typer.Exit(1)
 
     @app.command("plot", help="Plot a paper's bound against one variable (PNG and SVG). "
                  + _paper_help("plot"))
