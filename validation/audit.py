@@ -210,6 +210,10 @@ class AuditResult:
     seed: int = 0
     natural_shift: float | None = None
     """The canary search's largest shift among natural records (flips and swaps), beside the chosen one's."""
+    stages: tuple[str, ...] = ()
+    """The plan's stages that add noise in the audited rounds."""
+    train_seed: int | None = None
+    """The ``[train] seed`` the audited run used (data split, model init; module docstring, Seeds)."""
 
     def to_dict(self, scores: bool = False) -> dict[str, Any]:
         out = asdict(self)
@@ -591,7 +595,9 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
     natural = None if found is None or found.natural is None else found.natural_shift
     return AuditResult(entry.name, verdict, tuple(results), int(trials), rounds, canary, s.target, record,
                        s.plan.delta, s.plan.budget_accountant, control, noise_scale, time.perf_counter() - t0,
-                       tuple(notes), level, tuple(checks), tuple(reasons), seed, natural)
+                       tuple(notes), level, tuple(checks), tuple(reasons), seed, natural,
+                       tuple(st for st in s.plan.sigma if np.any(s.plan.stage_matrix(st)[:rounds] > 0)),
+                       base)
 
 
 def _verdict(views: list[ViewAudit], checks: list[NoiseCheck], control: bool) -> tuple[str, list[str]]:
