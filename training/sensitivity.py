@@ -210,7 +210,7 @@ def _trial_noise(ctx: RoundContext, groups: int, stage: str, clients: np.ndarray
     return torch.randn((rows, *shape), generator=gen, dtype=ctx.dtype, device=ctx.device)
 
 
-class _FederationRecorder(Algorithm):
+class _FederationRecorder(_Recorder):
     """Trains ``groups`` copies of a federation (:func:`replicate`) by ``inner``'s hooks, every client
     starting each round from ``starts[round]``; per copy it keeps the target's upload, the weighted aggregate
     and (``broadcast``) ``inner.server_update`` of all copies' aggregates at once, a ``(groups, d)`` tensor
@@ -218,9 +218,8 @@ class _FederationRecorder(Algorithm):
 
     def __init__(self, inner: Algorithm, starts: torch.Tensor, groups: int, weights: np.ndarray,
                  target_pos: int, broadcast: bool) -> None:
-        super().__init__(len(starts), inner.local)
-        self.inner, self.starts, self.groups = inner, starts, groups
-        self.name, self.weight_decay = inner.name, inner.weight_decay
+        super().__init__(inner, starts, 0)
+        self.groups = groups
         self.weights = torch.as_tensor(np.asarray(weights, np.float64), dtype=starts.dtype)
         self.width, self.target_pos, self.broadcast = len(weights), target_pos, broadcast
         shape = (len(starts), groups, starts.shape[1])
@@ -233,20 +232,8 @@ class _FederationRecorder(Algorithm):
         cl = torch.as_tensor(np.asarray(clients, np.int64))
         return cl // self.width, cl % self.width
 
-    def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
-        return self.inner.init_client_state(ctx)
-
     def init_algo_state(self, ctx: RoundContext) -> dict:
         return self.inner.init_algo_state(ctx)
-
-    def participants(self, ctx: RoundContext) -> np.ndarray:
-        return all_clients(ctx.num_clients)
-
-    def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
-        return np.zeros(len(participants))
-
-    def start_models(self, ctx: RoundContext, clients: np.ndarray) -> torch.Tensor:
-        return self.starts[ctx.round].to(ctx.device, ctx.dtype).unsqueeze(0).expand(len(clients), -1)
 
     def _enter(self, ctx: RoundContext) -> None:
         ctx.audit_recorder = self
