@@ -93,3 +93,36 @@ def test_crafted_records_cover_every_label_and_reach_far_out():
     assert all(x.shape == (3,) and x.dtype == np.float32 for x, _ in made)
     ridge = crafted_records(xs, rng.standard_normal(10) * 2, 1, np.random.default_rng(1))
     assert len({y for _, y in ridge}) == 4
+
+
+def test_a_view_seen_through_record_release_audits_like_the_upload(tmp_path, monkeypatch):
+    """The interface an entry uses for views that see neither the upload nor the broadcast: NbAFL's uplink
+    handed to the audit by ``record_release`` and named in ``AuditViews.releases`` gives the upload view's
+    numbers, and with ``release_std`` declared a halved release noise is a noise-check LEAK."""
+    from dataclasses import replace
+
+    from fedbound.tests._audit import scaled_noise, small_config
+    from fedbound.training.nbafl import NbAFL
+    from fedbound.validation import audit_nbafl
+    from fedbound.validation.audit import audit_from_config
+
+    cfg = small_config(tmp_path, "nbafl")
+    plain = audit_from_config("nbafl", cfg, trials=200, control=False)
+    upload = NbAFL.upload
+
+    def releasing(self, ctx, clients, local):
+        out = upload(self, ctx, clients, local)
+        record_release(ctx, "up", clients, out)
+        return out
+
+    monkeypatch.setattr(NbAFL, "upload", releasing)
+    std = {"uplink": lambda plan, target, rounds: plan.stage_matrix("uplink")[:rounds, target]}
+    monkeypatch.setattr(audit_nbafl, "AUDIT", replace(audit_nbafl.AUDIT, releases={"uplink": "up"},
+                                                      release_std=std))
+    seen = audit_from_config("nbafl", cfg, trials=200, control=False)
+    assert seen.views[0].scores_out == pytest.approx(plain.views[0].scores_out)
+    assert seen.views[0].epsilon_lower == plain.views[0].epsilon_lower
+    assert "uplink (release)" in {c.stage for c in seen.noise_checks} and not seen.verdict.startswith("LEAK")
+    with scaled_noise("uplink", 0.5):
+        halved = audit_from_config("nbafl", cfg, trials=200, control=False)
+    assert any(r.startswith("uplink (release) noise") for r in halved.reasons)

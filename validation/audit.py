@@ -103,7 +103,13 @@ class AuditViews:
       broadcast: the algorithm hands that release to the audit with
       ``fedbound.training.sensitivity.record_release(ctx, name, clients, values)``;
     * ``release_std``: ``{view name: f(plan, target, rounds) -> (rounds,) std}``, the planned std of the
-      Gaussian noise in what such a view sees (default: the view's stage sigma of the target).
+      Gaussian noise in what such a view sees (default: the view's stage sigma of the target); declared,
+      it is also a noise check (the release minus its noise-free value must have that std per coordinate:
+      declare it only where the noise is added to the release itself, not e.g. inside local steps).
+
+    The suite ``tests/test_audit_suite.py`` audits ``small`` with the bugs of ``tests/_audit.py`` injected
+    into the mechanism (half of each stage's noise via ``RoundContext.sigma``, the server's dropped, every
+    clip a no-op via ``clipping.clip_factors``): each must give LEAK, the correct mechanism must not.
 
     Views of kind ``upload``/``steps`` see the target's upload, ``broadcast`` the server's output.  The
     noise-free shift of a view is compared with ``ledger_plan.stage_sensitivity(view.stage)`` of the target
@@ -447,7 +453,14 @@ def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: i
     trials = runs.uploads.shape[1] // 2
     found: dict[str, tuple[Any, np.ndarray]] = {}
     for view in plan.views:
-        if view.name in views.releases or view.kind == "steps":
+        if view.name in views.releases:
+            if view.name in views.release_std:  # declared: the release is noised with exactly that std
+                name = views.releases[view.name]
+                found.setdefault(f"{view.name} (release)", (
+                    runs.releases[name] - clean.releases[name][:, :1],
+                    np.asarray(views.release_std[view.name](plan, target, rounds), np.float64) * scale))
+            continue
+        if view.kind == "steps":
             continue
         if view.kind != "broadcast":
             found.setdefault(view.stage, (runs.uploads - clean.uploads[:, :1],
