@@ -8,6 +8,11 @@ this is ``k`` independent trials of the client's noised upload (the audit, ``fed
 without one (``plan=None``) it is the noise-free upload of every neighbour, whose distance to the unchanged
 copy's upload is that record's measured sensitivity.
 
+The audit's trials (:func:`federated_trials`) replicate a round's whole federation instead, one copy per
+trial with the target changed, and run every hook including ``server_update`` on each copy's aggregate, so
+the broadcast an adversary sees is the mechanism's own.  The canary search (:func:`probe` with ``crafted``)
+adds records an adversary would craft (:func:`crafted_records`) to the natural flips and swaps.
+
 Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the data side is
 :func:`smoothness_bound`): full-batch local gradient descent with every per-sample gradient clipped to ``C_g``
 (``LocalSGD(per_sample_clip=C_g)``), ``tau`` steps of size ``eta`` from the received model, on a one-output
