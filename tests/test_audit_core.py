@@ -126,3 +126,24 @@ def test_a_view_seen_through_record_release_audits_like_the_upload(tmp_path, mon
     with scaled_noise("uplink", 0.5):
         halved = audit_from_config("nbafl", cfg, trials=200, control=False)
     assert any(r.startswith("uplink (release) noise") for r in halved.reasons)
+
+
+def test_loss_directions_raise_the_loss_fastest():
+    # binary logistic regression: the input gradient of record j's loss with label c is (p_j - onehot(c))
+    # through the weights; moving every record a little along the direction found raises the label's loss
+    from fedbound.training.sensitivity import loss_directions
+
+    data, model, start, _ = _setup()
+    xs, ys = data.x[0, :M].numpy(), data.y[0, :M].numpy()
+    dirs = loss_directions(model, start, xs, ys, 2)
+    assert len(dirs) == 2 and all(d.shape == (3,) for d in dirs)
+    for label, d in enumerate(dirs):
+        def loss(x, label=label):
+            y = torch.full((1, M), label, dtype=torch.long)
+            return float(model.per_sample_loss(model(start.unsqueeze(0), torch.as_tensor(x)[None]), y).sum())
+        step = 1e-3 * d / np.linalg.norm(d)
+        assert loss(xs + step) > loss(xs) > loss(xs - step)
+    made = crafted_records(xs, ys, 2, np.random.default_rng(0), directions=dirs)
+    unit = dirs[0] / np.linalg.norm(dirs[0])
+    radius = np.linalg.norm(xs, axis=1).max()
+    assert any(np.allclose(x, 10 * radius * unit) for x, _ in made)

@@ -8,7 +8,8 @@ The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and 
    ``level`` (``AuditViews.levels``, the paper's own unit first): ``record``: one record replaced by a
    *canary* (``worst``: the largest upload shift found by the search of
    ``fedbound.training.sensitivity.probe(crafted=True)``: label flips, swapped features, crafted large-norm
-   outliers along principal, mean and random directions with every label, amplified records; ``flip``:
+   outliers along principal, mean, gradient-aligned and random directions with every label, amplified
+   records; ``flip``:
    record 0 relabelled; ``given``: record 0 replaced by training record ``canary_record``); ``client``: ALL
    its records replaced (``flip``: all relabelled; ``given``: copies of one record; ``worst``: the largest
    shift among ``flip`` and whole clients made of one searched record), the ledger then reading each
