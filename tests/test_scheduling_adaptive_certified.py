@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.optimize import brentq
-from scipy.stats import norm
 
 from fedbound import registry
 from fedbound.scheduling import adaptive as sa
+from fedbound.tests._certified import exact_gaussian_z
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,20 +35,12 @@ def _plan(s: dict, check: bool = False):
         return sa.plan(s, check=check)
 
 
-def _z(eps: float, delta: float) -> float:
-    """Std of the sensitivity-1 Gaussian that is exactly (eps, delta)-DP (Balle & Wang 2018, Thm 8), by
-    root finding on the closed-form delta (scipy only)."""
-    def gap(s: float) -> float:
-        return norm.cdf(0.5 / s - eps * s) - math.exp(eps) * norm.cdf(-0.5 / s - eps * s) - delta
-    return brentq(gap, 1e-6, 1e4, xtol=1e-14, rtol=1e-14)
-
-
 def _closed_form_joint(s: dict, p: np.ndarray, m_min: float, T_max: int = 3000):
     """min over T of Theta + T min_mu g(mu; T), with g = beta^2 K x^2 - a x + e1 beta + rho e2 / 2 in
     x = 1/mu (Lemma 2, eq. (23) with rho_minus = 0): mu* = 2 beta^2 K / a, a = beta^2 (1 - A gamma) -
     e1 beta rho A (1 + gamma); for a <= 0 the searched domain's top mu = 1e6."""
     A, g, rho, beta, C = s["A"], s["gamma"], s["rho"], s["beta"], s["C"]
-    z = _z(s["eps"], s["delta"])
+    z = exact_gaussian_z(s["eps"], s["delta"])
     Ts = np.arange(int(s["R"]), T_max + 1, dtype=float)
     sigma = np.maximum(np.sqrt(Ts) * z * 2 * C * p.max() / m_min,
                        math.sqrt(s["R"]) * z * 2 * C / m_min * math.sqrt(np.sum(p**2)))
@@ -67,7 +58,7 @@ def _closed_form_joint(s: dict, p: np.ndarray, m_min: float, T_max: int = 3000):
 
 def _bound_at(s: dict, p: np.ndarray, m_min: float, T: int, mu: float) -> float:
     A, g, rho, beta, C = s["A"], s["gamma"], s["rho"], s["beta"], s["C"]
-    z = _z(s["eps"], s["delta"])
+    z = exact_gaussian_z(s["eps"], s["delta"])
     sigma = max(math.sqrt(T) * z * 2 * C * p.max() / m_min,
                 math.sqrt(s["R"]) * z * 2 * C / m_min * math.sqrt(np.sum(p**2)))
     e1, e2 = sigma * math.sqrt(2 * p.size / math.pi), sigma**2 * p.size

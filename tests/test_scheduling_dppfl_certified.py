@@ -7,49 +7,28 @@ eq. (28) written here), vacuous designs are said first, and the certificate pass
 from __future__ import annotations
 
 import math
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.optimize import brentq
-from scipy.stats import norm
 
-from fedbound import registry
 from fedbound.bounds import dppfl as dp
 from fedbound.scheduling import dppfl as sd
-
-ROOT = Path(__file__).resolve().parents[1]
+from fedbound.tests._certified import ROOT, exact_gaussian_z, quiet, setting
 
 
 def _setting(config: str | None, **over) -> dict:
-    from fedbound.commands.papers import _setting as load
-    from fedbound.planning import example_overrides
-
-    paper = registry.get("dppfl")
-    st = (load(paper, ROOT / "examples" / config, []) if config
-          else load(paper, None, example_overrides(paper)))
-    return {**{k: v for k, v in st.values.items() if v is not None}, **over}
+    return setting("dppfl", config, **over)
 
 
 def _plan(s: dict, check: bool = False):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sd.plan(s, check=check)
-
-
-def _z(eps: float, delta: float) -> float:
-    """Std of the sensitivity-1 Gaussian that is exactly (eps, delta)-DP (Balle & Wang 2018, Thm 8)."""
-    def gap(s: float) -> float:
-        return norm.cdf(0.5 / s - eps * s) - math.exp(eps) * norm.cdf(-0.5 / s - eps * s) - delta
-    return brentq(gap, 1e-6, 1e4, xtol=1e-14, rtol=1e-14)
+    return quiet(sd.plan, s, check)
 
 
 def _brute_force_T(s: dict, T_top: int) -> tuple[int, float]:
     """Every integer T in [1, T_top] at q = 1: 2 T tau0 Gaussian releases compose exactly to one of
     sensitivity sqrt(2 T tau0), so sigma*(T) = z(eps, delta) sqrt(2 T tau0)."""
     Ts = np.arange(1, T_top + 1, dtype=float)
-    sigma = _z(s["eps"], s["delta"]) * np.sqrt(2 * Ts * int(s.get("tau0", 1)))
+    sigma = exact_gaussian_z(s["eps"], s["delta"]) * np.sqrt(2 * Ts * int(s.get("tau0", 1)))
     vals = {k: v for k, v in s.items() if k in dp.NOTATION.params}
     f = np.asarray(dp.BOUNDS[s.get("bound", "nonconvex")]({**vals, "T": Ts, "sigma": sigma,
                                                              "sigma_out": sigma}), dtype=float)

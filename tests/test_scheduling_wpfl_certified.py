@@ -6,32 +6,21 @@ on the examples and on 20 seeded random settings."""
 from __future__ import annotations
 
 import math
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedbound import registry
 from fedbound.scheduling import wpfl as ws
-
-ROOT = Path(__file__).resolve().parents[1]
+from fedbound.tests._certified import ROOT, quiet, setting
 
 
 def _setting(config: str | None, **over) -> dict:
-    from fedbound.commands.papers import _setting as load
-    from fedbound.planning import example_overrides
-
-    paper = registry.get("wpfl")
-    st = (load(paper, ROOT / "examples" / config, []) if config
-          else load(paper, None, example_overrides(paper)))
-    return {**{k: v for k, v in st.values.items() if v is not None}, **over}
+    return setting("wpfl", config, **over)
 
 
 def _plan(s: dict, check: bool = False):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ws.plan(s, check=check)
+    return quiet(ws.plan, s, check)
 
 
 def test_the_plans_T_is_the_runs_rounds():  # issue 23 item 8
