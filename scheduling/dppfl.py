@@ -721,9 +721,10 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
         z = 1 / math.sqrt((1 / z_in**2 + 1 / z_out**2) / 2)
         return reaccount(stage, C * z, C, s["eps"], s["delta"], steps=2 * k, sample_rate=1.0)
     from fedbound.accounting.events import make_accountant, poisson_gaussian_event
-    from fedbound.accounting.pld import discretization_for
+    from fedbound.accounting.pld import discretization_for, discretization_for_target
 
-    disc = float(discretization_for(min(z_in, z_out), max(q_in, q_out), 2 * k, 1e-4 if full else 1e-3))
+    want = 1e-4 if full else discretization_for_target(s["eps"], 2 * k)  # eps error <= 1 % of the target
+    disc = float(discretization_for(min(z_in, z_out), max(q_in, q_out), 2 * k, want))
     acc = make_accountant("pld", "poisson", pld_discretization=disc)
     acc.compose(poisson_gaussian_event(z_in, q_in, k))
     acc.compose(poisson_gaussian_event(z_out, q_out, k))

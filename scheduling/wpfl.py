@@ -422,11 +422,12 @@ def certify(s: Mapping[str, Any], sched: RoundsSchedule, sigma: float, bound: fl
         z = calibrate_noise(s["eps"], s["delta"], float(s["q"]), T0, method="pld")
         exact = 2 * float(s["C"]) * float(z)
     stage, sens, q = f"uplink ({T0} uploads per client)", 2 * float(s["C"]), float(s["q"])
-    if q < 1:  # PLD at 1e-3 (1e-4 with full): an upper bound off by at most T0 x the discretisation
-        from fedbound.accounting.pld import discretization_for, pld_epsilon
+    if q < 1:  # PLD: an upper bound off by at most T0 x the discretisation (<= 1 % of eps; 1e-4 with full)
+        from fedbound.accounting.pld import discretization_for, discretization_for_target, pld_epsilon
         from fedbound.scheduling.certificate import PrivacyCheck
 
-        disc = float(discretization_for(sigma / sens, q, T0, 1e-4 if full else 1e-3))
+        want = 1e-4 if full else discretization_for_target(s["eps"], T0)  # eps error <= 1 % of the target
+        disc = float(discretization_for(sigma / sens, q, T0, want))
         privacy = (PrivacyCheck(stage, sigma, float(s["eps"]), float(s["delta"]),
                                 float(pld_epsilon(sigma / sens, q, T0, s["delta"], disc)),
                                 f"PLD (dp-accounting), discretisation {disc:.0e}", sigma_exact=exact),)

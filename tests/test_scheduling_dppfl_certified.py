@@ -145,3 +145,12 @@ def test_certificate_passes_on_20_random_settings():
         assert plan.data["T_opt"] == T and plan.data["bound_at_T_opt"] == pytest.approx(value, rel=1e-9)
         level = s["Delta0"] if s["bound"] == "convex" else s["tau0"] * ((1 + s["eta"] * s["L"]) * s["B"]) ** 2
         assert cert.vacuous == (min(value, plan.recommendation.bound) >= level)
+
+
+def test_pld_discretisation_for_a_one_percent_eps_error():
+    from fedbound.accounting.pld import discretization_for_target, pld_epsilon
+
+    assert discretization_for_target(6.0, 2) == 1e-2 and discretization_for_target(1.0, 10**6) == 1e-4
+    coarse = pld_epsilon(2.0, 0.2, 4, 1e-5, discretization_for_target(1.0, 4))
+    fine = pld_epsilon(2.0, 0.2, 4, 1e-5, 1e-4)  # pessimistic rounding: the coarse one is an upper bound
+    assert fine <= coarse <= fine + 0.01 * 1.0
