@@ -161,3 +161,17 @@ def test_plan_certificate_passes_on_20_random_settings():
         T, _, least = _closed_form_joint(s, p, float(s["m"]), T_max=max(3000, 2 * plan.recommendation.T))
         assert plan.optima["T_recommended"].fun == pytest.approx(least, rel=1e-9, abs=1e-12)
         assert cert.vacuous == (plan.recommendation.bound >= s["Theta"])
+
+
+def test_bounds_mu_with_nonconvex_losses_against_a_dense_grid():  # rho_minus > 0: no closed form
+    s = {**registry.get("adaptive").defaults, "rho_minus": 0.5, "beta": 1.0}
+    e1, e2 = np.array([0.01, 0.05, 0.2]), np.array([1e-4, 3e-3, 0.04])
+    mu, g, edge = sa.best_mu_for_noise(s, e1, e2)
+    A, gam, rho = s["A"], s["gamma"], s["rho"]
+    grid = 0.5 + np.geomspace(1e-3, 1e6, 200_001)[:, None]
+    mb = grid - 0.5
+    lam2 = -1 / grid + A / grid * (gam + rho * (1 + gam) / mb) + rho * A * A * (1 + gam) ** 2 / (2 * mb * mb)
+    lam1 = 1 + rho * A * (1 + gam) / mb
+    vals = lam2 + lam1 * e1 + rho / 2 * e2
+    assert np.all(g <= vals.min(axis=0) + 1e-12) and np.all(g >= vals.min(axis=0) - 1e-6)
+    assert not edge.any()
