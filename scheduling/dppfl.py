@@ -712,7 +712,8 @@ def trivial_level(s: Mapping[str, Any]) -> tuple[float, str]:
 def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float, full: bool) -> Any:
     """Both stages of Theorem 1's release (T tau0 inner and T tau0 outer sampled Gaussians per client)
     re-accounted exactly: analytic Gaussian of the Gaussian composition at q = 1, dp-accounting's PLD
-    otherwise (see :func:`fedbound.scheduling.certificate.reaccount`)."""
+    otherwise (see :func:`fedbound.scheduling.certificate.reaccount`); with ``full`` also the exact PLD
+    calibration of the same release, for the noise the RDP-calibrated sigma wastes."""
     from fedbound.scheduling.certificate import PrivacyCheck, reaccount
 
     k, q_in, q_out = T * int(s.get("tau0", 1)), float(s["q_in"]), float(s["q_out"])
@@ -728,8 +729,14 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
     acc = make_accountant("pld", "poisson", pld_discretization=disc)
     acc.compose(poisson_gaussian_event(z_in, q_in, k))
     acc.compose(poisson_gaussian_event(z_out, q_out, k))
+    exact = None
+    if full and q_in == q_out and z_in == z_out:  # the exact (PLD) calibration, for the noise wasted
+        from fedbound.accounting import calibrate_noise
+
+        exact = C * float(calibrate_noise(s["eps"], s["delta"], q_in, 2 * k, method="pld"))
     return PrivacyCheck(stage, C * z_in, float(s["eps"]), float(s["delta"]),
-                        float(acc.get_epsilon(s["delta"])), f"PLD (dp-accounting), discretisation {disc:.0e}")
+                        float(acc.get_epsilon(s["delta"])), f"PLD (dp-accounting), discretisation {disc:.0e}",
+                        sigma_exact=exact)
 
 
 def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, full: bool) -> Any:
