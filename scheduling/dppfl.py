@@ -741,12 +741,12 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
 
 def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, full: bool) -> Any:
     """The independent check of T*: brute force over every integer of the searched window at q = 1 (cheap
-    sigma*(T)); a geometric grid otherwise (64 points, 400 with ``full``), which no point may beat."""
+    sigma*(T)); a geometric grid otherwise (32 points, 400 with ``full``), which no point may beat."""
     from fedbound.scheduling.certificate import BRUTE_FORCE_POINTS, OptimumCheck, brute_force_argmin
 
     top = int(res.evidence["T_max"])
     every = float(s["q_in"]) == 1.0 == float(s["q_out"]) and top <= BRUTE_FORCE_POINTS
-    Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 64)))
+    Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
 
     def objective(T: np.ndarray) -> np.ndarray:
         ev = bound_curve(s, T, sigma_curve(s, T, "tight", ratio), variant, ratio)
