@@ -266,7 +266,8 @@ def best_mu_for_noise(s: Mapping[str, Any], e1: Any, e2: Any) -> tuple[np.ndarra
 
 
 def recommended_design(
-    s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float | None = None, T_max: int = T_MAX
+    s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float | None = None, T_max: int = T_MAX,
+    T: int | None = None,
 ) -> Optimum:
     """The integer T in [R, T_max] and mu minimising :func:`tight_bound` jointly (``mu`` given: held fixed).
 
@@ -274,8 +275,9 @@ def recommended_design(
     optimum is min_T of Theta + T min_mu g); T is scanned exhaustively over a window that doubles until
     the minimiser is inside it (the bound has turned) or reaches ``T_max`` (then ``at_upper_edge``).
     ``x = {"T": .., "mu": ..}``; ``evidence["mu_at_edge"]``: the bound's mu is the infimum mu -> inf.
+    ``T`` given: held fixed (only mu is optimised).
     """
-    lo, hi = int(s["R"]), max(int(s["R"]) + 64, 128)
+    lo, hi = (int(T), int(T)) if T is not None else (int(s["R"]), max(int(s["R"]) + 64, 128))
 
     def f(Ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if mu is not None:
@@ -286,26 +288,27 @@ def recommended_design(
 
     while True:
         res = exhaustive_integer_min(f, lo, min(hi, T_max), what="T")
-        if res.x < min(hi, T_max) or hi >= T_max:
+        if T is not None or res.x < min(hi, T_max) or hi >= T_max:
             break
         hi *= 4
-    T = int(res.x)
+    held, T = T is not None, int(res.x)
     if mu is None:
         e1, e2 = _deployed_moments(s, p, m, np.array([T], dtype=float))
         mus, _, edge = best_mu_for_noise(s, e1, e2)
         mu_x, at_edge, how = float(mus[0]), bool(edge[0]), "joint (T, mu)"
     else:
         mu_x, at_edge, how = float(mu), False, "T at the given mu"
-    turned = res.x < min(hi, T_max)
-    msg = (f"{how}: every integer T in [{lo}, {min(hi, T_max)}] (window grown until the bound turned"
-           + ("" if turned else f"; stopped at T_max = {T_max}") + ")"
+    turned = held or res.x < min(hi, T_max)
+    msg = ((f"{how}: T = {T} (the setting's, held)" if held else
+            f"{how}: every integer T in [{lo}, {min(hi, T_max)}] (window grown until the bound turned"
+            + ("" if turned else f"; stopped at T_max = {T_max}") + ")")
            + ("" if mu is not None else f", mu_bar on a {MU_GRID_POINTS}-point log grid over "
               f"[{MU_BAR_RANGE[0]:g}, {MU_BAR_RANGE[1]:g}] refined by golden section"))
     return Optimum(x={"T": T, "mu": mu_x}, fun=float(res.fun), success=bool(res.success), message=msg,
                    method="exhaustive in T" + (", golden section in mu" if mu is None else ""),
                    bracket=(lo, min(hi, T_max)), fun_below=res.fun_below, fun_above=res.fun_above,
                    at_lower_edge=res.at_lower_edge, at_upper_edge=not turned,
-                   evidence={"mu_at_edge": at_edge, "T_window": (lo, min(hi, T_max))})
+                   evidence={"mu_at_edge": at_edge, "T_window": (lo, min(hi, T_max)), "T_held": held})
 
 
 def recommended_rounds(
@@ -332,7 +335,8 @@ def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float 
     lo, hi = rec.evidence["T_window"]
     turned = not rec.at_upper_edge
     rm = float(s.get("rho_minus", 0.0))
-    domain = {"T": f"{lo}..{hi} (every integer; the window grew until the bound turned)" if turned
+    domain = {"T": f"{lo} (the setting's; held)" if rec.evidence.get("T_held") else
+              f"{lo}..{hi} (every integer; the window grew until the bound turned)" if turned
               else f"{lo}..{hi} (stopped at the documented maximum T_max = {T_MAX})"}
     if mu_given is None:
         domain["mu"] = (f"rho_minus + [{MU_BAR_RANGE[0]:g}, {MU_BAR_RANGE[1]:g}] (log grid of "
@@ -468,7 +472,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     use_planned = s.get("weights", "ratios") == "planned"
     p_rec = weights.x if use_planned else phases
     mu_given = float(s["mu"]) if s.get("mu") is not None else None
-    rec_T = recommended_design(s, p_rec, m, mu_given)
+    T_given = int(s["T"]) if s.get("T") is not None else None  # the setting's T is held (issue 23)
+    rec_T = recommended_design(s, p_rec, m, mu_given, T=T_given)
     T_rec, mu_rec = int(rec_T.x["T"]), float(rec_T.x["mu"])
     if rec_T.evidence["mu_at_edge"]:  # the bound's infimum is mu -> inf (vacuous there): Lemma 2's mu*
         mu_rec = mu
@@ -521,9 +526,11 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         f"assumed loss constants Theta, A, gamma, rho, beta ({SHORT} states none)",
     )
     why = (
-        f"(T, mu) = ({T_rec}, {mu_rec:.4g}) minimise Theta + T x (Lemma 2's increment, eq. (23)) jointly "
-        f"with the tight effective noise max(sigma_A, sigma_AC) computed at each T (eqs. (48), (49) with the "
-        "injected noise)"
+        (f"mu = {mu_rec:.4g} minimises Theta + T x (Lemma 2's increment, eq. (23)) at the setting's T = "
+         f"{T_rec}" if T_given is not None else
+         f"(T, mu) = ({T_rec}, {mu_rec:.4g}) minimise Theta + T x (Lemma 2's increment, eq. (23)) jointly")
+        + " with the tight effective noise max(sigma_A, sigma_AC) computed at each T (eqs. (48), (49) with "
+        "the injected noise)"
         + ("" if mu_given is None else " at the setting's mu")
         + ("; p from the impact-factor program" if use_planned else "; p from the setting's ratios")
     )

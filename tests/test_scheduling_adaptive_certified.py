@@ -175,3 +175,13 @@ def test_bounds_mu_with_nonconvex_losses_against_a_dense_grid():  # rho_minus > 
     vals = lam2 + lam1 * e1 + rho / 2 * e2
     assert np.all(g <= vals.min(axis=0) + 1e-12) and np.all(g >= vals.min(axis=0) - 1e-6)
     assert not edge.any()
+
+
+def test_a_T_the_setting_gives_is_held_and_mu_optimised_there():
+    s = {**_setting("adaptive_s3_plan.toml"), "T": 30}
+    plan = _plan(s)
+    p = np.asarray(plan.data["p_planned"], dtype=float)
+    mus = np.geomspace(0.5, 500, 20001)
+    best = min(_bound_at(s, p, 50.0, 30, mu) for mu in mus[::50])  # a coarse independent scan ...
+    assert plan.recommendation.T == 30 and "held" in plan.certificate.domain["T"]
+    assert plan.recommendation.bound <= best + 1e-12 and plan.certificate.passed  # ... never below it
