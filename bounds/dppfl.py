@@ -650,6 +650,15 @@ _LIMIT = Region({k: _PB.ranges[k] for k in ("T", "eta", "beta", "L", "rho", "B",
                 derived=(("C", lambda v: max(v["B"] ** 2, (1 + v["eta"] * v["L"]) ** 2) * (1 + v["_c"])),),
                 integers=_INTS, where=(("admissible", _admissible),))
 
+def _p13_premise(v: Mapping[str, Any]) -> Any:
+    """P13's premise: eps_het (1 + eta L) + eta B gamma > 0 (spec 000 P13, eq. (28))."""
+    return v["eps_het"] * (1 + v["eta"] * v["L"]) + v["eta"] * v["B"] * v["gamma_het"] > 0
+
+
+_P13B = Region({**_PB.ranges, "B": (0.0, 3.0), "eps_het": (0.0, 0.5), "gamma_het": (0.0, 0.5)}, _PB.fixed,
+               _PB.derived, (*_PB.where, ("eps_het (1 + eta L) + eta B gamma > 0", _p13_premise)),
+               _PB.integers, _PB.points, "settings where Theorem 2's hypotheses and P13's premise hold")
+
 CLAIMS: tuple[Claim, ...] = (
     Claim("P1a", "eps_DP is strictly decreasing in sigma (Theorem 1)", EPS_DP, "decreasing", PRIVACY_REGION,
           wrt="sigma", line_points=8, source="Theorem 1, eq. (12)"),
@@ -737,10 +746,10 @@ CLAIMS: tuple[Claim, ...] = (
                   "rho": (0.0, 0.5), "B": (0.0, 1.0)}), other=_zeta_iff, source="Theorem 2, E26"),
     Claim("P13a", "h(1) = 0 (Lemma 5)", LOCAL_DRIFT, "compare", _with(_PB, tau0=1), other=0.0, op="==",
           source="eq. (28)"),
+    # P13b is checked under its own premise (eps_het, B and gamma_het range down to 0, the premise filters):
+    # eps_het = 0 with B = 0 zeroes h for every tau0 but also the premise: it is no counterexample
     Claim("P13b", "h is strictly increasing in tau0 when eps_het (1 + eta L) + eta B gamma > 0", LOCAL_DRIFT,
-          "increasing", _with(_PB, eps_het=0.1), wrt="tau0", line=(1, 8), source="eq. (28), P13",
-          fails_in="eps_het + gamma > 0 is not enough: eps_het = 0 and B = 0 give h = 0 for every tau0",
-          counterexamples=(({**SETTING_A, "eps_het": 0.0, "B": 0.0, "gamma_het": 0.1}, "paper"),)),
+          "increasing", _P13B, wrt="tau0", line=(1, 8), source="eq. (28), P13"),
     Claim("P14a", "W(1) = 1", LOCAL_STEP_WEIGHT, "compare", _with(_PB, tau0=1), other=1.0, op="==", rtol=1e-9,
           source="Theorems 2-3"),
     Claim("P14b", "W is increasing in tau0 and in beta", LOCAL_STEP_WEIGHT, "increasing", _PB, wrt="tau0",

@@ -42,6 +42,7 @@ from fedbound.scheduling.adaptive_weights import (
     optimal_impact_factors,
     weight_objective,
 )
+from fedbound.scheduling.certificate import Certificate, OptimumCheck, PrivacyCheck, brute_force_argmin
 from fedbound.scheduling.integer_search import exhaustive_integer_min
 from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row, json_number
 
@@ -58,6 +59,9 @@ __all__ = [
     "design_from_settings",
     "parse_lists",
     "recommended_rounds",
+    "recommended_design",
+    "best_mu_for_noise",
+    "certify",
     "tight_bound",
     "normalised_settings",
     "planned_impact_factors",
@@ -186,33 +190,190 @@ def best_mu(A: float, gamma: float, rho: float) -> Optimum:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The recommendation: T under tight noise, at the recommended T
+# The recommendation: the joint (T, mu) optimum of the bound under the deployed (tight) noise
 # ---------------------------------------------------------------------------------------------------------
-def tight_bound(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, Ts: np.ndarray) -> np.ndarray:
-    """Theta + T * Lemma 2's increment at beta with the tight effective noise (module docstring)."""
-    lam = ba.lemma2_lambdas(s["A"], s["gamma"], s["rho"], mu, s.get("rho_minus", 0.0))
+MU_BAR_RANGE = (1e-3, 1e6)
+"""The searched mu_bar = mu - rho_minus (documented maximum: a minimiser at 1e6 is the infimum mu -> inf)."""
+MU_GRID_POINTS = 401
+T_MAX = 100_000
+"""The largest T the recommendation searches (the window doubles until the bound has turned)."""
+
+
+def _deployed_moments(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, Ts: Any) -> tuple[Any, Any]:
+    """(E||n||, E||n||^2) of the broadcast noise the design injects at T rounds (eq. (49)): the tight
+    effective std max(sigma_A, sigma_AC) (F21, E19; sigma_A = sqrt(T) z 2B max p/min m)."""
     z = ba.tight_noise_multiplier(s["eps"], s["delta"])
     pm, s2 = (float(np.max(x)) for x in ba.weight_summaries(p))
-    total = np.sqrt(Ts) * z * 2 * s["C"] * pm / float(np.min(m))
+    total = np.sqrt(np.asarray(Ts, dtype=float)) * z * 2 * s["C"] * pm / float(np.min(m))
     agg = ba.client_noise_sigma_tight(s["eps"], s["delta"], s["C"], s["R"], m) * math.sqrt(s2)
-    sigma = np.maximum(total, agg)
-    e1, e2 = ba.noise_moments(sigma, int(p.shape[-1]), dim=s.get("d"))
-    return s["Theta"] + Ts * np.asarray(ba.per_round_increment_bound(s["beta"], e1, e2, lam), dtype=float)
+    return ba.noise_moments(np.maximum(total, agg), int(p.shape[-1]), dim=s.get("d"))
+
+
+def _increment(s: Mapping[str, Any], mu: Any, e1: Any, e2: Any) -> np.ndarray:
+    """Lemma 2's per-round increment ``lambda_2 beta^2 + lambda_1 E||n|| beta + lambda_0 E||n||^2`` (seed 001
+    eq. (23) with ||grad L|| <= beta, eq. (48)), vectorised over ``mu`` and the noise moments."""
+    v = {"A": s["A"], "gamma": s["gamma"], "rho": s["rho"], "mu": np.asarray(mu, dtype=float),
+         "rho_minus": s.get("rho_minus", 0.0)}
+    l2, l1, l0 = (np.asarray(th(v), dtype=float) for th in (ba.LAMBDA2, ba.LAMBDA1, ba.LAMBDA0))
+    b = float(s["beta"])
+    return l2 * b * b + l1 * np.asarray(e1) * b + l0 * np.asarray(e2)
+
+
+def tight_bound(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: Any, Ts: Any) -> np.ndarray:
+    """Theta + T * Lemma 2's increment at beta with the tight effective noise (module docstring); ``mu``
+    and ``Ts`` broadcast."""
+    e1, e2 = _deployed_moments(s, p, m, Ts)
+    return s["Theta"] + np.asarray(Ts, dtype=float) * _increment(s, mu, e1, e2)
+
+
+def best_mu_for_noise(s: Mapping[str, Any], e1: Any, e2: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mu, increment, at_edge): the proximal mu minimising Lemma 2's increment (eq. (23)) at the noise
+    moments ``e1``, ``e2`` (arrays), i.e. the bound's mu at a fixed T.  lambda_1 depends on mu too, so this
+    is not :func:`best_mu` (which minimises lambda_2 alone).  A log grid of mu_bar over
+    :data:`MU_BAR_RANGE`, then golden section between the grid argmin's neighbours; ``at_edge`` where the
+    argmin is the range's top (the increment decreases towards mu -> inf: no finite optimum).
+
+    Convex losses (rho_minus = 0): in x = 1/mu the increment is the quadratic ``beta^2 K x^2 - a x + e1 beta
+    + lambda_0 e2`` (K as in :func:`best_mu`, ``a = beta^2 (1 - A gamma) - e1 beta rho A (1 + gamma)``), so
+    ``mu = 2 beta^2 K / a`` for a > 0 (exact, clipped to the range), the range's top otherwise."""
+    rm = float(s.get("rho_minus", 0.0))
+    e1, e2 = np.atleast_1d(np.asarray(e1, dtype=float)), np.atleast_1d(np.asarray(e2, dtype=float))
+    if rm == 0.0:
+        k, ag = _k_mu(s["A"], s["gamma"], s["rho"])
+        b = float(s["beta"])
+        a = b * b * (1 - ag) - e1 * b * float(s["rho"]) * float(s["A"]) * (1 + float(s["gamma"]))
+        with np.errstate(divide="ignore"):
+            mu = np.clip(np.where(a > 0, 2 * b * b * k / np.where(a > 0, a, 1.0), np.inf), *MU_BAR_RANGE)
+        return mu, _increment(s, mu, e1, e2), mu >= MU_BAR_RANGE[1]
+    logs = np.linspace(*np.log(MU_BAR_RANGE), MU_GRID_POINTS)
+    vals = _increment(s, rm + np.exp(logs)[:, None], e1[None], e2[None])
+    i = np.argmin(vals, axis=0)
+    a, b = logs[np.maximum(i - 1, 0)], logs[np.minimum(i + 1, len(logs) - 1)]
+
+    def f(x: np.ndarray) -> np.ndarray:
+        return _increment(s, rm + np.exp(x), e1, e2)
+
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(60):  # golden section, both interior points re-evaluated (cheap, vectorised)
+        c, d = b - golden * (b - a), a + golden * (b - a)
+        left = f(c) < f(d)
+        a, b = np.where(left, a, c), np.where(left, d, b)
+    x = (a + b) / 2
+    fx = f(x)
+    grid_best = vals[i, np.arange(len(i))]
+    x = np.where(fx <= grid_best, x, logs[i])
+    return rm + np.exp(x), np.minimum(fx, grid_best), i == len(logs) - 1
+
+
+def recommended_design(
+    s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float | None = None, T_max: int = T_MAX,
+    T: int | None = None,
+) -> Optimum:
+    """The integer T in [R, T_max] and mu minimising :func:`tight_bound` jointly (``mu`` given: held fixed).
+
+    For each T the bound's mu is :func:`best_mu_for_noise` (the bound is Theta + T g(mu; T), so the joint
+    optimum is min_T of Theta + T min_mu g); T is scanned exhaustively over a window that doubles until
+    the minimiser is inside it (the bound has turned) or reaches ``T_max`` (then ``at_upper_edge``).
+    ``x = {"T": .., "mu": ..}``; ``evidence["mu_at_edge"]``: the bound's mu is the infimum mu -> inf.
+    ``T`` given: held fixed (only mu is optimised).
+    """
+    lo, hi = (int(T), int(T)) if T is not None else (int(s["R"]), max(int(s["R"]) + 64, 128))
+
+    def f(Ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if mu is not None:
+            return tight_bound(s, p, m, mu, Ts), np.ones(Ts.shape, bool)
+        e1, e2 = _deployed_moments(s, p, m, Ts)
+        _, g, _ = best_mu_for_noise(s, e1, e2)
+        return s["Theta"] + Ts * g, np.ones(Ts.shape, bool)
+
+    while True:
+        res = exhaustive_integer_min(f, lo, min(hi, T_max), what="T")
+        if T is not None or res.x < min(hi, T_max) or hi >= T_max:
+            break
+        hi *= 4
+    held, T = T is not None, int(res.x)
+    if mu is None:
+        e1, e2 = _deployed_moments(s, p, m, np.array([T], dtype=float))
+        mus, _, edge = best_mu_for_noise(s, e1, e2)
+        mu_x, at_edge, how = float(mus[0]), bool(edge[0]), "joint (T, mu)"
+    else:
+        mu_x, at_edge, how = float(mu), False, "T at the given mu"
+    turned = held or res.x < min(hi, T_max)
+    msg = ((f"{how}: T = {T} (the setting's, held)" if held else
+            f"{how}: every integer T in [{lo}, {min(hi, T_max)}] (window grown until the bound turned"
+            + ("" if turned else f"; stopped at T_max = {T_max}") + ")")
+           + ("" if mu is not None else f", mu_bar on a {MU_GRID_POINTS}-point log grid over "
+              f"[{MU_BAR_RANGE[0]:g}, {MU_BAR_RANGE[1]:g}] refined by golden section"))
+    return Optimum(x={"T": T, "mu": mu_x}, fun=float(res.fun), success=bool(res.success), message=msg,
+                   method="exhaustive in T" + (", golden section in mu" if mu is None else ""),
+                   bracket=(lo, min(hi, T_max)), fun_below=res.fun_below, fun_above=res.fun_above,
+                   at_lower_edge=res.at_lower_edge, at_upper_edge=not turned,
+                   evidence={"mu_at_edge": at_edge, "T_window": (lo, min(hi, T_max)), "T_held": held})
 
 
 def recommended_rounds(
-    s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, T_max: int = 100_000
+    s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu: float, T_max: int = T_MAX
 ) -> Optimum:
-    """Integer T in [R, T_max] minimising :func:`tight_bound` (convex in T: exhaustive over a window that
-    doubles until the minimiser is inside it)."""
-    lo, hi = int(s["R"]), max(int(s["R"]) + 64, 128)
-    while True:
-        res = exhaustive_integer_min(
-            lambda Ts: (tight_bound(s, p, m, mu, Ts), np.ones(Ts.shape, bool)), lo, min(hi, T_max), what="T"
-        )
-        if res.x < min(hi, T_max) or hi >= T_max:
-            return res
-        hi *= 4
+    """Integer T in [R, T_max] minimising :func:`tight_bound` at a fixed ``mu`` (see
+    :func:`recommended_design`)."""
+    res = recommended_design(s, p, m, mu, T_max)
+    return Optimum(x=res.x["T"], fun=res.fun, success=res.success, message=res.message, method=res.method,
+                   bracket=res.bracket, fun_below=res.fun_below, fun_above=res.fun_above,
+                   at_lower_edge=res.at_lower_edge, at_upper_edge=res.at_upper_edge, evidence=res.evidence)
+
+
+def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float | None, rec: Optimum,
+            noise: Mapping[str, np.ndarray], spent: Mapping[str, float], vacuous: bool, planned: bool,
+            full: bool = False) -> Certificate:
+    """The recommendation's certificate: the (T, mu) domain searched, a brute force of :func:`tight_bound`
+    over every integer T of that window times a log grid of mu (1001 points; 20001 with ``full``) that the
+    recommendation must match (no grid point below it; the grid's best within 1e-3 (1e-5) of how much mu
+    moves the bound at that T, the grid's resolution), and both
+    views' privacy re-accounted exactly (analytic Gaussian of the Gaussian (GDP) composition: exact for
+    Gaussian releases).  ``noise``/``spent``: the deployed :func:`~fedbound.bounds.adaptive.noise_details`
+    and :func:`~fedbound.bounds.adaptive.exact_epsilon` over the whole run."""
+    lo, hi = rec.evidence["T_window"]
+    turned = not rec.at_upper_edge
+    rm = float(s.get("rho_minus", 0.0))
+    domain = {"T": f"{lo} (the setting's; held)" if rec.evidence.get("T_held") else
+              f"{lo}..{hi} (every integer; the window grew until the bound turned)" if turned
+              else f"{lo}..{hi} (stopped at the documented maximum T_max = {T_MAX})"}
+    if mu_given is None:
+        domain["mu"] = (f"rho_minus + [{MU_BAR_RANGE[0]:g}, {MU_BAR_RANGE[1]:g}] (log grid of "
+                        f"{MU_GRID_POINTS}, golden section)")
+        mus = rm + np.geomspace(*MU_BAR_RANGE, 20001 if full else 1001)
+    else:
+        domain["mu"] = f"{mu_given:g} (the setting's)"
+        mus = np.array([mu_given])
+    domain["p"] = ("the impact-factor program's optimum (held: its quality objective is the designer's; the "
+                   "bound alone prefers uniform p, E26)" if planned else "the setting's ratios (held)")
+    budget = 2_000_000 if full else 200_000
+    Ts = np.arange(lo, hi + 1)
+    if Ts.size * mus.size > budget:  # a dense integer grid of T: geometric and linear, both ends included
+        n = budget // (2 * mus.size)
+        Ts = np.unique(np.concatenate([np.round(np.geomspace(lo, hi, n)), np.round(np.linspace(lo, hi, n))]))
+        domain["T"] += f"; checked on {Ts.size} integers of it"
+    x, fun, points = brute_force_argmin(lambda T, mu: tight_bound(s, p, m, mu, T), {"T": Ts, "mu": mus})
+    spread = float(np.ptp(tight_bound(s, p, m, mus, x["T"])))  # how much mu matters at that T
+    tol = ((1e-5 if full else 1e-3) * spread if mu_given is None else 0.0) + 1e-12 * max(1.0, abs(fun))
+    agrees = rec.fun <= fun + 1e-12 * max(1.0, abs(fun)) and fun - rec.fun <= tol
+    check = OptimumCheck("brute force (integer T x log grid of mu)", points, x, fun, bool(agrees),
+                         note=f"grid best {fun:.8g} vs recommended {float(rec.fun):.8g}")
+    eff = np.sqrt(noise["server"] ** 2 + noise["aggregated_client"] ** 2)
+    how = "analytic Gaussian of the exact Gaussian (GDP) composition"
+    privacy = (PrivacyCheck(f"uplink ({int(s['R'])} upload(s) per client)", float(noise["uplink"][0]),
+                            float(s["eps"]), float(s["delta"]), float(spent["uplink"]), how),
+               PrivacyCheck(f"downlink ({len(eff)} broadcast(s))", float(eff.max()), float(s["eps"]),
+                            float(s["delta"]), float(spent["downlink"]), how))
+    notes = []
+    if privacy[1].eps_achieved < float(s["eps"]) * 0.99:
+        notes.append(f"downlink: the aggregated client noise alone exceeds what the broadcasts need (the "
+                     f"server adds nothing), so it spends eps {privacy[1].eps_achieved:.4g} of {s['eps']:g}: "
+                     "valid, not tight (the uplink's noise sets it)")
+    if rec.evidence.get("mu_at_edge"):
+        notes.append("the bound's mu is the infimum mu -> inf (vacuous there); the plan shows Lemma 2's mu*")
+    return Certificate(domain=domain, search=rec.method, check=check, privacy=privacy, vacuous=vacuous,
+                       capped="" if turned else f"T stopped at T_max = {T_MAX}", notes=tuple(notes))
 
 
 REQUIRED_KEYS = ("N", "R", "C", "eps", "delta", "parts", "ratios", "Theta", "A", "gamma", "rho", "beta")
@@ -277,9 +438,10 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     return optimal_impact_factors(_problem(s, design, float(T or s.get("T", 30)), "tight"))
 
 
-def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
+def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
     """PADPFL's plan for an [adaptive] setting (module docstring).  ``variant``: the reading of Theorem 2
-    used for the paper's own answer (``"paper"`` or ``"corrected"``, E1-E4)."""
+    used for the paper's own answer (``"paper"`` or ``"corrected"``, E1-E4).  ``check``: the certificate's
+    independent brute force runs on a finer mu grid (:func:`certify`)."""
     s, provable_note = _provable(normalised_settings(settings))
     if variant not in ("paper", "corrected"):
         raise ParameterError("variant", variant, "'paper' or 'corrected'")
@@ -309,11 +471,16 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     phases = design.phase_rows
     use_planned = s.get("weights", "ratios") == "planned"
     p_rec = weights.x if use_planned else phases
-    rec_T = recommended_rounds(s, p_rec, m, mu)
-    T_rec = int(rec_T.x)
-    noise_rec = ba.noise_details(
-        {**s, "p": p_rec if use_planned else design.schedule(T_rec), "m": m}, T_rec, "tight"
-    )
+    mu_given = float(s["mu"]) if s.get("mu") is not None else None
+    T_given = int(s["T"]) if s.get("T") is not None else None  # the setting's T is held (issue 23)
+    rec_T = recommended_design(s, p_rec, m, mu_given, T=T_given)
+    T_rec, mu_rec = int(rec_T.x["T"]), float(rec_T.x["mu"])
+    if rec_T.evidence["mu_at_edge"]:  # the bound's infimum is mu -> inf (vacuous there): Lemma 2's mu*
+        mu_rec = mu
+    bound_rec = float(tight_bound(s, p_rec, m, mu_rec, T_rec))
+    vacuous = bound_rec >= float(s["Theta"])
+    rows_rec = np.tile(p_rec, (T_rec, 1)) if use_planned else design.schedule(T_rec)
+    noise_rec = ba.noise_details({**s, "p": rows_rec, "m": m}, T_rec, "tight")
     # the paper's own answer: F47 with Theorem 2's constants, T_min = R (admissible)
     summ = ba.summaries(phases, m)
     c = float(ba.gaussian_c(s["delta"]))
@@ -338,9 +505,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
     noise_tight_at_paper = ba.noise_details({**s, "p": p_paper, "m": m}, T_paper, "tight")
     thr = float(np.min(ba.server_noise_threshold(int(s["R"]), phases)))
     spent_paper = ba.exact_epsilon(noise_paper, p_paper, m, s["C"], int(s["R"]), s["delta"])
-    spent_tight = ba.exact_epsilon(
-        noise_rec, p_rec if use_planned else design.schedule(T_rec), m, s["C"], int(s["R"]), s["delta"]
-    )
+    spent_tight = ba.exact_epsilon(noise_rec, rows_rec, m, s["C"], int(s["R"]), s["delta"])
     if max(spent_paper.values()) > s["eps"] * (1 + 1e-9):
         view = max(spent_paper, key=spent_paper.get)
         warnings.append(
@@ -361,24 +526,41 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         f"assumed loss constants Theta, A, gamma, rho, beta ({SHORT} states none)",
     )
     why = (
-        f"T = {T_rec} minimises Theta + T x (Lemma 2's increment) with the tight effective noise "
-        f"max(sigma_A, sigma_AC) computed at T = {T_rec} (eqs. (48), (49) with the injected noise); "
-        f"mu = {mu:.4g}"
-        + (" (mu* of Lemma 2)" if s.get("mu") is None else " (from the setting)")
+        (f"mu = {mu_rec:.4g} minimises Theta + T x (Lemma 2's increment, eq. (23)) at the setting's T = "
+         f"{T_rec}" if T_given is not None else
+         f"(T, mu) = ({T_rec}, {mu_rec:.4g}) minimise Theta + T x (Lemma 2's increment, eq. (23)) jointly")
+        + " with the tight effective noise max(sigma_A, sigma_AC) computed at each T (eqs. (48), (49) with "
+        "the injected noise)"
+        + ("" if mu_given is None else " at the setting's mu")
         + ("; p from the impact-factor program" if use_planned else "; p from the setting's ratios")
     )
+    if vacuous:
+        why = (f"VACUOUS: the bound is at least Theta = {s['Theta']:g} for every (T, mu) searched (least "
+               f"{float(rec_T.fun):.4g}), so it guarantees no progress; shown is the least vacuous design "
+               f"(fewest rounds that minimise it{', Lemma 2 mu*' if rec_T.evidence['mu_at_edge'] else ''}), "
+               "not a supported one. " + why)
+        warnings.insert(0, f"{SHORT}, Theorem 2 / eq. (48): the bound under the deployed noise is vacuous "
+                           f"(>= Theta = {s['Theta']:g}) for every T and mu searched; least "
+                           f"{float(rec_T.fun):.4g} at T = {T_rec}: fedbound cannot recommend a design "
+                           "this bound supports")
+    if bound_rec < 0:
+        warnings.insert(int(vacuous), f"{SHORT}, Theorem 2 / eq. (48): the bound is negative "
+                        f"({bound_rec:.4g}) at the recommendation: with lambda_2 < 0 the substitution "
+                        "||grad L|| <= beta makes it decrease without limit until the noise catches up, so "
+                        "it is not a valid bound there (the recommended T is where that term dominates)")
     rec = Recommendation(
         T=T_rec,
         K=None,
         sigma=sigma_rec,
-        bound=float(rec_T.fun),
+        bound=bound_rec,
         accounting="exact Gaussian composition (analytic Gaussian, fedbound.accounting)",
         why=why,
         premises=premises,
         extra={
             "p": p_rec if p_rec.ndim == 1 else p_rec[0],
-            "mu": mu,
+            "mu": mu_rec,
             "sigma_total": _one(noise_rec["total"]),
+            "vacuous": vacuous,
         },
     )
     rows = (
@@ -416,9 +598,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
             "analytic Gaussian, Gaussian-DP composition over the R uploads and T broadcasts",
         ),
         Row(
-            "bound", bound_paper, float(rec_T.fun), f"Theorem 2 ({variant}) at the paper's T; tight: eq. (48)"
+            "bound", bound_paper, bound_rec, f"Theorem 2 ({variant}) at the paper's T; tight: eq. (48)"
         ),
-        Row("mu", s.get("mu"), mu, "mu* = 2K/(1 - A gamma) minimises lambda_2"),
+        Row("mu", mu, mu_rec, "paper: mu* = 2K/(1 - A gamma) minimises lambda_2 (or the setting's mu); "
+            "tight: the bound's mu jointly with T (lambda_1 depends on mu too)"),
         Row(
             "objective of p (noise/uniform - quality)",
             weight_objective(problem, _groups(phases[0], design)),
@@ -427,11 +610,15 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         ),
     )
     optima = {"T_recommended": rec_T, "mu": mu_opt, "impact_factors": weights}
+    certificate = certify(s, p_rec, m, mu_given, rec_T, noise_rec, spent_tight, vacuous, use_planned, check)
     if t_opt is not None:
         optima["T_opt"] = t_opt
     differences = []
     if T_paper != T_rec:
         differences.append(f"T: the paper's {T_paper} vs {T_rec} under tight accounting")
+    if not math.isclose(mu, mu_rec, rel_tol=1e-9):
+        differences.append(f"mu: Lemma 2's mu* = {mu:.4g} minimises lambda_2 only; {mu_rec:.4g} minimises "
+                           "the bound (lambda_1 depends on mu too)")
     for stage in ("uplink", "server"):
         a, b = _fmt(noise_paper[stage]), _fmt(noise_rec[stage])
         if a != b:
@@ -459,7 +646,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         "mu_opt": mu_opt.x,
         "lambda2_at_mu_opt": mu_opt.fun,
         "T_recommended": T_rec,
-        "bound_recommended": float(rec_T.fun),
+        "mu_recommended": mu_rec,
+        "bound_recommended": bound_rec,
+        "vacuous": vacuous,
     }
     return Plan(
         paper="adaptive",
@@ -471,6 +660,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         warnings=tuple(warnings),
         data={k: json_number(v) for k, v in data.items()},
         differences=tuple(differences),
+        certificate=certificate,
         caption="the recommendation calibrates the noise exactly (analytic Gaussian) at its own T; "
         "the paper's column is Theorem 2 with eqs. (8) and (13) as printed",
     )

@@ -31,7 +31,7 @@ import numpy as np
 from fedbound.scheduling.results import json_number
 
 __all__ = ["Certificate", "OptimumCheck", "PrivacyCheck", "brute_force_argmin", "BRUTE_FORCE_POINTS",
-           "TIGHT_TOLERANCE"]
+           "TIGHT_TOLERANCE", "reaccount", "scan_until_turned", "Scan"]
 
 BRUTE_FORCE_POINTS = 100_000
 """Largest integer domain the independent check enumerates point by point; beyond it, a dense grid."""
@@ -54,6 +54,8 @@ class PrivacyCheck:
     delta: float
     eps_achieved: float
     method: str
+    sigma_exact: float | None = None
+    """The smallest std an exact calibration of the same release needs (None: not computed)."""
 
     @property
     def valid(self) -> bool:
@@ -67,11 +69,26 @@ class PrivacyCheck:
     def label(self) -> str:
         return "tight" if self.tight else "valid" if self.valid else "VIOLATED"
 
+    @property
+    def wasted(self) -> float | None:
+        """Fraction of the deployed std beyond the exact calibration (``sigma / sigma_exact - 1``)."""
+        if self.sigma_exact is None or not self.sigma_exact > 0:
+            return None
+        return float(self.sigma / self.sigma_exact - 1.0)
+
+    def describe(self) -> str:
+        """``label`` plus, for a "valid" sigma, the noise it wastes against exact calibration."""
+        w = self.wasted
+        if self.label == "valid" and w is not None and w > 0:
+            return f"valid, {100 * w:.1f} % more noise than the exact {self.sigma_exact:.4g}"
+        return self.label
+
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "sigma": json_number(self.sigma),
                 "eps_target": json_number(self.eps_target), "delta": json_number(self.delta),
                 "eps_achieved": json_number(self.eps_achieved),
-                "method": self.method, "valid": self.valid, "tight": self.tight, "label": self.label}
+                "method": self.method, "valid": self.valid, "tight": self.tight, "label": self.label,
+                "sigma_exact": json_number(self.sigma_exact), "wasted": json_number(self.wasted)}
 
 
 @dataclass(frozen=True)
@@ -121,7 +138,7 @@ class Certificate:
             parts.append("independent check not run")
         if self.privacy:
             parts.append("privacy re-accounted: " + "; ".join(
-                f"{p.stage} eps {p.eps_achieved:.4g} of {p.eps_target:.4g} ({p.label}, {p.method})"
+                f"{p.stage} eps {p.eps_achieved:.4g} of {p.eps_target:.4g} ({p.describe()}, {p.method})"
                 for p in self.privacy))
         return "; ".join(parts)
 
@@ -158,3 +175,77 @@ def brute_force_argmin(objective: Callable[..., np.ndarray], domain: Mapping[str
     if best_x is None:
         raise ValueError(f"no feasible design in the domain searched ({', '.join(names)})")
     return best_x, best, total
+
+
+def reaccount(stage: str, sigma: float, sensitivity: float, eps_target: float, delta: float, *,
+              steps: int = 1, sample_rate: float = 1.0, sampling: str = "poisson", method: str = "auto",
+              sigma_exact: float | None = None) -> PrivacyCheck:
+    """Re-account one deployed stage: ``steps`` Gaussian releases of std ``sigma`` and L2 ``sensitivity``.
+
+    ``sample_rate = 1``: the composition is exactly one Gaussian of std sigma/sqrt(steps) (Dong, Roth & Su
+    2022, Cor. 3.3), so the analytic Gaussian (Balle & Wang 2018, Thm 8) is exact (``method="auto"``);
+    ``method="pld"`` asks dp-accounting's PLD instead (an upper bound, off by at most steps x its stated
+    discretisation).  Poisson sampling: PLD.  Sampling without replacement (K of N): dp-accounting 0.6 has
+    no PLD for it, so RDP (Wang, Balle & Kasiviswanathan 2019) -- an upper bound, said in ``method``.
+    ``sigma_exact``: the exact calibration of the same release, for the noise a "valid" sigma wastes.
+    """
+    from fedbound.accounting.analytic import analytic_gaussian_epsilon
+
+    z = float(sigma) / float(sensitivity)
+    if sample_rate >= 1.0 and method in ("auto", "analytic"):
+        eps = float(analytic_gaussian_epsilon(z / np.sqrt(steps), delta, 1.0))
+        how = "analytic Gaussian, exact"
+    elif sampling == "without_replacement" and sample_rate < 1.0:
+        from fedbound.accounting.calibrate import epsilon
+
+        eps = float(epsilon(z, sample_rate, int(steps), delta, method="rdp", sampling="without_replacement"))
+        how = "RDP of K-of-N sampling (no PLD for it in dp-accounting 0.6), an upper bound"
+    else:
+        from fedbound.accounting.pld import discretization_for, pld_epsilon
+
+        disc = float(discretization_for(z, float(sample_rate), int(steps)))
+        eps = float(pld_epsilon(z, float(sample_rate), int(steps), delta, disc))
+        how = f"PLD (dp-accounting), discretisation {disc:.0e}"
+    return PrivacyCheck(stage=stage, sigma=float(sigma), eps_target=float(eps_target), delta=float(delta),
+                        eps_achieved=eps, method=how, sigma_exact=sigma_exact)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """An exhaustive integer scan: argmin ``x``, ``fun``, the points evaluated, how it stopped."""
+
+    x: int
+    fun: float
+    points: int
+    stop: int
+    domain: str
+    capped: str = ""
+
+
+def scan_until_turned(bound: Callable[[np.ndarray], np.ndarray], floor: Callable[[np.ndarray], np.ndarray],
+                      *, start: int = 1, chunk: int = 256, maximum: int = 10**6, what: str = "T") -> Scan:
+    """Exhaustive scan of integer ``what`` = start, start + 1, ... until the bound has turned for good.
+
+    ``floor(x)`` must be a lower bound on ``bound`` at every x' >= x that is non-decreasing in x (e.g. the
+    accumulated-noise term of a convergence bound, which only grows with T).  The scan stops at the first x
+    whose floor reaches the best value found: no larger x can beat it, so the argmin is exact (a proof, not
+    a heuristic).  At ``maximum`` it stops anyway and says so in ``capped``.  Ties go to the smaller x.
+    """
+    best_x, best, lo = start, np.inf, start
+    while lo <= maximum:
+        xs = np.arange(lo, min(lo + chunk, maximum + 1))
+        vals = np.asarray(bound(xs), dtype=float)
+        vals = np.where(np.isnan(vals), np.inf, vals)
+        i = int(np.argmin(vals))
+        if vals[i] < best:
+            best, best_x = float(vals[i]), int(xs[i])
+        fl = np.asarray(floor(xs), dtype=float)
+        done = np.nonzero(fl >= best)[0]
+        if done.size and np.isfinite(best):
+            stop = int(xs[done[0]])
+            return Scan(best_x, best, int(xs[-1] - start + 1), stop,
+                        f"{start}..{stop} (exhaustive; from {stop} on the noise term alone exceeds the best "
+                        "bound)")
+        lo = int(xs[-1]) + 1
+    return Scan(best_x, best, int(maximum - start + 1), maximum, f"{start}..{maximum} (exhaustive)",
+                capped=f"{what} stopped at the documented maximum {maximum} before the bound had turned")

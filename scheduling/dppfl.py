@@ -4,9 +4,10 @@ and the inner/outer budget split, and the designer's plan.
 Every optimiser takes the [dppfl] settings (spec 000 notation: eps, delta, tau0, q_in, q_out, eta, beta, C, S,
 m and the analysis constants) and returns a :class:`~fedbound.scheduling.results.Optimum` certificate.
 
-* :func:`optimal_T` (Remark 1): Phi(T) = bound(T, sigma*(T)) with sigma*(T) from Theorem 1 for every T.  An
-  exhaustive integer scan over [1, T_max] (sigma*(T) is computed for all T at once); Phi is unimodal on every
-  tested grid but not convex (spec 000 P18), so no bisection.  Theorem 2: Delta0 <= K(1) = E(sigma*(1))/(1 -
+* :func:`optimal_T` (Remark 1): Phi(T) = bound(T, sigma*(T)) with sigma*(T) from Theorem 1 for every T.  At
+  q = 1 every integer T until the noise term alone exceeds the best bound (exact); for q < 1 a geometric
+  grid widened until the bound has turned, then every integer around its argmin (Phi is unimodal on every
+  tested grid but not convex, spec 000 P18).  Theorem 2: Delta0 <= K(1) = E(sigma*(1))/(1 -
   zeta^tau0) certifies T* = 1 (Phi2(T+1) - Phi2(T) >= (zeta^{(T+1)tau0} - zeta^{T tau0})(Delta0 - K(T)) >= 0
   and K is increasing).  Theorem 3 at q = 1: sigma*(T) = sigma*(1) sqrt(T) exactly, so
   T* = (2A/(K1 sigma*(1)))^{2/3} (A = Delta0/c, K1 = dPhi3/dsigma) is reported as the continuous check.
@@ -30,6 +31,7 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -57,6 +59,8 @@ __all__ = [
 SHORT = "DP-PFL (Wei et al. 2023)"
 BOUND_NAMES = ("nonconvex", "convex")
 T_MAX_DEFAULT = 400
+T_SEARCH_MAX = 100_000
+"""The documented maximum of the widening T search (a plan whose bound has not turned by then says so)."""
 
 
 def _theorem(settings: Mapping[str, Any]):
@@ -134,34 +138,64 @@ def optimal_T(
     ratio: float = 1.0,
     exhaustive: bool = False,
 ) -> Optimum:
-    """Integer T in [1, T_max] minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; seed 000 eqs. (12), (31),
-    (32)).  Exhaustive scan; ``evidence`` holds sigma*(T*), Theorem 2's K(1) test and Theorem 3's q = 1 closed
-    form.  ``at_upper_edge`` flags an argmin at T_max (widen T_max)."""
+    """Integer T minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; seed 000 eqs. (12), (31), (32)).
+
+    ``T_max`` given: the search is [1, T_max] (``at_upper_edge`` flags an argmin there).  Otherwise the
+    search starts on [1, settings' T_max or 400] and widens (x4) until the bound has turned, up to
+    :data:`T_SEARCH_MAX` (a documented maximum, flagged by ``at_upper_edge``).  How: at q_in = q_out = 1
+    (sigma*(T) = sigma*(1) sqrt(T), cheap) every integer, stopped by
+    :func:`~fedbound.scheduling.certificate.scan_until_turned` once the noise term alone (the bound at
+    Delta0 = 0, non-decreasing in T) exceeds the best value: exact.  Otherwise (each sigma*(T) is a
+    root-finding on the sampled-Gaussian RDP) a 48-point geometric grid, widened until its argmin is below
+    the window's top, then every integer between the argmin's grid neighbours: exact if Phi is unimodal
+    (true on every tested grid, P18; not proven).  ``exhaustive``: every integer of [1, T_max].
+    ``evidence`` holds sigma*(T*), the window, Theorem 2's K(1) test and Theorem 3's q = 1 closed form."""
+    from fedbound.scheduling.certificate import scan_until_turned
+
+    fixed = T_max is not None
     T_max = int(T_max or settings.get("T_max") or T_MAX_DEFAULT)
 
     def f(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ev = bound_curve(settings, xs, sigma_curve(settings, xs, method, ratio), variant, ratio)
         return np.asarray(ev.value, dtype=float), np.asarray(ev.admissible, dtype=bool)
 
-    lo, hi = 1, T_max
-    refined = not exhaustive and T_max > 64
-    if refined:  # Phi is unimodal (P18): a geometric grid, then every integer between the argmin's neighbours
-        grid = np.unique(np.round(np.geomspace(1, T_max, 48)))
-        vals, ok = f(grid)
-        i = int(np.argmin(np.where(ok & np.isfinite(vals), vals, np.inf)))
+    def masked(xs: np.ndarray) -> np.ndarray:
+        vals, ok = f(xs)
+        return np.where(ok & np.isfinite(vals), vals, np.inf)
+
+    full = float(settings["q_in"]) == 1.0 == float(settings["q_out"])
+    lo, hi, how = 1, T_max, ""
+    if full and not fixed and not exhaustive:
+        def floor(xs: np.ndarray) -> np.ndarray:
+            sig = sigma_curve(settings, xs, method, ratio)
+            ev = bound_curve({**settings, "Delta0": 0.0}, xs, sig, variant, ratio)
+            return np.asarray(ev.value, dtype=float)
+
+        scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX)
+        lo, hi = 1, scan.stop
+        how = f"every integer T in {scan.domain}" + (f"; {scan.capped}" if scan.capped else "")
+    elif not exhaustive and T_max > 64:
+        while True:  # a geometric grid, widened until its argmin is below the window's top
+            grid = np.unique(np.round(np.geomspace(1, hi, 48)))
+            i = int(np.argmin(masked(grid)))
+            if fixed or i < len(grid) - 1 or hi >= T_SEARCH_MAX:
+                break
+            hi = min(4 * hi, T_SEARCH_MAX)
         lo, hi = int(grid[max(i - 1, 0)]), int(grid[min(i + 1, len(grid) - 1)])
+        top = int(grid[-1])
+        how = (f"geometric grid of 48 T in [1, {top}]" + ("" if fixed or top == T_max else
+               f" (widened from [1, {T_max}] until the bound turned)") + f", then every integer in [{lo}, "
+               f"{hi}] around its argmin (exact if Phi is unimodal: true on every tested grid, P18)")
+        T_max = top
     res = exhaustive_integer_min(f, lo, hi, what="T")
     sig = {int(t): float(sigma_curve(settings, np.array([t]), method, ratio)[0]) for t in (1, int(res.x))}
     if not res.success:
         raise InfeasibleError(f"no T in [1, {T_max}] where {SHORT}'s bound is admissible")
     T_star = int(res.x)
-    evidence = dict(res.evidence, sigma_at_T_opt=sig[T_star], noise_method=method, T_max=T_max)
-    message = res.message
-    if refined:
-        message = (
-            f"geometric grid of 48 T in [1, {T_max}], then every integer in [{lo}, {hi}] around its "
-            "argmin (Phi is unimodal on every tested grid)"
-        )
+    top = hi if how.startswith("every integer") else T_max
+    evidence = dict(res.evidence, sigma_at_T_opt=sig[T_star], noise_method=method, T_max=top,
+                    searched=how or res.message)
+    message = how or res.message
     x_cont = None
     name = settings.get("bound", "nonconvex")
     if name == "convex":
@@ -201,7 +235,7 @@ def optimal_T(
         fun_below=res.fun_below,
         fun_above=res.fun_above,
         at_lower_edge=res.at_lower_edge,
-        at_upper_edge=bool(T_star == T_max),
+        at_upper_edge=bool(T_star == top) or "stopped at the documented maximum" in how,
         x_continuous=x_cont,
         evidence=evidence,
     )
@@ -271,6 +305,25 @@ def optimal_clip(settings: Mapping[str, Any], sigma: float, variant: str = "pape
 # ---------------------------------------------------------------------------------------------------------
 # Model size
 # ---------------------------------------------------------------------------------------------------------
+def _size_grid(settings: Mapping[str, Any], sigma: float, variant: str, lo: int, hi: int) -> np.ndarray:
+    """Candidate sizes in [lo, hi]: a 400-point log grid with both parities (the printed Theta (27) differs
+    between odd and even S, E14), plus every integer between the neighbours of its best point under the
+    objective of :func:`model_size` -- so the answer is an integer optimum, not a grid point."""
+    grid = np.unique(np.round(np.geomspace(lo, hi, 400)))
+    grid = np.unique(np.clip(np.concatenate([grid, grid + 1]), lo, hi))
+    vals = _size_objective(settings, grid, sigma, variant)
+    i = int(np.argmin(np.where(np.isfinite(vals), vals, np.inf)))
+    a, b = int(grid[max(i - 1, 0)]), int(grid[min(i + 1, len(grid) - 1)])
+    return np.unique(np.concatenate([grid, np.arange(a, b + 1, dtype=float)]))
+
+
+def _size_objective(settings: Mapping[str, Any], sizes: np.ndarray, sigma: float, variant: str) -> np.ndarray:
+    """The bound at S (``a0 S^-kappa`` added with the flagged extension's a0, kappa)."""
+    phi = np.asarray(bound_curve({**settings, "S": sizes}, settings["T"], sigma, variant).value, dtype=float)
+    a0, kappa = settings.get("a0"), settings.get("kappa")
+    return phi if a0 is None or kappa is None else float(a0) * sizes ** (-float(kappa)) + phi
+
+
 def model_size(settings: Mapping[str, Any], sigma: float, variant: str = "paper") -> Optimum:
     """Model size: the bound alone is increasing in S (no interior optimum; Remark 3 is unsupported, E23), so
     without ``a0`` and ``kappa`` the answer is the smallest admissible S.  With them, Psi(S) = a0 S^-kappa +
@@ -284,8 +337,9 @@ def model_size(settings: Mapping[str, Any], sigma: float, variant: str = "paper"
         reading = f"admissible sizes S(n) = {base} + {slope} n, n = 1..{n_max}"
     else:
         S0 = int(settings["S"])
-        sizes = np.unique(np.round(np.geomspace(max(1, S0 // 100), S0 * 100, 400)))
-        reading = f"S on a log grid [{sizes[0]:.0f}, {sizes[-1]:.0f}] around the given S"
+        sizes = _size_grid(settings, sigma, variant, max(1, S0 // 100), S0 * 100)
+        reading = (f"every integer S in [{sizes[0]:.0f}, {sizes[-1]:.0f}] around the given S (a log grid of "
+                   "both parities, then every integer between the best point's neighbours)")
     ev = bound_curve({**settings, "S": sizes}, settings["T"], sigma, variant)
     phi = np.asarray(ev.value, dtype=float)
     a0, kappa = settings.get("a0"), settings.get("kappa")
@@ -644,10 +698,71 @@ def _differences(
     return tuple(out)
 
 
-def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
+def trivial_level(s: Mapping[str, Any]) -> tuple[float, str]:
+    """(level, what): a value the bound must beat to say anything.  Theorem 2 (31): Delta0, the gap at
+    T = 0.  Theorem 3 (32) bounds the sum over tau0 local steps of ||grad G||^2 with ||grad G_i|| <=
+    (1 + eta L) B (A1, A2: grad G_i(w) = (I - eta hess F_i) grad F_i(w - eta grad F_i)), so tau0 ((1 + eta L)
+    B)^2 holds trivially."""
+    if s.get("bound", "nonconvex") == "convex":
+        return float(s["Delta0"]), "the initial gap Delta0"
+    level = int(s.get("tau0", 1)) * ((1 + float(s["eta"]) * float(s["L"])) * float(s["B"])) ** 2
+    return level, "tau0 ((1 + eta L) B)^2, what A1 gives without any training"
+
+
+def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float, full: bool) -> Any:
+    """Both stages of Theorem 1's release (T tau0 inner and T tau0 outer sampled Gaussians per client)
+    re-accounted exactly: analytic Gaussian of the Gaussian composition at q = 1, dp-accounting's PLD
+    otherwise (see :func:`fedbound.scheduling.certificate.reaccount`); with ``full`` also the exact PLD
+    calibration of the same release, for the noise the RDP-calibrated sigma wastes."""
+    from fedbound.scheduling.certificate import PrivacyCheck, reaccount
+
+    k, q_in, q_out = T * int(s.get("tau0", 1)), float(s["q_in"]), float(s["q_out"])
+    stage = f"inner + outer ({2 * k} sampled Gaussian releases per client)"
+    if q_in == q_out == 1.0:
+        z = 1 / math.sqrt((1 / z_in**2 + 1 / z_out**2) / 2)
+        return reaccount(stage, C * z, C, s["eps"], s["delta"], steps=2 * k, sample_rate=1.0)
+    from fedbound.accounting.events import make_accountant, poisson_gaussian_event
+    from fedbound.accounting.pld import discretization_for, discretization_for_target
+
+    want = 1e-4 if full else discretization_for_target(s["eps"], 2 * k)  # eps error <= 1 % of the target
+    disc = float(discretization_for(min(z_in, z_out), max(q_in, q_out), 2 * k, want))
+    acc = make_accountant("pld", "poisson", pld_discretization=disc)
+    acc.compose(poisson_gaussian_event(z_in, q_in, k))
+    acc.compose(poisson_gaussian_event(z_out, q_out, k))
+    exact = None
+    if full and q_in == q_out and z_in == z_out:  # the exact (PLD) calibration, for the noise wasted
+        from fedbound.accounting import calibrate_noise
+
+        exact = C * float(calibrate_noise(s["eps"], s["delta"], q_in, 2 * k, method="pld"))
+    return PrivacyCheck(stage, C * z_in, float(s["eps"]), float(s["delta"]),
+                        float(acc.get_epsilon(s["delta"])), f"PLD (dp-accounting), discretisation {disc:.0e}",
+                        sigma_exact=exact)
+
+
+def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, full: bool) -> Any:
+    """The independent check of T*: brute force over every integer of the searched window at q = 1 (cheap
+    sigma*(T)); a geometric grid otherwise (32 points, 400 with ``full``), which no point may beat."""
+    from fedbound.scheduling.certificate import BRUTE_FORCE_POINTS, OptimumCheck, brute_force_argmin
+
+    top = int(res.evidence["T_max"])
+    every = float(s["q_in"]) == 1.0 == float(s["q_out"]) and top <= BRUTE_FORCE_POINTS
+    Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
+
+    def objective(T: np.ndarray) -> np.ndarray:
+        ev = bound_curve(s, T, sigma_curve(s, T, "tight", ratio), variant, ratio)
+        return np.where(np.asarray(ev.admissible, bool), np.asarray(ev.value, dtype=float), np.inf)
+
+    x, fun, points = brute_force_argmin(objective, {"T": Ts})
+    agrees = float(res.fun) <= fun * (1 + 1e-12) + 1e-12 and (not every or int(x["T"]) == int(res.x))
+    how = "brute force over every integer T" if every else "geometric grid of T (no point may beat T*)"
+    return OptimumCheck(how, points, x, fun, bool(agrees), note=f"best {fun:.8g} vs T* {float(res.fun):.8g}")
+
+
+def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
     """Everything a designer needs for one DP-PFL setting (seed 000): the recommendation (T*, sigma_in and
     sigma_out under Theorem 1's accounting at T*, C*, the predicted bound), then the paper's answer beside the
-    tight one, the optima (T, C, S, split) and warnings.  ``settings``: the [dppfl] keys."""
+    tight one, the optima (T, C, S, split), warnings and the certificate.  ``settings``: the [dppfl] keys;
+    ``check``: the certificate's finer grid (q < 1) and PLD discretisation."""
     s = {k: v for k, v in settings.items() if v is not None}
     variant = "+".join(dp.NOTATION.variant_names(variant)) or "paper"
     name = s.get("bound", "nonconvex")
@@ -775,6 +890,31 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
             f"{SHORT}, eq. (31): the bound at the recommendation ({bound_rec:.4g}) is not below "
             f"the initial gap Delta0 = {s['Delta0']:g}: vacuous here"
         )
+    level, what = trivial_level(s)
+    least = min(float(t_tight.fun), bound_rec if bound_rec is not None else math.inf)
+    vacuous = least >= level
+    data["vacuous"] = vacuous
+    thm = f"Theorem {3 if name == 'nonconvex' else 2} eq. {eq}"
+    if vacuous:
+        warnings.insert(0, f"{SHORT}, {thm}: the bound is vacuous for every T searched (least {least:.4g} "
+                           f">= {level:.4g}, {what}): fedbound cannot recommend a design this bound supports")
+        rec = dataclasses.replace(rec, why=f"VACUOUS: no T gives a bound below {level:.4g} ({what}); shown "
+                                           "is the least vacuous design, not a supported one. " + rec.why)
+    from fedbound.scheduling.certificate import Certificate
+
+    privacy = (_reaccount(s, T_rec, sig_in, sig_out, C_rec, check),)
+    domain = {"T": str(t_tight.evidence["searched"]),
+              "C": ("the setting's C (the bound prefers C -> 0+)" if clip.at_lower_edge else
+                    "Lemma 4's exact candidate set at the noise of T* (not joint with T)"),
+              "split": ("sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
+                        else f"r = {ratio:.4g} (optimised)"),
+              "S": "the setting's model (held)"}
+    capped = (f"T stopped at the documented maximum {T_SEARCH_MAX}"
+              if t_tight.at_upper_edge and "T_max" not in settings else "")
+    certificate = Certificate(domain=domain, search=t_tight.method,
+                              check=_check_T(s, variant, ratio, t_tight, check), privacy=privacy,
+                              vacuous=vacuous, capped=capped,
+                              notes=(f"the T search used C = {s['C']:g}; C* then minimises Lemma 4's Xi",))
     differences = _differences(s, data, t_paper, clip, split, name)
     optima = {"T": t_tight, "T_paper": t_paper, "C": clip, "S": size, "split": split}
     return Plan(
@@ -787,6 +927,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
         warnings=tuple(warnings),
         data=data,
         differences=differences,
+        certificate=certificate,
         caption="paper: Theorem 1 on Opacus' orders, the bound as printed; tight: the calibration "
         "that provably meets (eps, delta) with the least noise fedbound can certify",
     )

@@ -393,9 +393,62 @@ def _theorem4(sched: RoundsSchedule, s: Mapping[str, Any]) -> float:
     return float(wb.geometric_bound(s["eps_P"], sched.rounds, s["D0"], float(sched.Phi.max())))
 
 
-def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
+def certify(s: Mapping[str, Any], sched: RoundsSchedule, sigma: float, bound: float, vacuous: bool,
+            variant: str, full: bool = False) -> Any:
+    """The plan's certificate.  Domain: T0, K and the radio are the setting's (held); per round the schedule
+    is exact KM, the closed-form eta_F* and P7 per client.  Check: P7 re-solved by scipy's bounded scalar
+    minimiser (the spec's normative method) for every client of the first round (every round with
+    ``full``); the golden-section optimum must be no worse and within 1e-6.  Privacy: the T0 uploads of a
+    client re-accounted exactly (PLD for q < 1, analytic Gaussian at q = 1), sensitivity 2C; with ``full``
+    also the exact (PLD) calibration, for the noise the RDP-calibrated sigma wastes."""
+    from fedbound.scheduling.certificate import Certificate, OptimumCheck, reaccount
+
+    c = _consts(s)
+    rows = slice(None) if full else slice(0, 1)
+    gamma, eps_F = sched.Gamma[rows], sched.eps_F[rows, None]
+    ref = solve_P7(c["eps_P"], c["mu"], gamma, eps_F, c["G0"], c["M"], variant, method="scipy").Phi
+    ours = sched.Phi[rows]
+    gap = float(np.max(np.abs(ours - ref) / np.maximum(np.abs(ref), 1e-300)))
+    agrees = bool(np.all(ours <= ref * (1 + 1e-9) + 1e-12) and gap <= 1e-6)
+    worst = np.unravel_index(int(np.argmax(ref)), ref.shape)
+    check = OptimumCheck("scipy minimize_scalar (bounded) per client and interval of P7", int(ref.size),
+                         {"round": int(worst[0]), "client": int(worst[1])}, float(ref.max()), agrees,
+                         note=f"largest relative difference from the golden-section optimum {gap:.2e}")
+    T0 = int(s["T"])
+    exact = None
+    if full:  # the exact calibration of the same release (PLD root search: seconds), for the noise wasted
+        from fedbound.accounting import calibrate_noise
+
+        z = calibrate_noise(s["eps"], s["delta"], float(s["q"]), T0, method="pld")
+        exact = 2 * float(s["C"]) * float(z)
+    stage, sens, q = f"uplink ({T0} uploads per client)", 2 * float(s["C"]), float(s["q"])
+    if q < 1:  # PLD: an upper bound off by at most T0 x the discretisation (<= 1 % of eps; 1e-4 with full)
+        from fedbound.accounting.pld import discretization_for, discretization_for_target, pld_epsilon
+        from fedbound.scheduling.certificate import PrivacyCheck
+
+        want = 1e-4 if full else discretization_for_target(s["eps"], T0)  # eps error <= 1 % of the target
+        disc = float(discretization_for(sigma / sens, q, T0, want))
+        privacy = (PrivacyCheck(stage, sigma, float(s["eps"]), float(s["delta"]),
+                                float(pld_epsilon(sigma / sens, q, T0, s["delta"], disc)),
+                                f"PLD (dp-accounting), discretisation {disc:.0e}", sigma_exact=exact),)
+    else:
+        privacy = (reaccount(stage, sigma, sens, s["eps"], s["delta"], steps=T0, sigma_exact=exact),)
+    domain = {"T0": f"{T0} uploads per client (the setting's; held)",
+              "K": f"{int(s['K'])} subchannels (held)",
+              "rounds": f"{sched.rounds}: until every client has uploaded T0 times (what the run does)",
+              "schedule": "per round: Kuhn-Munkres assignment (exact), eta_F* (closed form), P7 per client "
+                          "(golden section on each feasible interval, convex by Theorem 5)"}
+    notes = (f"Theorem 4 after {sched.rounds} rounds: {bound:.4g} against D0 = {float(s['D0']):g}",)
+    return Certificate(domain=domain, search="exact per round (KM, closed form, convex 1-D searches)",
+                       check=check, privacy=privacy, vacuous=vacuous, notes=notes)
+
+
+def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Any:
     """Seed 004 design for one [wpfl] setting: sigma_DP under proven accounting, the min-max schedule it
     implies, and the PL bound it predicts (Theorem 4, eq. (31)); the paper's Theorem 1 sigma beside it.
+    The recommendation's T is the number of communication rounds the schedule (and the run) takes for
+    every client to upload T0 = ``settings["T"]`` times; ``check``: the certificate re-solves P7 for every
+    round (not only the first).
 
     ``settings``: N, K, T (uploads per client, the paper's T0), eps, delta, C, R, q, the radio keys, the
     bound constants mu, L, G0, M, phi1, phi2, vphi1, vphi2, eps_P, D0 (initial PL distance) and
@@ -415,8 +468,15 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
     except FedboundError as exc:
         sigma_paper = None
         warnings.append(f"{SHORT}, Theorem 1 (Sec. IV search): {exc}")
-    tight = schedule_rounds(radio, s, sigma_tight, "proposed", variant, seed, s.get("max_rounds"))
-    paper = (schedule_rounds(radio, s, sigma_paper, "proposed", variant, seed, s.get("max_rounds"))
+    policy = "proposed"  # the recommendation is the min-max schedule; its rounds are what the run does
+    tight = schedule_rounds(radio, s, sigma_tight, policy, variant, seed, s.get("max_rounds"))
+    if s.get("policy") not in (None, "proposed"):
+        other = schedule_rounds(radio, s, sigma_tight, s["policy"], variant, seed, s.get("max_rounds"))
+        warnings.append(f"{SHORT}: the setting's policy '{s['policy']}' is a baseline; the recommendation is "
+                        f"the proposed schedule ({tight.rounds} rounds"
+                        + ("" if other.rounds == tight.rounds else f"; '{s['policy']}' runs {other.rounds}")
+                        + "): train with policy = \"proposed\" to run it")
+    paper = (schedule_rounds(radio, s, sigma_paper, policy, variant, seed, s.get("max_rounds"))
              if sigma_paper is not None else None)
     bound_tight = _theorem4(tight, s)
     bound_paper = _theorem4(paper, s) if paper is not None else None
@@ -435,16 +495,22 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
             warnings.append(f"{SHORT}, P7 (39): some client's optimum sits at an end of its feasible "
                             "interval")
     warnings.extend(tight.warnings)
+    vacuous = bound_tight >= float(s["D0"])
     rec = Recommendation(
-        T=T, K=int(s["K"]), sigma={"uplink": sigma_tight}, bound=bound_tight,
+        T=tight.rounds, K=int(s["K"]), sigma={"uplink": sigma_tight}, bound=bound_tight,
         accounting="Poisson-subsampled Gaussian mechanism, RDP (fedbound.accounting.calibrate_noise), "
                    f"sensitivity 2C, composed over T = {T} uploads per client",
-        why=(f"sigma_DP = {sigma_tight:.4g} is the smallest noise whose standard (set-based) accounting "
+        why=("VACUOUS: " if vacuous else "") + (
+             f"T = {tight.rounds} rounds: the {policy} schedule needs them for every client to upload "
+             f"T0 = {T} times; "
+             f"sigma_DP = {sigma_tight:.4g} is the smallest noise whose standard (set-based) accounting "
              "meets "
              f"(eps, delta) = ({s['eps']:g}, {s['delta']:g}) over {T} uploads; the proposed min-max schedule "
              f"(KM, eta_F* = {eta_F:.4g}, P7 per client) then runs {tight.rounds} rounds and Theorem 4 "
              "bounds "
-             f"every PL model's distance by {bound_tight:.4g}"),
+             f"every PL model's distance by {bound_tight:.4g}"
+             + (f", not below the initial D0 = {float(s['D0']):g}: no design with these T0 and K is "
+                "supported by the bound" if vacuous else "")),
         premises=("every upload is clipped to norm C, so two neighbouring uploads differ by at most 2C "
                   "(eq. (2))",
                   "mini-batches are Poisson samples at rate q with one local step (eq. (20a); the paper "
@@ -453,7 +519,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
                   "quantization (eq. (8)) and bit errors (eq. (15)) are post-processing of the Gaussian "
                   "release",
                   "the bound constants (mu, L, G0, M, phi's, eps_P, D0) hold for the model (Assumption 1)"),
-        extra={"rounds": tight.rounds, "max_bound_first_round": float(tight.max_bound[0]),
+        extra={"rounds": tight.rounds, "uploads_per_client": T, "vacuous": vacuous,
+               "max_bound_first_round": float(tight.max_bound[0]),
                "eta_F": eta_F})
     rows = (
         Row("sigma_DP", sigma_paper, sigma_tight,
@@ -486,9 +553,16 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Any:
             "theta_L_min": float(tight.theta_L_min[0]), "max_bound": float(tight.max_bound[0]),
             "jain_index": float(tight.jain_index[0]), "bound_theorem4": bound_tight,
             "bound_theorem4_paper_sigma": bound_paper}
+    if vacuous:
+        warnings.insert(0, f"{SHORT}, Theorem 4 eq. (31): the bound after the run ({bound_tight:.4g}) is "
+                           f"not below the initial distance D0 = {float(s['D0']):g}: vacuous for this design "
+                           f"(T0 = {T}, K = {int(s['K'])} are the setting's)")
+    data["vacuous"] = vacuous
+    certificate = certify(s, tight, sigma_tight, bound_tight, vacuous, variant, check)
     return Plan(paper="wpfl", title=f"{SHORT}: N = {s['N']}, K = {s['K']}, T0 = {T}, eps = {s['eps']:g}, "
                                     f"delta = {s['delta']:g}", variant=variant, recommendation=rec, rows=rows,
-                optima=optima, warnings=tuple(warnings), data=data, differences=differences)
+                optima=optima, warnings=tuple(warnings), data=data, differences=differences,
+                certificate=certificate)
 
 
 # ---------------------------------------------------------------------------------------------------------

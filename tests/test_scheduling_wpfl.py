@@ -174,7 +174,8 @@ def test_plan_recommendation_first():
     from fedbound.accounting import epsilon
 
     assert epsilon(rec.sigma["uplink"] / 6.0, 0.01, 20, 1e-3) <= 1.0 + 1e-9  # proven accounting
-    assert rec.T == 20 and rec.K == 10 and rec.bound > 0
+    assert rec.T == plan.data["rounds"] and rec.extra["uploads_per_client"] == 20  # rounds the run does
+    assert rec.K == 10 and rec.bound > 0
     data = plan.to_dict()
     assert data["sigma_dp_paper"] == pytest.approx(0.00735867, abs=1e-7)
     assert data["eps_theorem1"] == 0.0  # psi1 underflows: Theorem 1 certifies eps = 0 (S5)

@@ -49,7 +49,8 @@ def section():
           for k in ANALYSIS_CONSTANTS),
         Field("bound", str, "nonconvex", "bound the plan minimises: nonconvex (Theorem 3, eq. (32)) or "
                                          "convex (Theorem 2, eq. (31))", choices=("nonconvex", "convex")),
-        Field("T_max", int, 400, "largest T the plan searches", low=1),
+        Field("T_max", int, 400, "first window of the plan's T search (widened until the bound turns, up "
+              "to 100000)", low=1),
         Field("a0", float, None, "model-size extension Psi(S) = a0 S^-kappa + bound: approximation-error "
                                  "scale (not in the paper)", low=0.0, optional=True),
         Field("kappa", float, None, "model-size extension: approximation-error exponent", low=0.0,
