@@ -56,14 +56,16 @@ class PrivacyCheck:
     method: str
     sigma_exact: float | None = None
     """The smallest std an exact calibration of the same release needs (None: not computed)."""
+    slack: float = 0.0
+    """The method's stated error in eps (PLD: steps x its discretisation); ``valid`` allows it."""
 
     @property
     def valid(self) -> bool:
-        return bool(self.eps_achieved <= self.eps_target * (1 + 1e-9))
+        return bool(self.eps_achieved <= self.eps_target * (1 + 1e-9) + self.slack)
 
     @property
     def tight(self) -> bool:
-        return self.valid and bool(self.eps_achieved >= self.eps_target * (1 - TIGHT_TOLERANCE))
+        return self.valid and bool(self.eps_achieved >= self.eps_target * (1 - TIGHT_TOLERANCE) - self.slack)
 
     @property
     def label(self) -> str:
@@ -88,7 +90,8 @@ class PrivacyCheck:
                 "eps_target": json_number(self.eps_target), "delta": json_number(self.delta),
                 "eps_achieved": json_number(self.eps_achieved),
                 "method": self.method, "valid": self.valid, "tight": self.tight, "label": self.label,
-                "sigma_exact": json_number(self.sigma_exact), "wasted": json_number(self.wasted)}
+                "sigma_exact": json_number(self.sigma_exact), "wasted": json_number(self.wasted),
+                "slack": json_number(self.slack)}
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ def reaccount(stage: str, sigma: float, sensitivity: float, eps_target: float, d
     from fedbound.accounting.analytic import analytic_gaussian_epsilon
 
     z = float(sigma) / float(sensitivity)
+    slack = 0.0
     if sample_rate >= 1.0 and method in ("auto", "analytic"):
         eps = float(analytic_gaussian_epsilon(z / np.sqrt(steps), delta, 1.0))
         how = "analytic Gaussian, exact"
@@ -206,8 +210,9 @@ def reaccount(stage: str, sigma: float, sensitivity: float, eps_target: float, d
         disc = float(discretization_for(z, float(sample_rate), int(steps)))
         eps = float(pld_epsilon(z, float(sample_rate), int(steps), delta, disc))
         how = f"PLD (dp-accounting), discretisation {disc:.0e}"
+        slack = int(steps) * disc
     return PrivacyCheck(stage=stage, sigma=float(sigma), eps_target=float(eps_target), delta=float(delta),
-                        eps_achieved=eps, method=how, sigma_exact=sigma_exact)
+                        eps_achieved=eps, method=how, sigma_exact=sigma_exact, slack=slack)
 
 
 @dataclass(frozen=True)
