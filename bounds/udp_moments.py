@@ -296,14 +296,23 @@ def release_log_delta(eps: float, q: float, T: Any, z: Any) -> np.ndarray:
 
     T_arr, z_arr = np.broadcast_arrays(np.asarray(T, dtype=float), np.asarray(z, dtype=float))
     T_flat, z_flat = T_arr.ravel(), z_arr.ravel()
-    j = np.arange(1.0, float(T_flat.max()) + 1.0)[None, :]
+    # |j - qT| >= t has weight <= 2 exp(-2 t^2 / T) (Hoeffding) = 2 e^-700 at t = sqrt(350 T): those terms
+    # are bounded by their weight (delta_G <= 1) and added as such, so the result never falls below the exact
+    spread = np.sqrt(350.0 * T_flat) + 1.0
+    j_lo = np.maximum(1.0, np.floor(q * T_flat - spread))
+    width = int(np.max(np.minimum(T_flat, q * T_flat + spread) - j_lo)) + 1
+    j = j_lo[:, None] + np.arange(width)[None, :]
     Tc = T_flat[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         log_w = (gammaln(Tc + 1) - gammaln(j + 1) - gammaln(np.maximum(Tc - j, 0) + 1) + j * math.log(q)
                  + (Tc - j) * (math.log1p(-q) if q < 1 else 0.0))
         log_w = np.where((j <= Tc) & ((Tc - j == 0) | (q < 1)), log_w, -np.inf)
-        log_d = analytic_gaussian_log_delta(np.asarray(eps, float), z_flat[:, None] / np.sqrt(j))
-    return logsumexp(log_w + log_d, axis=1).reshape(T_arr.shape)
+        mu_inv = z_flat[:, None] / np.sqrt(np.minimum(j, Tc))
+        log_d = analytic_gaussian_log_delta(np.asarray(eps, float), mu_inv)
+    kept = logsumexp(log_w + log_d, axis=1)
+    cut = (j_lo > 1) | (j_lo + width - 1 < T_flat)
+    dropped = np.where(cut, math.log(2.0) - 700.0, -np.inf)  # the dropped weights, at most
+    return np.logaddexp(kept, dropped).reshape(T_arr.shape)
 
 
 def sigma_exact(eps: float, delta: float, q: float, T: Any, sens: float) -> float | np.ndarray:
@@ -320,6 +329,12 @@ def sigma_exact(eps: float, delta: float, q: float, T: Any, sens: float) -> floa
     lo = hi - 1.0
     while np.any(release_log_delta(e, qq, t, np.exp(lo)) <= math.log(d)):
         lo = np.where(release_log_delta(e, qq, t, np.exp(lo)) <= math.log(d), lo - 1.0, lo)
+        if np.min(lo) < math.log(1e-6):  # delta >= P(a client uploads at all): no noise is needed
+            from fedbound.errors import ParameterError
+
+            raise ParameterError("delta", d, f"(0, {-math.expm1(float(t.min()) * math.log1p(-qq)):.4g}) "
+                                 f"(the chance that a client uploads in {int(t.min())} rounds at q = {qq:g})",
+                                 hint="a larger delta is met without any noise")
     while np.max(hi - lo) > 1e-12:
         mid = (lo + hi) / 2
         ok = release_log_delta(e, qq, t, np.exp(mid)) <= math.log(d)
