@@ -240,6 +240,8 @@ def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[
     info: dict[str, Any] = {"design": "recommended", "bound": r.bound, "accounting": r.accounting}
     rounds = int(given_T) if given_T is not None else int(r.T)
     info["T"] = {"value": rounds, "source": "config" if given_T is not None else "recommended by plan"}
+    if rounds != int(r.T):  # the planner chose another T: its bound and sigma are not this run's
+        info.update(bound=None, note=f"the plan recommends T = {r.T}; the config's T = {rounds} is kept")
     if "K" in setting:
         if setting.get("K") is None and r.K is not None:
             setting["K"] = int(r.K)
