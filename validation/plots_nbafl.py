@@ -45,7 +45,7 @@ def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = F
     if rec is not None:  # the recommended design: Theorem 2 with the noise each T deploys (issue 23)
         Td = T[T >= 1]
         ax.plot(Td, nbd.deployed_bound_full(s, Td), color="k", lw=1.6,
-                label=rf"Thm 2, deployed noise, $\epsilon$={s['eps']:g}")
+                label=rf"deployed noise (Thm 2), $\epsilon$={s['eps']:g}")
         ax.plot([rec.T], [rec.bound], "s", color="k")
         ax.annotate(f"recommended T={rec.T}", (rec.T, rec.bound), textcoords="offset points", xytext=(4, 8),
                     fontsize=8)
