@@ -206,15 +206,21 @@ def reaccount(stage: str, sigma: float, sensitivity: float, eps_target: float, d
         eps = float(epsilon(z, sample_rate, int(steps), delta, method="rdp", sampling="without_replacement"))
         how = "RDP of K-of-N sampling (no PLD for it in dp-accounting 0.6), an upper bound"
     else:
-        from fedbound.accounting.pld import discretization_for, pld_epsilon
+        from fedbound.accounting.pld import PldTooCostly, discretization_for, pld_epsilon
 
         if sample_rate >= 1.0:  # T Gaussians are exactly one of std sigma/sqrt(T): one PLD step, same answer
             z, steps = z / math.sqrt(steps), 1
-        # a discretisation of 0.1 % of the target: PLD's stated error stays 10x inside the 1 % of "tight"
-        disc = float(discretization_for(z, float(sample_rate), int(steps), max(1e-4, 1e-3 * eps_target)))
-        eps = float(pld_epsilon(z, float(sample_rate), int(steps), delta, disc))
-        how = f"PLD (dp-accounting), discretisation {disc:.0e}"
-        slack = int(steps) * disc
+        try:
+            # a discretisation of 0.1 % of the target: PLD's stated error stays 10x inside the 1 % of "tight"
+            disc = float(discretization_for(z, float(sample_rate), int(steps), max(1e-4, 1e-3 * eps_target)))
+            eps = float(pld_epsilon(z, float(sample_rate), int(steps), delta, disc))
+            how = f"PLD (dp-accounting), discretisation {disc:.0e}"
+            slack = int(steps) * disc
+        except PldTooCostly:
+            if sample_rate < 1.0:
+                raise
+            eps = float(analytic_gaussian_epsilon(z, delta, 1.0))
+            how = "analytic Gaussian, exact (PLD would need too many points at this noise)"
     return PrivacyCheck(stage=stage, sigma=float(sigma), eps_target=float(eps_target), delta=float(delta),
                         eps_achieved=eps, method=how, sigma_exact=sigma_exact, slack=slack)
 
