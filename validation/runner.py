@@ -252,9 +252,12 @@ def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[
     if "T" in setting:
         setting["T"] = rounds
     was = train["noise"]
-    train["noise"] = "tight"
-    info["noise"] = {"value": "tight", "source": "recommended by plan" + (
-        f" (overrides [train] noise = {was!r})" if was != "tight" else "")}
+    if "tight" in paper.load("recipe").noise_methods:
+        train["noise"] = "tight"
+        info["noise"] = {"value": "tight", "source": "recommended by plan" + (
+            f" (overrides [train] noise = {was!r})" if was != "tight" else "")}
+    else:
+        info["noise"] = {"value": was, "source": "config ([train] noise; this recipe has no 'tight' method)"}
     info["sigma_recommended"] = {k: np.asarray(v).tolist() for k, v in r.sigma.items()}
     return rounds, info
 
