@@ -352,9 +352,10 @@ def sigma_downlink_tight(eps: Number, delta: Number, C: Number, m: Number, N: Nu
     Counterpart of Theorem 1 (spec 002 F11): the T broadcasts compose to sqrt(T) z Delta s_D, so the server
     adds noise only for T > L N (the paper: T > L sqrt(N)).
     """
-    agg = np.asarray(sigma_aggregate_tight(eps, delta, C, m, N, T, L))
-    up = np.asarray(sigma_uplink_tight(eps, delta, C, m, L)) / np.sqrt(NOTATION.params["N"].check(N))
-    return scalar_or_array(np.sqrt(np.maximum(agg**2 - up**2, 0.0)))
+    # sigma_A^2 - sigma_U^2/N = z^2 (2C/(mN))^2 (T - L N): written so that it is exactly 0 for T <= L N
+    Nv, Tv, Lv = (NOTATION.params[k].check(v) for k, v in (("N", N), ("T", T), ("L", L)))
+    z = tight_noise_multiplier(eps, delta)
+    return scalar_or_array(z * uplink_sensitivity(C, m) / Nv * np.sqrt(np.maximum(Tv - Lv * Nv, 0.0)))
 
 
 def sigma_aggregate_k_tight(eps: float, delta: float, C: float, m: int, N: int, K: int, T: int, L: int,

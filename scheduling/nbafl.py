@@ -24,6 +24,8 @@ from fedbound.bounds import nbafl as nb
 from fedbound.bounds import provable
 from fedbound.bounds.claims import Claim, Computed
 from fedbound.errors import InfeasibleError, ParameterError
+from fedbound.scheduling import nbafl_design as nbd
+from fedbound.scheduling.certificate import Certificate, OptimumCheck, brute_force_argmin, reaccount
 from fedbound.scheduling.integer_search import exhaustive_integer_min, unimodal_integer_min
 from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row
 
@@ -335,69 +337,48 @@ def _joint_T_max(T_used: float, N: int) -> int:
     return int(max(1, min(max(300, 4 * T_used), JOINT_GRID_POINTS // max(N, 1))))
 
 
-def _tight_variant(variant: str) -> tuple[str, str]:
-    """The tight reading combined with the user's variant where they do not redefine the same quantity."""
-    if variant == "paper":
-        return "tight", ""
-    if "tight" in nb.NOTATION.variant_names(variant):
-        return variant, ""
-    combined = f"tight+{variant}"
-    try:
-        nb.NOTATION.definitions_for(combined)
-    except ParameterError:
-        return "tight", (f"the recommendation uses the paper's bound with exact noise; variant {variant} "
-                         "redefines the same noise term, so it is not combined with it")
-    return combined, ""
-
-
-def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str,
-               warnings: list[str]) -> tuple[Recommendation, Optimum]:
-    """The design to deploy: T* under exact accounting, sigma's calibrated at that T, its bound."""
-    tight_variant, note = _tight_variant(variant)
-    if note:
-        warnings.append(note)
-    t_opt = optimal_T({**s, "z": paper["z_tight"]}, tight_variant)
-    T_rec = int(t_opt.x)
+def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings: list[str],
+               check: bool) -> tuple[Recommendation, Any]:
+    """The design to deploy: the argmin over the open T of the bound that applies to the design (Theorem 2
+    for K = N, Theorem 3 for K < N), evaluated with the noise it deploys (:mod:`.nbafl_design`)."""
+    found = nbd.optimal_design(s)
+    d = found.design
+    theta = float(s["Theta"])
+    vacuous = d.bound >= theta
     K = s.get("K")
-    scheduled = K is not None and int(K) < int(s["N"])
-    sigma = nb.noise({**s, "K": K}, T_rec, "tight")
-    args = (s["eps"], s["delta"], s["C"], s["m"], s["N"])
-    sigma_agg = (nb.sigma_aggregate_k_tight(*args, K, T_rec, s["L"]) if scheduled
-                 else float(nb.sigma_aggregate_tight(*args, T_rec, s["L"])))
-    accounting = ("exact composition of the T Gaussian releases (analytic Gaussian mechanism, Balle & Wang "
-                  "2018) for every adversary view")
-    why = (f"T = {T_rec} minimises Theorem 2's bound of {PAPER} (eq. (14)) when the noise is calibrated "
-           f"exactly: the exact noise grows like sqrt(T), the paper's linear composition like T, so the "
-           f"paper's T* = {paper['T_opt']} moves to {T_rec}")
-    bound: float | None = float(t_opt.fun)
-    if scheduled:
+    if variant != "paper":
+        warnings.append(f"variant {variant} changes the paper's answer only: the recommendation reads "
+                        f"{d.theorem} of {PAPER} as printed, with the noise the design deploys")
+    if d.K is None:
+        accounting = ("exact composition of the T Gaussian releases (analytic Gaussian mechanism, Balle & "
+                      "Wang 2018) for every adversary view")
+        regime = (f"the server adds no noise for T <= L N = {int(s.get('L', 1) * s['N'])}, so the aggregate "
+                  "carries the uplink floor sigma_U/sqrt(N) there (the regime the printed bound drops)")
+        why = (f"T = {d.T} minimises Theorem 2's bound of {PAPER} (eq. (14)) evaluated with the noise each T "
+               f"deploys under exact accounting: {regime}")
+    else:
         accounting = ("RDP of K-of-N sampling without replacement (Wang, Balle & Kasiviswanathan 2019) for "
                       "the server's broadcasts; exact Gaussian composition for the uploads")
-        ev_q = nb.CONTRACTION_Q.evaluate(s)
-        if ev_q.admissible:
-            a0, a1, _ = nb.ksched_alphas(s["mu"], s["rho"], s["B"], K, s["N"])
-            bound = float(nb.recursive_bound(T_rec, s["Theta"], float(ev_q.value), a1, a0, s["beta"],
-                                             sigma_agg / 2))
-            why += (f"; with K = {K} of N = {s['N']} clients per round the bound is Theorem 3's (eq. (17)) "
-                    "with the exactly calibrated aggregate noise")
-            if bound >= s["Theta"]:
-                why += (f", which is not below the initial gap Theta = {s['Theta']:g} (vacuous): Theorem 3 "
-                        f"promises nothing for K = {K} here; all N clients per round give "
-                        f"{float(t_opt.fun):.4g} (Theorem 2)")
-        else:
-            bound = None
-            why += (f"; Theorem 3's bound (eq. (17)) does not apply at K = {K} (it needs 0 < Q < 1), so no "
-                    "bound is predicted for the scheduled design")
-    if bound is not None and bound >= s["Theta"] and not scheduled:
-        why += (f"; the bound is not below the initial gap Theta = {s['Theta']:g}: it promises nothing here "
-                "(the noise this privacy target needs swamps the progress of training)")
+        why = (f"T = {d.T} minimises Theorem 3's bound of {PAPER} (eq. (17)) with K = {d.K} of N = {s['N']} "
+               "clients per round, evaluated with the aggregate noise each T deploys (RDP-calibrated "
+               "K-of-N server noise, never below the uplink floor sigma_U/sqrt(K))")
+    if vacuous:
+        why = (f"VACUOUS: every design searched has a bound >= the initial gap Theta = {theta:g}, so "
+               f"{PAPER}'s theorem promises nothing for this privacy target; the design shown is the least "
+               "vacuous one (it trains and meets (eps, delta), but no convergence is promised). " + why)
+        warnings.insert(0, f"vacuous: at eps = {s['eps']:g} every design's bound ({d.theorem} of {PAPER}, "
+                           f"with the noise it deploys) is >= Theta = {theta:g}; the smallest is "
+                           f"{d.bound:.4g} at T = {d.T}")
     premises = (SENSITIVITY_PREMISE,
-                "the loss constants Theta, l, beta, rho, B, mu of the setting (Theorem 2 needs 0 < P < 1)",
+                "the loss constants Theta, l, beta, rho, B, mu of the setting (Theorem 2 needs 0 < P < 1, "
+                "Theorem 3 0 < Q < 1)",
                 f"the adversary sees each client's uploads and the server's broadcasts ({PAPER}, Sec. III)")
-    rec = Recommendation(T=T_rec, K=int(K) if K is not None else None, sigma=sigma, bound=bound,
+    rec = Recommendation(T=d.T, K=int(K) if K is not None else None,
+                         sigma={"uplink": d.sigma_uplink, "server": d.sigma_server}, bound=d.bound,
                          accounting=accounting, why=why, premises=premises,
-                         extra={"sigma_aggregate": sigma_agg, "variant": tight_variant})
-    return rec, t_opt
+                         extra={"sigma_aggregate": d.sigma_aggregate, "theorem": d.theorem,
+                                "vacuous": vacuous, "noise_multiplier": d.z})
+    return rec, found
 
 
 def _rows(s: dict[str, Any], d: dict[str, Any], rec: Recommendation) -> tuple[Row, ...]:
@@ -435,13 +416,17 @@ def _rows(s: dict[str, Any], d: dict[str, Any], rec: Recommendation) -> tuple[Ro
     return tuple(rows)
 
 
-def _differences(d: dict[str, Any], rec: Recommendation) -> tuple[str, ...]:
+def _differences(s: dict[str, Any], d: dict[str, Any], rec: Recommendation) -> tuple[str, ...]:
     out = []
     if d["T_opt"] != rec.T:
-        out.append(f"T: the paper's T* = {d['T_opt']} (classic Gaussian mechanism, noise linear in T) "
-                   f"against {rec.T} with exact accounting (noise ~ sqrt(T)); Theorem 2's bound at the "
-                   f"recommended T is {d['bound_at_T_opt_tight']:.4g} against the paper's "
-                   f"{d['bound_at_T_opt']:.4g}")
+        out.append(f"T: the paper's T* = {d['T_opt']} (classic Gaussian mechanism, noise linear in T; bound "
+                   f"{d['bound_at_T_opt']:.4g} by its own reading) against the recommended {rec.T} "
+                   f"({rec.extra['theorem']} with the noise that design deploys: {rec.bound:.4g})")
+    if rec.K is None and d["T_opt_tight"] != rec.T:
+        at = float(nbd.deployed_bound_full(s, np.array([d["T_opt_tight"]]))[0])
+        out.append(f"T: Theorem 2 as printed, with exact noise, is smallest at T = {d['T_opt_tight']} "
+                   f"({d['bound_at_T_opt_tight']:.4g}), but it drops the uplink floor sigma_U/sqrt(N) the "
+                   f"aggregate carries for T <= L N: with the noise deployed there the bound is {at:.4g}")
     if d["sigma_uplink"] < d["sigma_uplink_tight"] * (1 - 1e-9):
         out.append(f"sigma_uplink: the paper's {d['sigma_uplink']:.4g} is below the exact "
                    f"{d['sigma_uplink_tight']:.4g}: it under-delivers (eps, delta)")
@@ -456,7 +441,79 @@ def _differences(d: dict[str, Any], rec: Recommendation) -> tuple[str, ...]:
     return tuple(out)
 
 
-def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
+def _independent_full(s: dict[str, Any], T: np.ndarray) -> np.ndarray:
+    """Theorem 2 (eq. (14), F18) at each T with the noise :func:`fedbound.bounds.nbafl.noise` deploys: the
+    aggregate of N uploads and the server's noise, sqrt(sigma_U^2/N + sigma_D^2) (another path than the
+    search's closed form)."""
+    P = float(nb.CONTRACTION_P(s))
+    lam0, lam1, _ = nb.lambdas(s["mu"], s["rho"], s["B"])
+    out = np.empty(len(T))
+    for i, t in enumerate(T):
+        sig = nb.noise({**s, "K": None}, float(t), "tight")
+        agg = np.sqrt(sig["uplink"] ** 2 / s["N"] + sig["server"] ** 2)
+        out[i] = nb.recursive_bound(float(t), s["Theta"], P, lam1, lam0, s["beta"], agg * np.sqrt(s["N"]) / 2)
+    return out
+
+
+def _independent_k(s: dict[str, Any], K: int, T: np.ndarray) -> np.ndarray:
+    """Theorem 3 (eq. (17)) at each T with the K-of-N aggregate of fedbound.accounting.calibrate_noise."""
+    ev_q = nb.CONTRACTION_Q.evaluate({**s, "K": K})
+    a0, a1, _ = nb.ksched_alphas(s["mu"], s["rho"], s["B"], K, s["N"])
+    return np.array([float(nb.recursive_bound(float(t), s["Theta"], float(ev_q.value), a1, a0, s["beta"],
+                                              nb.sigma_aggregate_k_tight(s["eps"], s["delta"], s["C"], s["m"],
+                                                                         s["N"], K, int(t), s["L"]) / 2))
+                     for t in T])
+
+
+def _certificate(s: dict[str, Any], rec: Recommendation, found: Any, check: bool) -> Certificate:
+    """Domain searched, an independent check of the argmin, and every deployed view re-accounted."""
+    notes: list[str] = []
+    d = found.design
+    T_fixed = s.get("T") is not None
+    if T_fixed:
+        T_dom = np.array([rec.T])
+    elif d.K is None:
+        stop = int(found.domain["T"].split("..")[1].split(" ")[0])
+        T_dom = np.arange(1, (4 if check else 2) * stop + 1)
+    else:
+        T_dom = np.arange(max(1, rec.T - 3), rec.T + 4) if check else None
+    opt_check = None
+    if T_dom is not None:
+        def objective(T: np.ndarray) -> np.ndarray:
+            return _independent_full(s, T) if d.K is None else _independent_k(s, int(d.K), T)
+
+        x, fun, points = brute_force_argmin(objective, {"T": T_dom})
+        agrees = x["T"] == rec.T and abs(fun - rec.bound) <= 1e-9 * max(1.0, abs(fun))
+        method = "brute force" if d.K is None or T_fixed else "brute force around the argmin"
+        note = (f"T in {T_dom[0]}..{T_dom[-1]}, noise from fedbound.bounds.nbafl.noise"
+                if d.K is None else f"T in {T_dom[0]}..{T_dom[-1]}, K-of-N noise by calibrate_noise (RDP)")
+        if d.K is not None and not agrees and x["T"] == rec.T:
+            agrees = abs(fun - rec.bound) <= 1e-5 * max(1.0, abs(fun))  # two RDP calibrations, rtol 1e-6
+        opt_check = OptimumCheck(method, points, x, fun, bool(agrees), note)
+    else:
+        notes.append("K < N: the independent check (calibrate_noise at the argmin's neighbours) runs with "
+                     "--check")
+    eps, delta, C, m, N, L = (s[k] for k in ("eps", "delta", "C", "m", "N", "L"))
+    how = "pld" if check else "auto"
+    z_up = float(nb.tight_noise_multiplier(eps, delta))
+    privacy = [reaccount("uplink (each client, L exposures)", d.sigma_uplink, 2 * C / m, eps, delta,
+                         steps=int(L), method=how, sigma_exact=float(np.sqrt(L)) * z_up * 2 * C / m)]
+    if d.K is None:
+        exact = float(np.sqrt(d.T)) * z_up * 2 * C / (m * N)
+        privacy.append(reaccount(f"server broadcasts (aggregate, T = {d.T})", d.sigma_aggregate,
+                                 2 * C / (m * N), eps, delta, steps=d.T, method=how, sigma_exact=exact))
+        if d.T < L * N:
+            notes.append(f"T = {d.T} <= L N: the broadcasts carry only the uplink floor sigma_U/sqrt(N), "
+                         "more than their own (eps, delta) needs; no server noise is added")
+    else:
+        privacy.append(reaccount(f"server broadcasts (K = {d.K} of N, T = {d.T})", d.sigma_aggregate,
+                                 2 * C / (m * d.K), eps, delta, steps=d.T, sample_rate=d.K / N,
+                                 sampling="without_replacement"))
+    return Certificate(domain=found.domain, search=found.search, check=opt_check, privacy=tuple(privacy),
+                       vacuous=bool(rec.extra["vacuous"]), capped=found.capped, notes=tuple(notes))
+
+
+def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
     """What a designer deploys for one NbAFL setting: the recommendation, then the paper's own answer.
 
     ``settings``: the [nbafl] keys (N, m, C, eps, delta, L and the loss constants; T and K optional).
@@ -477,12 +534,15 @@ def plan(settings: Mapping[str, Any], variant: str = "paper") -> Plan:
                              hint="at most N clients per round")
     warnings: list[str] = [provable_note] if provable_note else []
     data, t_paper = _paper_answer(s, variant, warnings)
-    rec, t_tight = _recommend(s, data, variant, warnings)
+    rec, found = _recommend(s, data, variant, warnings, check)
     data["warnings"] = warnings
-    optima = {"T_opt": t_paper, "T_opt_tight": t_tight}
+    t_tight = optimal_T({**s, "z": data["z_tight"]}, "tight")
+    deployed = Optimum(x=rec.T, fun=rec.bound, success=True, message=found.search, method=found.search,
+                       evidence={"domain": "; ".join(f"{k}: {v}" for k, v in found.domain.items())})
+    optima = {"T_opt": t_paper, "T_opt_tight": t_tight, "T_recommended": deployed}
     return Plan(paper="nbafl", title=f"{PAPER}: plan", variant=variant, recommendation=rec,
                 rows=_rows(s, data, rec), optima=optima, warnings=tuple(warnings), data=data,
                 caption="paper: the paper's formulas (classic Gaussian mechanism, linear composition); "
                         "tight: exact accounting through fedbound.accounting",
-                differences=_differences(data, rec))
+                differences=_differences(s, data, rec), certificate=_certificate(s, rec, found, check))
 

@@ -340,15 +340,20 @@ def test_noise_methods_per_client():
 def test_tight_sigma_meets_eps_under_release_rdp_and_beats_the_moments_tail():
     from fedbound.accounting import rdp_to_dp
 
-    z = um.sigma_tight(8.0, 1e-3, 0.6, 200, 1.0)
+    # the RDP calibration of the release (the "tight" sigma before issue 23) meets eps exactly under RDP ...
+    z_rdp = um.sigma_tight_rdp(8.0, 1e-3, 0.6, 200, 1.0)
     orders = um.tight_orders()
-    rdp = 200 * np.logaddexp(np.log(0.6) + orders * (orders - 1) / (2 * z * z), np.log(0.4)) / (orders - 1)
+    rdp = 200 * np.logaddexp(np.log(0.6) + orders * (orders - 1) / (2 * z_rdp**2), np.log(0.4)) / (orders - 1)
     assert rdp_to_dp(orders, rdp, 1e-3) == pytest.approx(8.0, rel=1e-9)
-    assert z <= um.sigma_numeric(8.0, 1e-3, 0.6, 200, 1.0, "release")
-    # at q = 1 the release is the plain Gaussian: the exact analytic calibration is a lower bound
+    assert z_rdp <= um.sigma_numeric(8.0, 1e-3, 0.6, 200, 1.0, "release")
+    # ... and the exact calibration (now "tight") needs less: RDP is an upper bound on the privacy loss
+    z = um.sigma_tight(8.0, 1e-3, 0.6, 200, 1.0)
+    assert z < z_rdp / 1.05
+    # at q = 1 the release is the plain Gaussian: the exact calibration is the analytic Gaussian's
     from fedbound.accounting import calibrate_noise
 
-    assert um.sigma_tight(4.0, 1e-3, 1.0, 200, 1.0) >= calibrate_noise(4.0, 1e-3, 1.0, 200, method="analytic")
+    assert um.sigma_tight(4.0, 1e-3, 1.0, 200, 1.0) == pytest.approx(
+        calibrate_noise(4.0, 1e-3, 1.0, 200, method="analytic"), rel=1e-8)
 
 
 def test_validity_x():

@@ -15,6 +15,7 @@ import numpy as np
 
 from fedbound.bounds import nbafl as nb
 from fedbound.scheduling import nbafl as sched
+from fedbound.scheduling import nbafl_design as nbd
 from fedbound.validation.plots import masked as _masked
 
 __all__ = ["PLOTS", "FACTORS"]
@@ -37,13 +38,24 @@ def _theta_line(ax: Any, s: dict[str, Any]) -> None:
 def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:
     eps_values = [s["eps"] * f for f in factors]
     opts = sched.optimal_T(_at(s, variant, eps=np.array(eps_values)), variant)
-    t_max = int(max(3 * np.max(opts.x), 20))
+    full = s.get("K") is None or s["K"] >= s["N"]
+    rec = nbd.optimal_design({k: v for k, v in s.items() if k not in ("T", "z")}).design if full else None
+    t_max = int(max(3 * np.max(opts.x), 20, 1.5 * (rec.T if rec else 0)))
     T = np.arange(0, t_max + 1, dtype=float)
-    for eps, t_star, h_star in zip(eps_values, np.atleast_1d(opts.x), np.atleast_1d(opts.fun), strict=True):
+    if rec is not None:  # the recommended design: Theorem 2 with the noise each T deploys (issue 23)
+        Td = T[T >= 1]
+        ax.plot(Td, nbd.deployed_bound_full(s, Td), color="k", lw=1.6,
+                label=rf"deployed noise (Thm 2), $\epsilon$={s['eps']:g}")
+        ax.plot([rec.T], [rec.bound], "s", color="k")
+        ax.annotate(f"recommended T={rec.T}", (rec.T, rec.bound), textcoords="offset points", xytext=(4, 8),
+                    fontsize=8)
+    for i, (eps, t_star, h_star) in enumerate(zip(eps_values, np.atleast_1d(opts.x), np.atleast_1d(opts.fun),
+                                                  strict=True)):
         line, = ax.plot(T, _masked(nb.BOUND.evaluate(_at(s, variant, eps=eps), T=T, variant=variant)),
                         label=rf"Thm 2, $\epsilon$={eps:g}")
         ax.plot([t_star], [h_star], "o", color=line.get_color())
-        ax.annotate(f"T*={t_star}", (t_star, h_star), textcoords="offset points", xytext=(4, -12), fontsize=8)
+        dy = -12 - 9 * (i % 2)  # alternate offsets: neighbouring T*'s labels do not overlap
+        ax.annotate(f"T*={t_star}", (t_star, h_star), textcoords="offset points", xytext=(4, dy), fontsize=8)
         if "K" in s:
             ev = nb.K_BOUND.evaluate(s, T=T, eps=eps, variant=variant)
             ax.plot(T, _masked(ev), ls="--", color=line.get_color(), lw=1,
@@ -52,7 +64,8 @@ def _vs_T(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = F
     ax.set_ylim(0, 2.5 * s["Theta"])
     ax.set_xlabel("rounds T")
     ax.set_ylabel("bound on E[F(w_T)] - F*")
-    return f"NbAFL bound vs T (N={s['N']}, m={s['m']}, C={s['C']:g}, variant {variant}); dots: T*"
+    return (f"NbAFL bound vs T (N={s['N']}, m={s['m']}, C={s['C']:g}, {variant}); dots: paper's T*, "
+            "square: recommended")
 
 
 def _vs_eps(ax: Any, s: dict[str, Any], variant: str, factors: Sequence[float] = FACTORS) -> str:

@@ -156,6 +156,8 @@ class PreparedRun:
     assumed: tuple[str, ...]
     notes: list[str]
     key: str
+    design: dict = field(default_factory=dict)
+    """Where every design value (T, K, noise) came from: config, recommended by plan, the paper's formula."""
 
     @property
     def section_name(self) -> str:
@@ -177,7 +179,7 @@ class BuiltRun:
 
 
 def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *, seed: int | None = None,
-                device: str | None = None) -> PreparedRun:
+                device: str | None = None, design: str | None = None) -> PreparedRun:
     """Load and validate ``[ALGO]`` + ``[train]`` of ``config`` with ``overrides`` (``--set`` style), the
     paper's defaults for unset setting keys, the rounds to train and the run key; builds nothing."""
     from fedbound.registry import get, names
@@ -204,12 +206,79 @@ def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
     if isinstance(given_T, float) and not given_T.is_integer():
         raise ConfigError(f"[{section.name}] T = {given_T!r} is outside its valid range for training: a "
                           "whole number of rounds (integer)")
-    rounds = rec.rounds(setting)
+    design_info: dict[str, Any] = {}
+    if design is None:  # the plan's design when the config leaves T open, else the config's
+        design = "recommended" if given_T is None else "paper"
+    if design not in DESIGNS:
+        raise ConfigError(f"--design = {design!r} is outside its valid range: one of {', '.join(DESIGNS)}")
+    if design == "recommended":
+        rounds, design_info = _recommended(paper, setting, train, given_T)
+    else:
+        rounds = rec.rounds(setting)
+        design_info = {"design": "paper", "T": {"value": rounds, "source": "config" if given_T is not None
+                                                else "the paper's formula (its optimal T)"},
+                       "noise": {"value": train["noise"], "source": "config ([train] noise)"}}
     tc.check_rounds(f"[{section.name}] T", rounds)
     n_clients = rec.num_clients(setting)
     key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
     return PreparedRun(algo, config, paper, rec, setting, train, rounds, n_clients, assumed,
-                       list(dict.fromkeys(str(w.message) for w in caught)), key)
+                       list(dict.fromkeys(str(w.message) for w in caught)), key, design_info)
+
+
+DESIGNS = ("recommended", "paper")
+"""``fedbound train --design``: the plan's recommendation, or the paper's own formulas (and the config)."""
+
+
+def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[int, dict[str, Any]]:
+    """The registered planner's recommendation as the run's design: its T (unless the config sets T), its K
+    (unless the config sets K), and the noise method of its accountant ("tight"); ``setting`` and ``train``
+    are updated in place.  Returns the rounds and where every design value came from."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = paper.load("planner")({k: v for k, v in setting.items() if v is not None}, "paper")
+    r = plan.recommendation
+    info: dict[str, Any] = {"design": "recommended", "bound": r.bound, "accounting": r.accounting}
+    rounds = int(given_T) if given_T is not None else int(r.T)
+    info["T"] = {"value": rounds, "source": "config" if given_T is not None else "recommended by plan"}
+    if rounds != int(r.T):  # the planner chose another T: its bound and sigma are not this run's
+        info.update(bound=None, note=f"the plan recommends T = {r.T}; the config's T = {rounds} is kept")
+    if "K" in setting:
+        if setting.get("K") is None and r.K is not None:
+            setting["K"] = int(r.K)
+            info["K"] = {"value": int(r.K), "source": "recommended by plan"}
+        else:
+            info["K"] = {"value": setting.get("K"), "source": "config" if setting.get("K") is not None
+                         else "config (unset: every client each round)"}
+    if "T" in setting:
+        setting["T"] = rounds
+    was = train["noise"]
+    if "tight" in paper.load("recipe").noise_methods:
+        train["noise"] = "tight"
+        info["noise"] = {"value": "tight", "source": "recommended by plan" + (
+            f" (overrides [train] noise = {was!r})" if was != "tight" else "")}
+    else:
+        info["noise"] = {"value": was, "source": "config ([train] noise; this recipe has no 'tight' method)"}
+    info["sigma_recommended"] = {k: np.asarray(v).tolist() for k, v in r.sigma.items()}
+    return rounds, info
+
+
+def _design_sigma(info: dict[str, Any], plan: Any) -> None:
+    """Record each stage's trained sigma beside the recommended one, and where it came from."""
+    if not info or plan is None or info.get("design") != "recommended":
+        return
+    out = {}
+    for stage, want in info.get("sigma_recommended", {}).items():
+        got = getattr(plan, "sigma", {}).get(stage)
+        if got is None:
+            continue
+        got_v, want_v = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+        first = got_v[0] if got_v.ndim and got_v.shape[0] == plan.rounds else got_v
+        rel = float(np.max(np.abs(first - want_v) / np.maximum(np.abs(want_v), 1e-300))) if np.size(want_v) \
+            else 0.0
+        out[stage] = {"value": np.asarray(first).tolist(), "source": "recommended by plan" if rel <= 1e-6 else
+                      f"the recipe's noise method 'tight' ({rel:.3g} relative from the recommended sigma)",
+                      "recommended": want}
+    info["sigma"] = out
 
 
 def build_run(prep: PreparedRun, progress: bool = False) -> BuiltRun:
@@ -245,6 +314,9 @@ def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | P
         summary["plan_rounds"] = plan.rounds
     summary.update(prep.recipe.summary(setting))
     summary["assumed"] = list(prep.assumed)
+    if prep.design:
+        _design_sigma(prep.design, plan)
+        summary["design"] = prep.design
     summary["warnings"] = [*prep.notes, *summary.get("warnings", []),
                            *(w for _, found in probes for w in found)]
     if probes:
@@ -261,16 +333,18 @@ def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | P
 
 def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
                       out: str | Path | None = None, seed: int | None = None, device: str | None = None,
-                      progress: bool = False, overwrite: bool = False) -> TrainRun:
+                      progress: bool = False, overwrite: bool = False, design: str | None = None) -> TrainRun:
     """Train ``algo`` as configured; checkpoints, metrics (CSV + Parquet), summary and config in ``out``.
 
-    ``out`` defaults to ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
+    ``design``: "recommended" (the plan's T, K and tight noise; the default when the config leaves T open)
+    or "paper" (the config's values and the paper's formulas).  ``out`` defaults to
+    ``runs/<algo>_<config stem>``.  A checkpoint there from the same configuration is
     resumed (identical numbers); one from another configuration is a ConfigError unless ``overwrite``.
     """
     from fedbound.training import checkpoint as ckpt
     from fedbound.training.engine import run
 
-    prep = prepare_run(algo, config, overrides, seed=seed, device=device)
+    prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design)
     # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
     run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
                                    prep.key, overwrite)

@@ -54,6 +54,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Discard an existing checkpoint in the "
                                                 "run directory instead of resuming it.")] = False,
+        design: Annotated[str | None, typer.Option(
+            "--design", help="recommended: train the plan's recommended design (its T, K, tight noise); "
+                             "paper: the config's values and the paper's formulas. Default: recommended "
+                             "when the config leaves T open, else paper.")] = None,
         progress: ProgressFlag = True,
         json_: JsonFlag = False,
     ) -> None:
@@ -71,7 +75,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         with warnings.catch_warnings(), _train_extra():  # every warning is in the summary, printed once below
             warnings.simplefilter("ignore")
             done = train_from_config(algo, config, set_ or [], out=out, seed=seed, device=device,
-                                     progress=progress and not json_, overwrite=overwrite)
+                                     progress=progress and not json_, overwrite=overwrite, design=design)
         s = done.summary
         if json_:
             print_json(s)
@@ -92,6 +96,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                      ("eps spent, paper's accountant", _fmt(s["epsilon_spent_paper"])),
                      ("budget held by", s["budget_accountant"] + " accountant")]
             rows += [(k.replace("_", " "), v) for k, v in s.get("plan", {}).items()]
+        for name, item in (s.get("design") or {}).items():
+            if isinstance(item, dict) and "source" in item:
+                rows.append((f"design {name}", f"{item['value']} ({item['source']})"))
         if s["resumed_from_round"]:
             rows.append(("resumed from round", s["resumed_from_round"]))
         rows += [("wall time (s)", round(s["wall_time_s"], 2)), ("run directory", s["run_dir"])]
