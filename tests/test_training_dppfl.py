@@ -22,7 +22,7 @@ from fedbound.tests._training_reference import (
     tiny_setup,
 )
 from fedbound.training.data import digits
-from fedbound.training.dppfl import DPPFL, MiniBatch, personalize, query_sizes, split_query_support
+from fedbound.training.dppfl import DPPFL, MiniBatch, personalize, split_query_support
 from fedbound.training.engine import RoundContext, RunOptions, RunState, run
 from fedbound.training.federation import ClientData
 from fedbound.training.noise import Streams
@@ -90,10 +90,11 @@ def test_plan_uses_the_noise_function_and_the_split():
 # --- the batched algorithm against a plain per-client loop -----------------------------------------------
 
 def split_positions(streams, key, num, n_max, i, n, fraction):
-    keys = streams.uniform_population(key, num, n_max, [i], dtype=torch.float64)[0, :n]
-    order = torch.argsort(keys, stable=True)
-    n_q = min(max(int(math.floor(fraction * n)), 1), n - 1)
-    return order[:n_q], order[n_q:]
+    """Per-record Poisson split: record j of client i is a query record iff the j-th uniform of the numpy
+    stream keyed (key, client i) is below ``fraction``."""
+    keys = torch.as_tensor(streams.numpy(*key, "client", i).random(n))
+    where = torch.arange(n)
+    return where[keys < fraction], where[keys >= fraction]
 
 
 def poisson(streams, key, num, n_max, i, n, subset, rate):
@@ -160,7 +161,7 @@ def dppfl_reference(model, data, init, rounds, *, variant, g1, tau0, eta, beta, 
                     s = sum((g / max(1.0, float(g.norm()) / C) for g in sample_grads(module_with(model, v),
                                                                                     x[bq], y[bq])),
                             torch.zeros_like(v))
-                    theta = v - eta * (s + noise_in) / (q_in * len(q_idx))
+                    theta = v - eta * (s + noise_in) / (q_in * fraction * n)
                 else:
                     g = mean_grad(model, v, x[bq], y[bq])
                     theta = v - eta * (g / max(1.0, float(g.norm()) / C) + noise_in)
@@ -184,11 +185,11 @@ def dppfl_reference(model, data, init, rounds, *, variant, g1, tau0, eta, beta, 
                     meta = min(1.0, root / (1.0 + eta * rho)) * (g2 - eta * hvp(g2))
                 noise_out = streams.normal(("outer", t, step), [i], (d,), v.dtype)[0] * C * sigma
                 if variant == "v2":
-                    v = v - beta * (meta + noise_out) / (q_out * len(s_idx))
+                    v = v - beta * (meta + noise_out) / (q_out * (1 - fraction) * n)
                 else:
                     v = v - beta * (meta + noise_out)
             uploads.append(v)
-            weights.append(len(s_idx))
+            weights.append(n)
         for v, m in zip(uploads, weights, strict=True):
             agg = agg + m / sum(weights) * v
         w_global = agg
@@ -288,9 +289,9 @@ def test_clipped_terms_never_exceed_their_bounds(g1):
 
 
 def test_injected_noise_has_the_configured_std():
-    """Inner stage: theta(noisy) - theta(clean) = -eta C sigma xi / (q_in |D^Q|) per client (V2).  Outer stage
-    (a plan with outer noise only, one round, tau0 = 1): the global models differ by
-    -beta sum_i p_i C sigma xi_i / (q_out |D_i^S|), iid N(0, var) coordinates.  Two-sided chi-square tests of
+    """Inner stage: theta(noisy) - theta(clean) = -eta C sigma xi / (q_in E|D^Q|) per client (V2).  Outer
+    stage (a plan with outer noise only, one round, tau0 = 1): the global models differ by
+    -beta sum_i p_i C sigma xi_i / (q_out E|D_i^S|), iid N(0, var) coordinates.  Two-sided chi-square tests of
     the variances, false-alarm rate 1e-3 each (fixed seed: deterministic)."""
     _, _, data, model = tiny_setup(num_clients=4, per_client=20, hidden=64)
     init = model.init(Streams(0).generator("init"), torch.float64)
@@ -304,8 +305,9 @@ def test_injected_noise_has_the_configured_std():
     for p in (plan, None):
         ctx = context_for(model, data, p, init)
         query, _ = split_query_support(ctx.streams, ("query_split",), batch, clients, 4, 0.5)
-        thetas.append(algo.inner_step(ctx, clients, v, algo.sample(ctx, clients, query, "query", q, 0), 0)[0])
-    n_q = query_sizes(data.sizes, 0.5)
+        thetas.append(algo.inner_step(ctx, clients, v, algo.sample(ctx, clients, query, "query", q, 0,
+                                                                     0.5 * batch.sizes), 0)[0])
+    n_q = 0.5 * data.sizes  # the expected query size: the V2 denominator
     z = ((thetas[0] - thetas[1]) * torch.as_tensor(q * n_q).unsqueeze(1) / (-eta * C * sigma)).numpy()
     lo, hi = stats.chi2.ppf([5e-4, 1 - 5e-4], z.size)
     assert lo < np.sum(z**2) < hi
