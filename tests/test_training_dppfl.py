@@ -391,3 +391,72 @@ def test_train_section_clashes_and_target_shortage_are_config_errors(tmp_path):
                         (["targets=40", "target_samples_per_class=60"], "target clients")):
         with pytest.raises(ConfigError, match=match):
             train_from_config("dppfl", EXAMPLE, ["T=1", *sets], out=tmp_path / "bad")
+
+
+# --- the query/support split is per record (issue 21, finding 5) --------------------------------------------
+
+def _one_client(x, y):
+    data = ClientData.from_partition(x, y, [np.arange(len(y))], dtype=torch.float64)
+    return data, data.gather(np.arange(1))
+
+
+def _stage_sums(model, v, batch, seed, C):
+    """The noise-free sums each stage noises at q = 1 (V2): the clipped per-example gradients over the
+    query set, and over the support set (at the same model: the outer step's terms have norm <= C too)."""
+    query, support = split_query_support(Streams(seed), ("query_split",), batch, np.arange(1), 1, 0.5)
+    from fedbound.training.clipping import per_sample_clipped_grad
+
+    return [per_sample_clipped_grad(model, v, batch.x, batch.y, part.mask, C).grad[0]
+            for part in (query, support)], query.mask[0]
+
+
+def test_one_added_or_replaced_record_changes_no_other_records_role_and_moves_each_stage_by_at_most_C():
+    """Neighbouring clients (one record appended, or record 3 replaced): over 40 split seeds every other
+    record keeps its role (a fixed-size split moved one in about 40 % of seeds), so with one record added
+    the query and support sums of per-example clipped gradients (what the inner and outer stages noise)
+    move by <= C."""
+    _, _, data, model = tiny_setup(num_clients=1, per_client=9)
+    x, y = client_arrays(data, 0)
+    x, y = x.numpy(), y.numpy()
+    rng = np.random.default_rng(1)
+    extra_x = 5.0 * rng.standard_normal((1, *x.shape[1:]))
+    v = model.init(torch.Generator().manual_seed(0), torch.float64).reshape(1, -1)
+    C = 0.5
+    _, base = _one_client(x, y)
+    _, added = _one_client(np.concatenate([x, extra_x]), np.concatenate([y, y[:1]]))
+    x_rep = x.copy()
+    x_rep[3] = extra_x[0]
+    _, replaced = _one_client(x_rep, y)
+    worst = {"added": 0.0, "replaced": 0.0}
+    for seed in range(40):
+        sums, roles = _stage_sums(model, v, base, seed, C)
+        for name, other in (("added", added), ("replaced", replaced)):
+            other_sums, other_roles = _stage_sums(model, v, other, seed, C)
+            keep = [j for j in range(len(y)) if name == "added" or j != 3]
+            assert torch.equal(roles[keep], other_roles[keep])
+            for a, b in zip(sums, other_sums, strict=True):
+                worst[name] = max(worst[name], float(torch.linalg.vector_norm(a - b)))
+    # add/remove (Theorem 1's relation): one term of norm <= C enters one stage
+    assert 0.5 * C < worst["added"] <= C * (1 + 1e-12)
+    # replacement: the replaced record's own term changes, in its own stage only (<= 2C, never more)
+    assert worst["replaced"] <= 2 * C * (1 + 1e-12)
+
+
+def test_split_keys_do_not_depend_on_the_batch_width_or_other_clients():
+    """A client's roles are the same alone or next to other clients, whatever their sizes (one record more
+    at client 1 widens the padded batch: a population-wide draw would re-deal client 2's roles)."""
+    _, _, data, _ = tiny_setup(num_clients=3, sizes=[6, 12, 8])
+    xs, ys = zip(*(client_arrays(data, i) for i in range(3)), strict=True)
+    parts = np.split(np.arange(25), [6, 17])  # client 1 without its last record
+    smaller = ClientData.from_partition(torch.cat([xs[0], xs[1][:11], xs[2]]).numpy(),
+                                        torch.cat([ys[0], ys[1][:11], ys[2]]).numpy(), parts,
+                                        dtype=torch.float64)
+    masks = []
+    for fed in (data, smaller):
+        batch = fed.gather(np.arange(3))
+        query, support = split_query_support(Streams(4), ("query_split",), batch, np.arange(3), 3, 0.5)
+        assert torch.equal(query.mask + support.mask, batch.mask)
+        masks.append(query.mask)
+    alone = split_query_support(Streams(4), ("query_split",), data.gather(np.array([2])), np.array([2]), 3,
+                                0.5)[0].mask
+    assert torch.equal(masks[0][2, :8], masks[1][2, :8]) and torch.equal(alone[0, :8], masks[0][2, :8])
