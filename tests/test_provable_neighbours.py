@@ -113,10 +113,9 @@ def test_bound_holds_with_outliers_among_the_shared_records():
     assert 0.3 * bound < worst <= bound * (1 + 1e-9)
 
 
-def test_missing_feature_norm_is_a_config_error_before_any_record_is_read(tmp_path):
-    from fedbound.validation.provable import provable_setting
-
+def test_missing_feature_norm_is_a_config_error_before_any_record_is_read():
     from fedbound.training.config import TRAIN_SECTION
+    from fedbound.validation.provable import provable_setting
 
     train = TRAIN_SECTION.validate({"local_steps": 10, "lr": 0.39, "dataset": "synthetic_logistic",
                                     "synthetic_samples": 200, "synthetic_dim": DIM, "model": "logreg"}, "test")
