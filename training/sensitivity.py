@@ -35,8 +35,10 @@ same model, so ``eta 2 C_g / m`` holds exactly for any model.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -46,10 +48,11 @@ from fedbound.training.engine import Algorithm, RoundContext, RunOptions, run
 from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.models import Model
 from fedbound.training.participation import all_clients
+from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Replacement", "Neighbour", "neighbours", "client_uploads", "ProbeResult", "probe", "shifts",
-           "label_flips", "smoothness_bound", "smoothness_ceiling", "convex_one_output",
-           "check_provable_step"]
+           "label_flips", "crafted_records", "TrialRuns", "federated_trials", "record_release",
+           "smoothness_bound", "smoothness_ceiling", "convex_one_output", "check_provable_step"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,176 @@ def client_uploads(algorithm: Algorithm, model: Model, data: ClientData, starts:
     return recorder.uploads
 
 
+def record_release(ctx: RoundContext, name: str, clients: np.ndarray, values: torch.Tensor) -> None:
+    """Hand ``values`` (``(k, d)``, one row per client of ``clients``) to an audit running this round as the
+    release ``name``: what an adversary view sees that is neither the upload nor the broadcast (e.g. a model
+    released inside local training).  Does nothing outside an audit (:func:`federated_trials`)."""
+    recorder = getattr(ctx, "audit_recorder", None)
+    if recorder is not None:
+        recorder.release(ctx, name, clients, values)
+
+
+@dataclass(frozen=True)
+class TrialRuns:
+    """What the adversary of each trial can see, per round, ``(rounds, trials, d)``: the target's upload,
+    the trial federation's aggregate ``sum_j p_j upload_j`` and the server's output (the broadcast; both
+    None without ``broadcast``), and the target's rows of every :func:`record_release`."""
+
+    uploads: torch.Tensor
+    aggregates: torch.Tensor | None = None
+    broadcasts: torch.Tensor | None = None
+    releases: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __getitem__(self, rows: slice) -> TrialRuns:
+        """The trials ``rows`` (a slice over the second axis)."""
+        def cut(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[:, rows]
+        return TrialRuns(cut(self.uploads), cut(self.aggregates), cut(self.broadcasts),
+                         {k: cut(v) for k, v in self.releases.items()})
+
+    def first_rounds(self, rounds: int) -> TrialRuns:
+        def cut(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[:rounds]
+        return TrialRuns(cut(self.uploads), cut(self.aggregates), cut(self.broadcasts),
+                         {k: cut(v) for k, v in self.releases.items()})
+
+
+def replicate(data: ClientData, clients: np.ndarray, target: int, changes: Sequence[Neighbour]) -> ClientData:
+    """``len(changes)`` copies of the federation ``clients`` (in this order, ``target`` among them), copy
+    ``g``'s ``target`` changed by ``changes[g]`` (:func:`neighbours`): client ``g * len(clients) + j`` is
+    copy ``g`` of ``clients[j]``."""
+    clients = np.asarray(clients, dtype=np.int64)
+    groups, width = len(changes), len(clients)
+    pos = int(np.flatnonzero(clients == target)[0])
+    idx = torch.as_tensor(np.tile(clients, groups), device=data.x.device)
+    x, y, mask = data.x[idx].clone(), data.y[idx].clone(), data.mask[idx].clone()
+    own = neighbours(data, target, changes)
+    n = int(data.sizes[target])
+    rows = torch.arange(groups, device=data.x.device) * width + pos
+    x[rows, :n], y[rows, :n] = own.x, own.y
+    return ClientData(x, y, mask, np.tile(data.sizes[clients], groups).astype(np.int64))
+
+
+def copies_plan(plan: NoisePlan, clients: np.ndarray, groups: int, scale: float = 1.0) -> NoisePlan:
+    """``plan``'s sigma's (times ``scale``) for ``groups`` copies of the federation ``clients``
+    (:func:`replicate`).  What the copies spend is not this plan's business (an audit reports the original
+    plan's epsilon): one view, no budget."""
+    sigma = {stage: np.tile(plan.stage_matrix(stage)[:, clients] * scale, (1, groups))
+             for stage in plan.sigma}
+    sens = {stage: float(plan.stage_sensitivity(stage)[clients].max()) for stage in plan.sensitivity}
+    stage = next(st for st in plan.sigma if st in sens)
+    return NoisePlan(rounds=plan.rounds, num_clients=groups * len(clients), sigma=sigma, sensitivity=sens,
+                     eps=float("inf"), delta=plan.delta, views=(View("copies", "upload", stage=stage),),
+                     budget_accountant="tight", paper_accountant="none",
+                     source="audit copies of " + plan.source)
+
+
+def _group_noise(ctx: RoundContext, group: int, stage: str, clients: np.ndarray | None, shape: tuple,
+                 *key: object) -> torch.Tensor:
+    """``ctx.noise`` with the server's draws (``clients=None``) keyed by the trial federation ``group``."""
+    return ctx.noise(stage, np.array([-2 - group]) if clients is None else clients, shape, *key)
+
+
+class _FederationRecorder(Algorithm):
+    """Trains ``groups`` copies of a federation (:func:`replicate`) by ``inner``'s hooks, every client
+    starting each round from ``starts[round]``; per copy it keeps the target's upload, the weighted aggregate
+    and (``broadcast``) ``inner.server_update`` of that aggregate, each copy with its own server noise."""
+
+    def __init__(self, inner: Algorithm, starts: torch.Tensor, groups: int, weights: np.ndarray,
+                 target_pos: int, broadcast: bool) -> None:
+        super().__init__(len(starts), inner.local)
+        self.inner, self.starts, self.groups = inner, starts, groups
+        self.name, self.weight_decay = inner.name, inner.weight_decay
+        self.weights = torch.as_tensor(np.asarray(weights, np.float64), dtype=starts.dtype)
+        self.width, self.target_pos, self.broadcast = len(weights), target_pos, broadcast
+        shape = (len(starts), groups, starts.shape[1])
+        self.uploads = torch.zeros(shape, dtype=starts.dtype)
+        self.aggregates = torch.zeros(shape, dtype=starts.dtype) if broadcast else None
+        self.broadcasts = torch.zeros(shape, dtype=starts.dtype) if broadcast else None
+        self.releases: dict[str, torch.Tensor] = {}
+
+    def _rows(self, clients: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        cl = torch.as_tensor(np.asarray(clients, np.int64))
+        return cl // self.width, cl % self.width
+
+    def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
+        return self.inner.init_client_state(ctx)
+
+    def init_algo_state(self, ctx: RoundContext) -> dict:
+        return self.inner.init_algo_state(ctx)
+
+    def participants(self, ctx: RoundContext) -> np.ndarray:
+        return all_clients(ctx.num_clients)
+
+    def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
+        return np.zeros(len(participants))
+
+    def start_models(self, ctx: RoundContext, clients: np.ndarray) -> torch.Tensor:
+        return self.starts[ctx.round].to(ctx.device, ctx.dtype).unsqueeze(0).expand(len(clients), -1)
+
+    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
+                     batch: ClientBatch) -> torch.Tensor:
+        ctx.audit_recorder = self
+        return self.inner.local_update(ctx, clients, start, batch)
+
+    def release(self, ctx: RoundContext, name: str, clients: np.ndarray, values: torch.Tensor) -> None:
+        buf = self.releases.setdefault(name, torch.zeros((len(self.starts), self.groups, values.shape[-1]),
+                                                         dtype=self.starts.dtype))
+        group, pos = self._rows(clients)
+        mine = pos == self.target_pos
+        buf[ctx.round, group[mine]] = values.detach().to("cpu", buf.dtype)[mine]
+
+    def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
+        ctx.audit_recorder = self
+        out = self.inner.upload(ctx, clients, local)
+        rows = out.detach().to("cpu", self.uploads.dtype)
+        group, pos = self._rows(clients)
+        mine = pos == self.target_pos
+        self.uploads[ctx.round, group[mine]] = rows[mine]
+        if self.aggregates is not None:
+            self.aggregates[ctx.round].index_add_(0, group, self.weights[pos][:, None] * rows)
+        return out
+
+    def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
+        if self.broadcasts is not None:
+            ctx.audit_recorder = self
+            for g in range(self.groups):
+                gctx = copy.copy(ctx)
+                gctx.noise = functools.partial(_group_noise, ctx, g)
+                agg = self.aggregates[ctx.round, g].to(ctx.device, ctx.dtype)
+                self.broadcasts[ctx.round, g] = self.inner.server_update(gctx, agg).detach().to("cpu")
+        return self.starts[min(ctx.round + 1, len(self.starts) - 1)].to(ctx.device, ctx.dtype)
+
+
+def federated_trials(algorithm: Algorithm, model: Model, data: ClientData, target: int,
+                     participants: np.ndarray, weights: np.ndarray, changes: Sequence[Neighbour],
+                     starts: torch.Tensor, *, plan: NoisePlan | None = None, scale: float = 1.0,
+                     broadcast: bool = True, options: RunOptions | None = None) -> TrialRuns:
+    """One trial per entry of ``changes``: the round's federation (``participants`` with aggregation
+    ``weights``; only the target without ``broadcast``) with client ``target`` changed, run end to end by
+    the engine with ``algorithm``'s hooks (``local_update``, ``upload``, and ``server_update`` on each
+    trial's own aggregate), each round from ``starts[round]``, under ``plan``'s sigma's times ``scale``
+    (None: noise-free).  Trials are independent: every copy of a client has its own noise streams, every
+    trial its own server stream."""
+    starts = torch.as_tensor(starts)
+    if starts.ndim != 2 or starts.shape[1] != model.n_params:
+        raise ParameterError("starts shape", tuple(starts.shape), f"(rounds, {model.n_params})")
+    participants = np.asarray(participants, np.int64)
+    weights = np.asarray(weights, np.float64)
+    if not broadcast:
+        weights = weights[participants == target]
+        participants = np.array([target])
+    pos = int(np.flatnonzero(participants == target)[0])
+    fed = replicate(data, participants, target, changes)
+    copies = None if plan is None else copies_plan(plan, participants, len(changes), scale)
+    base = options or RunOptions()
+    opts = RunOptions(seed=base.seed, device=base.device, dtype=base.dtype, chunk_size=base.chunk_size,
+                      memory_budget_mb=base.memory_budget_mb, eval_every=0, eval_clients=False)
+    recorder = _FederationRecorder(algorithm, starts.to(opts.dtype), len(changes), weights, pos, broadcast)
+    run(recorder, model, fed, plan=copies, options=opts, init_params=starts[0], rounds=len(starts))
+    return TrialRuns(recorder.uploads, recorder.aggregates, recorder.broadcasts, recorder.releases)
+
+
 def label_flips(y: int | float, n_classes: int) -> list[int | float]:
     """Every other label of a class index (classification), or ``-y`` and ``y +- 1`` (regression)."""
     if n_classes <= 1:
@@ -155,10 +328,18 @@ class ProbeResult:
     shifts: np.ndarray
     """``(models, replacements)`` measured ``||upload(D') - upload(D)||``."""
     replacements: tuple[Replacement, ...]
+    natural: int | None = None
+    """How many of the replacements (the first ones) are natural records (flips, swaps); None: all."""
 
     @property
     def max_shift(self) -> float:
         return float(self.shifts.max()) if self.shifts.size else 0.0
+
+    @property
+    def natural_shift(self) -> float:
+        """The largest shift among the natural replacements."""
+        cut = self.shifts[:, :self.natural] if self.natural is not None else self.shifts
+        return float(cut.max()) if cut.size else 0.0
 
     @property
     def worst(self) -> Replacement:
@@ -166,13 +347,44 @@ class ProbeResult:
         return self.replacements[int(np.argmax(self.shifts.max(axis=0)))]
 
 
+CRAFT_SCALES = (1.0, 10.0, 100.0)
+"""Norms of the crafted outliers, in units of the client's largest record norm."""
+
+
+def crafted_records(xs: np.ndarray, ys: np.ndarray, n_classes: int, rng: np.random.Generator,
+                    random_directions: int = 4) -> list[tuple[np.ndarray, float | int]]:
+    """Records an adversary would craft to move the upload: outliers ``s R u`` (``R`` the largest record
+    norm, ``s`` in :data:`CRAFT_SCALES`) along ``+-u`` for ``u`` the client's top two principal directions,
+    its mean direction and ``random_directions`` random unit vectors (``rng``), and amplified records (the
+    two largest-norm records times each scale), each with every label (classification) or with labels
+    ``+-max|y|`` and ``+-10 max|y|`` (regression)."""
+    flat = xs.reshape(len(xs), -1).astype(np.float64)
+    radius = max(float(np.linalg.norm(flat, axis=1).max()), 1e-12)
+    dirs = [flat.mean(axis=0)]
+    if len(flat) > 1:
+        dirs += list(np.linalg.svd(flat - flat.mean(axis=0), full_matrices=False)[2][:2])
+    dirs += list(rng.standard_normal((random_directions, flat.shape[1])))
+    units = [u / np.linalg.norm(u) for u in dirs if np.linalg.norm(u) > 1e-12]
+    points = [sign * scale * radius * u for u in units for sign in (1.0, -1.0) for scale in CRAFT_SCALES]
+    big = np.argsort(-np.linalg.norm(flat, axis=1))[:2]
+    points += [scale * flat[i] for i in big for scale in CRAFT_SCALES[1:]]
+    if n_classes > 1:
+        labels: list[float | int] = list(range(n_classes))
+    else:
+        top = max(float(np.abs(ys).max()), 1.0)
+        labels = [top, -top, 10 * top, -10 * top]
+    return [(p.reshape(xs.shape[1:]).astype(xs.dtype), y) for p in points for y in labels]
+
+
 def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, models: torch.Tensor, *,
-          records: int = 8, options: RunOptions | None = None) -> ProbeResult:
+          records: int = 8, options: RunOptions | None = None, crafted: bool = False, seed: int = 0
+          ) -> ProbeResult:
     """Measured per-record sensitivity of ``client``'s (noise-free) upload at each of ``models`` (``(r, d)``).
 
     Replacements: every label flip (:func:`label_flips`) of ``records`` evenly spaced records, and each of
-    those records' features with the label of another record of the client (ordinary records only).  All
-    replacements of one model train as one engine batch.
+    those records' features with the label of another record of the client (ordinary records); with
+    ``crafted`` also record 0 replaced by each of :func:`crafted_records` (random directions from ``seed``).
+    All replacements of one model train as one engine batch.
     """
     n = int(data.sizes[client])
     if records < 1:
@@ -186,8 +398,12 @@ def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, mod
         reps += [Replacement(int(i), xs[i], y) for y in label_flips(ys[i], n_classes)]
         other = int(picked[(np.searchsorted(picked, i) + 1) % len(picked)])
         reps.append(Replacement(int(i), xs[other], ys[i]))
+    natural = len(reps)
+    if crafted:
+        made = crafted_records(xs, ys, n_classes, np.random.default_rng(seed))
+        reps += [Replacement(0, x, y) for x, y in made]
     return ProbeResult(client, shifts(algorithm, model, data, client, reps, models, options=options),
-                       tuple(reps))
+                       tuple(reps), natural)
 
 
 def shifts(algorithm: Algorithm, model: Model, data: ClientData, client: int, changes: Sequence[Neighbour],

@@ -1,48 +1,48 @@
-"""``fedbound audit``: what a configured mechanism actually leaks, measured through the real engine.
+"""``fedbound audit``: what a configured mechanism actually leaks, measured by running it end to end.
 
 The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and ``[train]`` sections):
 
 1. the paper's recipe builds the data, the noise plan and the algorithm exactly as ``fedbound train`` does;
    its hooks, called once for round 1, say who participates with which aggregation weight;
-2. the *target* is the smallest participating client (the sensitivity ``2C/m`` is about the smallest m); the
-   neighbouring dataset D' changes it at the audited ``level`` (``AuditViews.levels``, the paper's own unit
-   first):
+2. the *target* is the smallest participating client; the neighbouring dataset D' changes it at the audited
+   ``level`` (``AuditViews.levels``, the paper's own unit first): ``record``: one record replaced by a
+   *canary* (``worst``: the largest upload shift found by the search of
+   ``fedbound.training.sensitivity.probe(crafted=True)``: label flips, swapped features, crafted large-norm
+   outliers along principal, mean and random directions with every label, amplified records; ``flip``:
+   record 0 relabelled; ``given``: record 0 replaced by training record ``canary_record``); ``client``: ALL
+   its records replaced (``flip``: all relabelled; ``given``: copies of one record; ``worst``: the largest
+   shift among ``flip`` and whole clients made of one searched record), the ledger then reading each
+   release's sensitivity as ``m`` times the per-record one (triangle inequality);
+3. ``trials`` trials on D and ``trials`` on D' run in one engine call
+   (``fedbound.training.sensitivity.federated_trials``): each trial is a copy of round 1's whole federation
+   (only the target when no view sees the broadcast) with its own noise streams, run through EVERY hook of
+   the algorithm: ``local_update``, ``upload`` (clipping, uplink noise, channel) and ``server_update`` on the
+   trial's own aggregate (server noise), all from the same global models (round 1: the initial model;
+   with ``rounds = R`` those of a real run on D); nothing is drawn from the plan on the side;
+4. each adversary view of the plan gets a likelihood-ratio score per trial: the projection of what it sees
+   (``upload``/``steps``: the target's upload; ``broadcast``: the server's output; a view named in
+   ``AuditViews.releases``: that ``record_release``) on the noise-free shift ``view(D') - view(D)``,
+   weighted by ``1 / std^2`` per round (its planned std), over the first ``max_releases`` rounds; a
+   broadcast whose sampling is hidden keeps the target's term in a fraction ``q`` of the trials;
+5. ``fedbound.validation.audit_stats`` turns the scores into an epsilon lower bound (Clopper-Pearson, level
+   ``1 - ALPHA / views``) and a Gaussian-fit estimate.
 
-   * ``record``: one of its records is replaced by a *canary* (``worst``: the largest upload shift the
-     sensitivity probe finds, ``fedbound.training.sensitivity.probe``; ``flip``: record 0 with another
-     label; ``given``: record 0 replaced by training record ``canary_record``);
-   * ``client``: ALL its records are replaced, by a *canary client* (``flip``: every record with another
-     label; ``given``: every record a copy of training record ``canary_record``; ``worst``: the largest
-     measured upload shift among ``flip`` and the clients made of copies of one probed replacement);
-     the ledger then reads each release's sensitivity as the client size ``m`` times the per-record one
-     (replacing the ``m`` records one by one moves a release at most ``m`` times as far: the triangle
-     inequality; for one clipped full-batch step, ``2 eta C``, attained), so the reported epsilon and
-     the assumed sensitivity are those of whole-client neighbours at the plan's noise;
-3. ``trials`` runs on D and ``trials`` on D' train together in one engine call: the target's data replicated
-   ``2 x trials`` times, each copy a client with its own noise stream, all starting from the same global
-   model (round 1: the initial model; with ``rounds = R`` the models of a real run on D), trained and
-   noised by the algorithm's own hooks with the plan's sigma (``fedbound.training.sensitivity.
-   client_uploads``);
-4. each adversary view of the plan (``View``) gets a score per trial: ``upload``/``steps`` views see the
-   target's noised uploads (a ``steps`` view's uploads are post-processing of its steps, so the test is
-   valid, if weaker); a ``broadcast`` view sees ``p_target x upload`` plus Gaussian noise with the rest of
-   the broadcast's std ``sqrt(sigma_server^2 + sum_(j != target) p_j^2 sigma_j^2)`` (the adversary knows
-   every other client's data, so only their noise hides the target), and, when the view's sampling is
-   hidden (K of N), the target's term is present with probability q.  The score is the projection
-   of what the adversary sees on the noise-free shift ``upload(D') - upload(D)``, summed over rounds with
-   weights ``1/sigma^2`` (the likelihood-ratio test of two Gaussians), over the first ``max_releases``
-   rounds of a view that the adversary sees at most that often (NbAFL's L);
-5. ``fedbound.validation.audit_stats`` turns the scores into the epsilon lower bound (Clopper-Pearson, 95 %)
-   and the Gaussian-fit estimate; the reported epsilon of each view is the ledger's (tight and paper) for
-   the target over the audited rounds, from the original plan.
+Verdict (the run's *reported* epsilon is the ledger's tight epsilon for the design as deployed; the paper's
+accountant is shown beside it).  ``LEAK`` when any of: a view's lower bound exceeds its reported epsilon; the
+noise measured in a stage is significantly below the plan (``noise_checks``: chi-square confidence interval
+on the std ratio, level ``1 - NOISE_ALPHA / stages``; the uplink from the target's uploads, the server from
+broadcast minus aggregate, the aggregate's uplink noise against ``sqrt(sum p_j^2 sigma_j^2)``); the
+noise-free shift of a view exceeds the sensitivity the ledger assumes (deterministic local training only).
+A correct mechanism is called LEAK with probability at most ``ALPHA + NOISE_ALPHA``.  Otherwise
+``underpowered`` when the positive control (the same audit with the plan's noise halved, through the same
+engine) is not detected in any view (its lower bound at most the tight epsilon), with the smallest epsilon
+the audit could have detected and the trials the control would need (``audit_stats.detectable_epsilon``,
+``trials_needed``); otherwise ``consistent``.  ``trials="auto"`` raises the count until the control is
+detected or ``AUTO_TRIALS_LIMIT`` is reached.
 
-A positive control (the same audit with every sigma halved) runs unless switched off.  It is *detected* when
-its lower bound exceeds the view's tight epsilon: the exact epsilon of the planned noise at the assumed
-sensitivity, which half the noise (twice the Gaussian-DP mu) must exceed; an audit that cannot see that lacks
-power (too few trials, or a canary far below the assumed sensitivity).  The verdict: ``LEAK`` when a view's
-lower bound exceeds its reported epsilon (the accountant that holds the run's budget, ``paper`` or ``tight``),
-otherwise ``underpowered`` when no view detects the control, otherwise ``consistent``.  ``noise_scale`` (a
-test hook: 0 drops the noise) multiplies every sigma of the nominal audit.
+Seeds: ``seed`` 0 audits ``[train] seed`` as configured; any other ``seed`` derives a new one for
+everything (data split, model init, canary search, trial noise), so audits with different seeds are
+independent replicates.
 """
 
 from __future__ import annotations
@@ -60,15 +60,25 @@ import numpy as np
 
 from fedbound.errors import ConfigError, ParameterError
 
-__all__ = ["AuditViews", "ViewAudit", "AuditResult", "audit", "audit_from_config", "CANARIES", "LEVELS",
-           "MAX_AUDIT_ROUNDS", "MAX_TRIALS"]
+__all__ = ["AuditViews", "ViewAudit", "NoiseCheck", "AuditResult", "audit", "audit_from_config", "CANARIES",
+           "LEVELS", "MAX_AUDIT_ROUNDS", "MAX_TRIALS", "DEFAULT_TRIALS", "AUTO_TRIALS_LIMIT", "ALPHA",
+           "NOISE_ALPHA"]
 
 CANARIES = ("worst", "flip", "given")
 LEVELS = ("record", "client")
 """Neighbouring relations the audit can build: one record of the target replaced, or all of them."""
 MAX_TRIALS = 1_000_000
-"""Trials per side: memory is about 2 x trials x rounds x n_params x 4 bytes (logged uploads)."""
+"""Trials per side: memory is about 2 x trials x rounds x n_params x 4 bytes per recorded view."""
 MAX_AUDIT_ROUNDS = 100
+DEFAULT_TRIALS = 2000
+AUTO_TRIALS_LIMIT = 64_000
+"""``trials="auto"`` stops raising the trial count here."""
+ALPHA = 0.05
+"""Lower bounds: a correct mechanism's lower bound exceeds its epsilon in some view with probability <= ALPHA
+(Bonferroni over the views)."""
+NOISE_ALPHA = 0.001
+"""Noise checks: a correct mechanism's noise is called significantly low in some stage with probability
+<= NOISE_ALPHA (Bonferroni over the stages)."""
 
 
 def _same(algorithm: Any) -> Any:
@@ -79,17 +89,33 @@ def _same(algorithm: Any) -> Any:
 class AuditViews:
     """What a paper's audit needs beyond its training recipe (``Paper.audit`` points to one).
 
-    ``prepare(algorithm)``: the algorithm as the audit trains it on replicated copies of one client (e.g.
-    without bookkeeping that assumes the original federation); ``doc``: what the audit of this paper tests;
-    ``small``: a small configuration (``{section: {key: value}}``) inside the paper's assumptions that audits
-    in seconds (the tests over the registry and ``make demo`` run it); ``levels``: the neighbouring
-    relations (``LEVELS``) worth auditing for this paper, its own privacy unit first (the default).
+    An entry provides:
+
+    * ``prepare(algorithm)``: the algorithm as the audit runs it on copies of round 1's federation (e.g.
+      without bookkeeping that assumes the original federation).  It must keep every privacy-relevant hook
+      (``local_update``, ``upload``, ``server_update``): the audit runs them end to end;
+    * ``doc``: what the audit of this paper tests;
+    * ``small``: a configuration (``{section: {key: value}}``) inside the paper's assumptions that audits in
+      seconds at the default trial count, with the positive control detected (the tests over the registry,
+      the positive-control suite and ``make demo`` run it);
+    * ``levels``: the neighbouring relations (``LEVELS``) worth auditing, the paper's own unit first;
+    * ``releases``: ``{view name: release name}`` for plan views that see neither the upload nor the
+      broadcast: the algorithm hands that release to the audit with
+      ``fedbound.training.sensitivity.record_release(ctx, name, clients, values)``;
+    * ``release_std``: ``{view name: f(plan, target, rounds) -> (rounds,) std}``, the planned std of the
+      Gaussian noise in what such a view sees (default: the view's stage sigma of the target).
+
+    Views of kind ``upload``/``steps`` see the target's upload, ``broadcast`` the server's output.  The
+    noise-free shift of a view is compared with ``ledger_plan.stage_sensitivity(view.stage)`` of the target
+    (times its aggregation weight for a broadcast).
     """
 
     prepare: Callable[[Any], Any] = _same
     doc: str = ""
     small: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     levels: tuple[str, ...] = ("record",)
+    releases: Mapping[str, str] = field(default_factory=dict)
+    release_std: Mapping[str, Callable[[Any, int, int], np.ndarray]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.levels or not set(self.levels) <= set(LEVELS):
@@ -125,9 +151,39 @@ class ViewAudit:
     false_negatives: int
     held_out: int
     control_epsilon_lower: float | None = None
+    control_mu: float | None = None
     leak: bool = False
+    shift_exceeded: bool = False
+    detectable_epsilon: float | None = None
+    """The smallest epsilon (of a Gaussian mechanism) whose expected lower bound at these trials exceeds
+    the reported epsilon."""
+    trials_needed: int | None = None
+    """Trials per side at which the control's expected lower bound exceeds the tight epsilon."""
+    alpha: float = ALPHA
     scores_out: list[float] = field(default_factory=list, repr=False)
     scores_in: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def control_detected(self) -> bool:
+        return (self.control_epsilon_lower or 0.0) > self.epsilon_reported_tight
+
+
+@dataclass(frozen=True)
+class NoiseCheck:
+    """Measured over planned noise std of one stage: the ratio and its two-sided chi-square interval at
+    level ``1 - alpha`` (``below``: the interval's top under 1)."""
+
+    stage: str
+    planned: float
+    measured: float
+    ratio_low: float
+    ratio_high: float
+    dof: int
+    alpha: float
+
+    @property
+    def below(self) -> bool:
+        return self.ratio_high < 1.0
 
 
 @dataclass(frozen=True)
@@ -149,6 +205,11 @@ class AuditResult:
     wall_time_s: float
     notes: tuple[str, ...] = ()
     level: str = "record"
+    noise_checks: tuple[NoiseCheck, ...] = ()
+    reasons: tuple[str, ...] = ()
+    seed: int = 0
+    natural_shift: float | None = None
+    """The canary search's largest shift among natural records (flips and swaps), beside the chosen one's."""
 
     def to_dict(self, scores: bool = False) -> dict[str, Any]:
         out = asdict(self)
@@ -222,8 +283,8 @@ def _trajectory(s: _Setup, rounds: int) -> Any:
 
 
 def _record_canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int,
-                   canary_record: int | None) -> tuple[Any, float | None]:
-    """One record replaced (``Replacement``) and, for ``worst``, the probe's largest measured shift."""
+                   canary_record: int | None, seed: int) -> tuple[Any, Any]:
+    """One record replaced (``Replacement``) and, for ``worst``, the search's result."""
     from fedbound.training.sensitivity import Replacement, label_flips, probe
 
     x0 = s.data.x[s.target, 0].cpu().numpy()
@@ -236,14 +297,15 @@ def _record_canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_recor
         if not 0 <= j < n:
             raise ConfigError(f"--canary-record = {j} is outside its valid range integer in [0, {n - 1}]")
         return Replacement(0, np.asarray(s.dataset.x_train[j]), s.dataset.y_train[j].item()), None
-    found = probe(prepared, s.model, s.data, s.target, starts, records=probe_records, options=s.options)
-    return found.worst, found.max_shift
+    found = probe(prepared, s.model, s.data, s.target, starts, records=probe_records, options=s.options,
+                  crafted=True, seed=seed)
+    return found.worst, found
 
 
 def _client_canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int,
-                   canary_record: int | None) -> tuple[Any, float | None]:
+                   canary_record: int | None, seed: int) -> tuple[Any, Any]:
     """Every record of the target replaced (a tuple of ``Replacement``; module docstring) and, for
-    ``worst``, the largest measured shift among the candidates."""
+    ``worst``, the search's result (also: mirrored clients, every record ``-s x_i`` with one label)."""
     from fedbound.training.sensitivity import Replacement, label_flips, probe, shifts
 
     n = int(s.data.sizes[s.target])
@@ -256,11 +318,20 @@ def _client_canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_recor
     if kind == "flip":
         return flips, None
     if kind == "given":
-        return everywhere(_record_canary(kind, s, prepared, starts, probe_records, canary_record)[0]), None
-    found = probe(prepared, s.model, s.data, s.target, starts, records=probe_records, options=s.options)
-    candidates = [flips, *(everywhere(r) for r in found.replacements)]
+        one = _record_canary(kind, s, prepared, starts, probe_records, canary_record, seed)[0]
+        return everywhere(one), None
+    found = probe(prepared, s.model, s.data, s.target, starts, records=probe_records, options=s.options,
+                  crafted=True, seed=seed)
+    mirrored = [tuple(Replacement(i, -scale * xs[i], y) for i in range(n))
+                for scale in (1.0, 10.0) for y in _labels(ys, _classes(s))]
+    candidates = [flips, *mirrored, *(everywhere(r) for r in found.replacements)]
     moved = shifts(prepared, s.model, s.data, s.target, candidates, starts, options=s.options).max(axis=0)
-    return candidates[int(np.argmax(moved))], float(moved.max())
+    return candidates[int(np.argmax(moved))], found
+
+
+def _labels(ys: np.ndarray, classes: int) -> list:
+    """Labels a crafted client's records all take: each class, or the natural extremes (regression)."""
+    return list(range(classes)) if classes > 1 else [float(ys.max()), float(ys.min())]
 
 
 _CANARIES = {"record": _record_canary, "client": _client_canary}
@@ -270,12 +341,6 @@ def _classes(s: _Setup) -> int:
     return s.model.n_outputs if s.model.loss != "squared" else 1
 
 
-def _canary(kind: str, s: _Setup, prepared: Any, starts: Any, probe_records: int, canary_record: int | None,
-            level: str = "record") -> tuple[Any, float | None]:
-    """D''s change of the target at ``level`` (module docstring) and, for ``worst``, its measured shift."""
-    return _CANARIES[level](kind, s, prepared, starts, probe_records, canary_record)
-
-
 def _at_level(plan: Any, level: str, sizes: np.ndarray) -> Any:
     """The plan the ledger reads at ``level``: as planned (record), or with every stage's per-record
     sensitivity times the client's size (client; module docstring)."""
@@ -283,21 +348,6 @@ def _at_level(plan: Any, level: str, sizes: np.ndarray) -> Any:
         return plan
     return replace(plan, sensitivity={stage: plan.stage_sensitivity(stage) * np.asarray(sizes, np.float64)
                                       for stage in plan.sensitivity})
-
-
-def _replicated_plan(plan: Any, target: int, copies: int, scale: float) -> Any:
-    """The plan's sigma's for ``copies`` copies of client ``target`` (times ``scale``).  What the copies
-    spend is not this plan's business (the audit reports the original plan's epsilon): one view, no budget."""
-    from fedbound.training.plan import NoisePlan, View
-
-    sigma = {stage: np.repeat((plan.stage_matrix(stage)[:, target] * scale)[:, None], copies, axis=1)
-             for stage in plan.sigma}
-    sens = {stage: float(plan.stage_sensitivity(stage)[target]) for stage in plan.sensitivity}
-    stage = next(st for st in plan.sigma if st in sens)
-    return NoisePlan(rounds=plan.rounds, num_clients=copies, sigma=sigma, sensitivity=sens, eps=math.inf,
-                     delta=plan.delta, views=(View("copies", "upload", stage=stage),),
-                     budget_accountant="tight", paper_accountant="none",
-                     source="audit copies of " + plan.source)
 
 
 def _reported(plan: Any, participants: np.ndarray, weights: np.ndarray, rounds: int, target: int
@@ -312,101 +362,183 @@ def _reported(plan: Any, participants: np.ndarray, weights: np.ndarray, rounds: 
     return {kind: {group: float(v[target]) for group, v in groups.items()} for kind, groups in eps.items()}
 
 
-def _scores(uploads: Any, mean_out: Any, shift: Any, sigmas: np.ndarray) -> np.ndarray:
-    """Likelihood-ratio scores: ``sum_t <u_t - mean_out_t, shift_t> / sigma_t^2`` per trial."""
-    weights = np.where(sigmas > 0, 1.0 / np.maximum(sigmas, 1e-300) ** 2, 1.0)
-    centred = (uploads - mean_out[:, None, :]).double().numpy()
-    proj = np.einsum("tkd,td->tk", centred, shift.double().numpy())
+@dataclass
+class _Observed:
+    """One view's observations: noisy ``(rounds, 2 trials, d)``, noise-free on D and D' ``(rounds, d)``,
+    the planned std per round of the noise in it, the target's weight in it."""
+
+    noisy: Any
+    clean_out: Any
+    clean_in: Any
+    std: np.ndarray
+    weight: float
+
+
+def _observe(view: Any, views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: int, scale: float
+             ) -> _Observed:
+    """What ``view``'s adversary sees (module docstring, step 4) and its planned noise std."""
+    plan, target = s.plan, s.target
+    own = plan.stage_matrix(view.stage)[:rounds, target] * scale
+    if view.name in views.releases:
+        name = views.releases[view.name]
+        std = (views.release_std[view.name](plan, target, rounds) * scale if view.name in views.release_std
+               else own)
+        return _Observed(runs.releases[name], clean.releases[name][:, 0], clean.releases[name][:, 1],
+                         np.asarray(std, np.float64), 1.0)
+    if view.kind != "broadcast":
+        return _Observed(runs.uploads, clean.uploads[:, 0], clean.uploads[:, 1], own, 1.0)
+    w = float(s.weights[s.participants == target][0])
+    server = np.array([plan.stage_sigma("server", t)[0] for t in range(rounds)]) * scale
+    uplink = np.array([plan.stage_sigma(view.stage, t)[s.participants] for t in range(rounds)]) * scale
+    std = np.sqrt(server**2 + (s.weights**2 * uplink**2).sum(axis=1))
+    return _Observed(runs.broadcasts, clean.broadcasts[:, 0], clean.broadcasts[:, 1], std, w)
+
+
+def _scores(centred: Any, shift: Any, std: np.ndarray) -> np.ndarray:
+    """Likelihood-ratio scores: ``sum_t <centred_t, shift_t> / std_t^2`` per trial."""
+    weights = np.where(std > 0, 1.0 / np.maximum(std, 1e-300) ** 2, 1.0)
+    proj = np.einsum("tkd,td->tk", centred, shift)
     return (proj * weights[:, None]).sum(axis=0)
 
 
-def _view_noise(plan: Any, view: Any, participants: np.ndarray, weights: np.ndarray, target: int,
-                rounds: int, scale: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """Per round: the view's own noise std on the target's term and the rest of the noise; the weight."""
-    own = plan.stage_matrix(view.stage)[:rounds, target] * scale
-    if view.kind != "broadcast":
-        return own, np.zeros(rounds), 1.0
-    w = dict(zip(participants.tolist(), weights.tolist(), strict=True))[target]
-    others = participants != target
-    rest = []
-    for t in range(rounds):
-        server = float(plan.stage_sigma("server", t)[0]) * scale
-        sig = plan.stage_sigma(view.stage, t)[participants] * scale
-        rest.append(math.sqrt(server**2 + float(np.sum(weights[others] ** 2 * sig[others] ** 2))))
-    return own, np.asarray(rest), float(w)
-
-
-def _audit_once(s: _Setup, prepared: Any, replacement: Any, starts: Any, trials: int, scale: float,
-                seed: int) -> dict[str, Any]:
-    """Uploads of ``trials`` copies on D and on D' under the plan with sigma x ``scale``, plus noise-free."""
-    from fedbound.training.sensitivity import client_uploads, neighbours
-
-    data = neighbours(s.data, s.target, [None] * trials + [replacement] * trials)
-    plan = _replicated_plan(s.plan, s.target, 2 * trials, scale)
-    noisy = client_uploads(prepared, s.model, data, starts, plan=plan, options=s.options)
-    clean = client_uploads(prepared, s.model, neighbours(s.data, s.target, [None, replacement]), starts,
-                           options=s.options)
-    return {"out": noisy[:, :trials], "in": noisy[:, trials:], "clean_out": clean[:, 0],
-            "clean_in": clean[:, 1]}
-
-
-def _view_audit(view: Any, s: _Setup, runs: dict[str, Any], rounds: int, scale: float, reported: dict,
-                rng: np.random.Generator, budget: str) -> ViewAudit:
+def _view_audit(view: Any, views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: int, scale: float,
+                reported: dict, rng: np.random.Generator, alpha: float, deterministic: bool) -> ViewAudit:
     from fedbound.validation.audit_stats import epsilon_lower_bound, gaussian_fit
 
     if view.max_releases is not None and rounds > view.max_releases:  # the adversary sees that many rounds
         rounds = int(view.max_releases)
-        runs = {k: v[:rounds] for k, v in runs.items()}
-    own, rest, w = _view_noise(s.plan, view, s.participants, s.weights, s.target, rounds, scale)
-    shift = runs["clean_in"] - runs["clean_out"]
-    trials = runs["out"].shape[1]
-    if view.kind == "broadcast":
-        total = np.sqrt((w * own) ** 2 + rest**2)
-        q = view.sample_rate if view.hidden_sampling else 1.0
-        sides = {}
-        for side in ("out", "in"):
-            present = rng.random((rounds, trials)) < q
-            centred_upload = (runs[side] - runs["clean_out"][:, None, :]).numpy()
-            term = np.where(present[:, :, None], w * centred_upload, 0.0)
-            extra = rng.standard_normal(term.shape) * rest[:, None, None]
-            centred = term + extra
-            sides[side] = np.einsum("tkd,td->tk", centred, w * shift.double().numpy())
-            sides[side] = (sides[side] / np.where(total > 0, total, 1.0)[:, None] ** 2).sum(axis=0)
-        out_s, in_s = sides["out"], sides["in"]
-        planned = float(total.max())
-    else:
-        out_s = _scores(runs["out"], runs["clean_out"], shift, own)
-        in_s = _scores(runs["in"], runs["clean_out"], shift, own)
-        planned = float(own.max())
-    residual = (runs["out"] - runs["clean_out"][:, None, :]).double()
-    measured = float(residual.std()) if view.kind != "broadcast" else float(
-        math.sqrt(float(residual.var()) * w**2 + float((rest**2).max())))
-    group = view.group_name
-    tight = reported["tight"].get(group, 0.0)
-    paper = reported.get("paper", {}).get(group)
-    rep = paper if (budget == "paper" and paper is not None) else tight
-    lb = epsilon_lower_bound(out_s, in_s, s.plan.delta)
+        runs, clean = runs.first_rounds(rounds), clean.first_rounds(rounds)
+    obs = _observe(view, views, s, runs, clean, rounds, scale)
+    shift = (obs.clean_in - obs.clean_out).double().numpy()
+    centred = (obs.noisy - obs.clean_out[:, None, :]).double().numpy()
+    trials = centred.shape[1] // 2
+    if view.kind == "broadcast" and view.hidden_sampling and view.sample_rate < 1:
+        # the target sits out a fraction 1 - q of the trials: its term (noise and shift) is then absent
+        u_centred = (runs.uploads - clean.uploads[:, :1]).double().numpy()
+        absent = rng.random(centred.shape[:2]) >= view.sample_rate
+        centred = centred - np.where(absent[:, :, None], obs.weight * u_centred, 0.0)
+    scores = _scores(centred, shift, obs.std)
+    out_s, in_s = scores[:trials], scores[trials:]
+    measured = float(centred[:, :trials].std())
+    tight = reported["tight"].get(view.group_name, 0.0)
+    paper = reported.get("paper", {}).get(view.group_name)
+    lb = epsilon_lower_bound(out_s, in_s, s.plan.delta, alpha=alpha)
     fit = gaussian_fit(out_s, in_s, s.plan.delta)
-    sens = float(s.ledger_plan.stage_sensitivity(view.stage)[s.target])
-    shift_norm = float(np.linalg.norm(shift.double().numpy(), axis=1).max())
-    return ViewAudit(view.name, view.kind, lb.epsilon, tight, paper, rep, fit.mu, fit.epsilon,
-                     (fit.epsilon_low, fit.epsilon_high), measured, planned, w * shift_norm, w * sens,
-                     lb.false_positives, lb.false_negatives, lb.n_out, leak=lb.epsilon > rep,
-                     scores_out=out_s.tolist(), scores_in=in_s.tolist())
+    sens = obs.weight * float(s.ledger_plan.stage_sensitivity(view.stage)[s.target])
+    shift_norm = float(np.linalg.norm(shift, axis=1).max())
+    exceeded = deterministic and shift_norm > sens * (1 + 1e-4) + 1e-9
+    return ViewAudit(view.name, view.kind, lb.epsilon, tight, paper, tight, fit.mu, fit.epsilon,
+                     (fit.epsilon_low, fit.epsilon_high), measured, float(obs.std.max()), shift_norm, sens,
+                     lb.false_positives, lb.false_negatives, lb.n_out, leak=lb.epsilon > tight,
+                     shift_exceeded=bool(exceeded), alpha=alpha, scores_out=out_s.tolist(),
+                     scores_in=in_s.tolist())
 
 
-def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *, trials: int = 2000,
-          canary: str = "worst", rounds: int = 1, control: bool = True, noise_scale: float = 1.0,
-          probe_records: int = 8, canary_record: int | None = None, seed: int = 0, level: str | None = None
-          ) -> AuditResult:
+def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: int, scale: float
+                  ) -> list[NoiseCheck]:
+    """The measured noise of each stage against the plan (module docstring), on the trials on D."""
+    from fedbound.validation.audit_stats import std_ratio_interval
+
+    plan, target = s.plan, s.target
+    trials = runs.uploads.shape[1] // 2
+    found: dict[str, tuple[Any, np.ndarray]] = {}
+    for view in plan.views:
+        if view.name in views.releases or view.kind == "steps":
+            continue
+        if view.kind != "broadcast":
+            found.setdefault(view.stage, (runs.uploads - clean.uploads[:, :1],
+                                          plan.stage_matrix(view.stage)[:rounds, target] * scale))
+            continue
+        sig = np.array([plan.stage_sigma(view.stage, t)[s.participants] * scale for t in range(rounds)])
+        found.setdefault(f"{view.stage} (aggregate)", (runs.aggregates - clean.aggregates[:, :1],
+                                                       np.sqrt((s.weights**2 * sig**2).sum(axis=1))))
+        server = (runs.broadcasts - runs.aggregates) - (clean.broadcasts - clean.aggregates)[:, :1]
+        found.setdefault("server", (server, np.array([plan.stage_sigma("server", t)[0]
+                                                      for t in range(rounds)]) * scale))
+    live = {k: v for k, v in found.items() if np.all(v[1] > 0)}
+    checks = []
+    for stage, (residual, std) in live.items():
+        z = residual[:, :trials].double().numpy() / std[:, None, None]
+        low, high, ratio = std_ratio_interval(float(np.sum(z**2)), z.size, NOISE_ALPHA / len(live))
+        checks.append(NoiseCheck(stage, float(std.max()), ratio * float(std.max()), low, high, int(z.size),
+                                 NOISE_ALPHA / len(live)))
+    return checks
+
+
+def _deterministic(algorithm: Any) -> bool:
+    """Is local training free of sampling (so that the noise-free shift is THE shift)?"""
+    local = getattr(algorithm, "local", None)
+    return not getattr(local, "batch_size", None) and getattr(local, "sample_rate", None) is None
+
+
+def _run_pair(s: _Setup, prepared: Any, change: Any, starts: Any, trials: int, scale: float, seed: int,
+              broadcast: bool) -> tuple[Any, Any]:
+    """``trials`` trials on D then ``trials`` on D' under the plan's sigma x ``scale``, and the noise-free
+    pair (D, D'), through :func:`federated_trials`."""
+    from fedbound.training.sensitivity import federated_trials
+
+    opts = replace(s.options, seed=seed)
+    kw = dict(broadcast=broadcast, options=opts)
+    runs = federated_trials(prepared, s.model, s.data, s.target, s.participants, s.weights,
+                            [None] * trials + [change] * trials, starts, plan=s.plan, scale=scale, **kw)
+    clean = federated_trials(prepared, s.model, s.data, s.target, s.participants, s.weights, [None, change],
+                             starts, **kw)
+    return runs, clean
+
+
+def _audit_at(s: _Setup, views: AuditViews, prepared: Any, change: Any, starts: Any, trials: int,
+              rounds: int, noise_scale: float, control: bool, reported: dict, seed: int
+              ) -> tuple[list[ViewAudit], list[NoiseCheck]]:
+    from fedbound.training.noise import derive_seed
+    from fedbound.validation.audit_stats import trials_needed
+
+    broadcast = any(v.kind == "broadcast" and v.name not in views.releases for v in s.plan.views)
+    alpha = ALPHA / len(s.plan.views)
+    deterministic = _deterministic(prepared)
+    rng = np.random.default_rng(derive_seed(seed, "audit", "presence"))
+    runs, clean = _run_pair(s, prepared, change, starts, trials, noise_scale,
+                            derive_seed(seed, "audit", "nominal") & 0x7FFFFFFF, broadcast)
+    results = [_view_audit(v, views, s, runs, clean, rounds, noise_scale, reported, rng, alpha, deterministic)
+               for v in s.plan.views]
+    checks = _noise_checks(views, s, runs, clean, rounds, noise_scale) if noise_scale > 0 else []
+    if control:
+        runs, clean = _run_pair(s, prepared, change, starts, trials, 0.5 * noise_scale,
+                                derive_seed(seed, "audit", "control") & 0x7FFFFFFF, broadcast)
+        ctrl = [_view_audit(v, views, s, runs, clean, rounds, 0.5 * noise_scale, reported, rng, alpha,
+                            deterministic) for v in s.plan.views]
+        results = [replace(r, control_epsilon_lower=c.epsilon_lower, control_mu=c.gaussian_mu,
+                           trials_needed=trials_needed(c.gaussian_mu, r.epsilon_reported_tight, s.plan.delta,
+                                                       alpha))
+                   for r, c in zip(results, ctrl, strict=True)]
+    return results, checks
+
+
+def _effective_seed(train_seed: int, seed: int) -> int:
+    """``[train] seed`` for ``seed`` 0, else a seed derived from both (module docstring)."""
+    from fedbound.training.noise import derive_seed
+
+    return int(train_seed) if seed == 0 else derive_seed(int(train_seed), "audit", int(seed)) & 0x7FFFFFFF
+
+
+def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
+          trials: int | str = DEFAULT_TRIALS, canary: str = "worst", rounds: int = 1, control: bool = True,
+          noise_scale: float = 1.0, probe_records: int = 8, canary_record: int | None = None, seed: int = 0,
+          level: str | None = None          ) -> AuditResult:
     """The audit of ``paper`` on its validated ``setting`` and ``[train]`` table (module docstring);
-    ``level`` None: the paper's own privacy unit (``AuditViews.levels[0]``)."""
+    ``level`` None: the paper's own privacy unit (``AuditViews.levels[0]``); ``trials``: per side, or
+    ``"auto"``; ``noise_scale`` (a test hook) multiplies every sigma of the plan the trials run with."""
     from fedbound.registry import get
+    from fedbound.training.noise import derive_seed
+    from fedbound.validation.audit_stats import detectable_epsilon
 
     entry = get(paper, "audit")
     rec, views = entry.load("recipe"), entry.load("audit")
-    if not 4 <= trials <= MAX_TRIALS:
-        raise ConfigError(f"--trials = {trials} is outside its valid range integer in [4, {MAX_TRIALS}]")
+    auto = trials == "auto"
+    if auto:
+        trials = DEFAULT_TRIALS
+    if isinstance(trials, str) or not 4 <= trials <= MAX_TRIALS:
+        raise ConfigError(f"--trials = {trials} is outside its valid range integer in [4, {MAX_TRIALS}] "
+                          "or auto")
     level = views.levels[0] if level is None else level
     if level not in views.levels:
         raise ConfigError(f"--level = {level!r} is outside its valid range one of {', '.join(views.levels)} "
@@ -423,6 +555,8 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *, t
         raise ConfigError(f"--rounds = {rounds} is outside its valid range integer in "
                           f"[1, {min(total_rounds, MAX_AUDIT_ROUNDS)}] (the setting's T, at most "
                           f"{MAX_AUDIT_ROUNDS})")
+    base = _effective_seed(train["seed"], seed)
+    train = {**train, "seed": base}
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -430,36 +564,50 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *, t
         s.ledger_plan = _at_level(s.plan, level, s.data.sizes)
         prepared = views.prepare(s.algorithm)
         starts = _trajectory(s, rounds)
-        replacement, _ = _canary(canary, s, prepared, starts, probe_records, canary_record, level)
+        change, found = _CANARIES[level](canary, s, prepared, starts, probe_records, canary_record,
+                                         derive_seed(base, "audit", "canary") & 0x7FFFFFFF)
         reported = _reported(s.ledger_plan, s.participants, s.weights, rounds, s.target)
-        rng = np.random.default_rng(seed)
-        nominal = _audit_once(s, prepared, replacement, starts, trials, noise_scale, seed)
-        results = [_view_audit(v, s, nominal, rounds, noise_scale, reported, rng, s.plan.budget_accountant)
-                   for v in s.plan.views]
-        if control:
-            halved = _audit_once(s, prepared, replacement, starts, trials, 0.5 * noise_scale, seed)
-            ctrl = [_view_audit(v, s, halved, rounds, 0.5 * noise_scale, reported, rng,
-                                s.plan.budget_accountant) for v in s.plan.views]
-            results = [_with_control(r, c) for r, c in zip(results, ctrl, strict=True)]
+        while True:
+            results, checks = _audit_at(s, views, prepared, change, starts, trials, rounds, noise_scale,
+                                        control, reported, base)
+            detected = any(v.control_detected for v in results)
+            if not (auto and control) or detected or trials >= AUTO_TRIALS_LIMIT:
+                break
+            needed = min((v.trials_needed for v in results if v.trials_needed), default=None)
+            trials = min(AUTO_TRIALS_LIMIT, max(2 * trials, needed or 0))
+        results = [replace(v, detectable_epsilon=detectable_epsilon(trials, v.epsilon_reported, s.plan.delta,
+                                                                    v.alpha)) for v in results]
     notes += list(dict.fromkeys(str(w.message) for w in caught))
-    verdict = _verdict(results, control)
-    record = None if isinstance(replacement, tuple) else replacement.index  # None: the whole client
-    return AuditResult(entry.name, verdict, tuple(results), trials, rounds, canary, s.target, record,
+    if auto:
+        notes.append(f"--trials auto: {trials} trials per side" + (
+            "" if any(v.control_detected for v in results) else
+            f", the limit {AUTO_TRIALS_LIMIT}, without detecting the control"))
+    verdict, reasons = _verdict(results, checks, control)
+    record = None if isinstance(change, tuple) else change.index  # None: the whole client
+    natural = None if found is None or found.natural is None else found.natural_shift
+    return AuditResult(entry.name, verdict, tuple(results), int(trials), rounds, canary, s.target, record,
                        s.plan.delta, s.plan.budget_accountant, control, noise_scale, time.perf_counter() - t0,
-                       tuple(notes), level)
+                       tuple(notes), level, tuple(checks), tuple(reasons), seed, natural)
 
 
-def _with_control(nominal: ViewAudit, halved: ViewAudit) -> ViewAudit:
-    return replace(nominal, control_epsilon_lower=halved.epsilon_lower)
-
-
-def _verdict(views: list[ViewAudit], control: bool) -> str:
-    """LEAK / underpowered / consistent (module docstring)."""
-    if any(v.leak for v in views):
-        return "LEAK: lower bound above the reported epsilon"
-    if control and not any((v.control_epsilon_lower or 0.0) > v.epsilon_reported_tight for v in views):
-        return "underpowered"
-    return "consistent"
+def _verdict(views: list[ViewAudit], checks: list[NoiseCheck], control: bool) -> tuple[str, list[str]]:
+    """LEAK / underpowered / consistent and why (module docstring)."""
+    reasons = [f"{v.view}: lower bound {v.epsilon_lower:.3g} > reported epsilon {v.epsilon_reported:.3g}"
+               for v in views if v.leak]
+    reasons += [f"{v.view}: noise-free shift {v.shift_measured:.4g} > the sensitivity "
+                f"{v.sensitivity_assumed:.4g} the ledger assumes" for v in views if v.shift_exceeded]
+    reasons += [f"{c.stage} noise: std {c.ratio_low:.3g}-{c.ratio_high:.3g} x the plan's "
+                f"({100 * (1 - c.alpha):.3g} % interval)" for c in checks if c.below]
+    if reasons:
+        return "LEAK: " + "; ".join(reasons), reasons
+    if control and not any(v.control_detected for v in views):
+        best = min(views, key=lambda v: v.trials_needed or math.inf)
+        need = "more than " + str(MAX_TRIALS) if best.trials_needed is None else str(best.trials_needed)
+        return "underpowered", [
+            f"the halved-noise control is not detected in any view; smallest epsilon detectable at these "
+            f"trials: {', '.join(f'{v.view} {v.detectable_epsilon:.3g}' for v in views)}; the control needs "
+            f"about {need} trials per side ({best.view}; --trials auto)"]
+    return "consistent", []
 
 
 def audit_from_config(paper: str, config: str | Path | None, overrides: Iterable[str] = (), **kw: Any

@@ -24,15 +24,18 @@ is a percentile bootstrap over both samples.  It is an estimate, not a bound.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import beta as beta_dist
+from scipy.stats import chi2, norm
 
 from fedbound.errors import ParameterError
 
 __all__ = ["clopper_pearson_upper", "epsilon_from_rates", "choose_threshold", "LowerBound",
-           "epsilon_lower_bound", "GaussianFit", "gaussian_fit", "roc_curve"]
+           "epsilon_lower_bound", "GaussianFit", "gaussian_fit", "roc_curve", "std_ratio_interval",
+           "expected_lower_bound", "detectable_epsilon", "trials_needed"]
 
 
 def clopper_pearson_upper(errors: np.ndarray | int, n: int, level: float) -> np.ndarray:
@@ -166,3 +169,60 @@ def roc_curve(scores_out: np.ndarray, scores_in: np.ndarray) -> tuple[np.ndarray
     t = np.concatenate([[-np.inf], np.unique(np.concatenate([test_out, test_in])), [np.inf]])
     fp, fn = _rates(test_out, test_in, t)
     return fp / len(test_out), 1.0 - fn / len(test_in)
+
+
+def std_ratio_interval(sum_sq: float, n: int, alpha: float) -> tuple[float, float, float]:
+    """(low, high, estimate) of ``s / sigma`` from ``sum_sq``, the sum of ``n`` squared draws of
+    ``N(0, s^2) / sigma``: ``sum_sq / s^2 * sigma^2 ~ chi^2(n)``, so ``sqrt(sum_sq / chi2_(1-alpha/2)(n))``
+    and ``sqrt(sum_sq / chi2_(alpha/2)(n))`` cover ``s / sigma`` with probability ``1 - alpha`` (the
+    textbook interval for a normal variance with known mean)."""
+    if n < 1:
+        raise ParameterError("noise draws", n, "integer in [1, inf)")
+    if not 0 < alpha < 1:
+        raise ParameterError("alpha", alpha, "(0, 1)")
+    return (math.sqrt(sum_sq / chi2.ppf(1 - alpha / 2, n)), math.sqrt(sum_sq / chi2.ppf(alpha / 2, n)),
+            math.sqrt(sum_sq / n))
+
+
+def expected_lower_bound(mu: float, held_out: int, delta: float, alpha: float) -> float:
+    """The lower bound (:func:`epsilon_lower_bound`, at its best threshold) that a test between ``N(0, 1)``
+    and ``N(mu, 1)`` scores gives with ``held_out`` trials per side when the error counts equal their
+    expectations: ``max_t eps(CP(n Phi(-t)), CP(n Phi(t - mu)))``."""
+    t = np.linspace(-4.0, mu + 12.0, 4001)
+    level = 1 - alpha / 2
+    fp = clopper_pearson_upper(held_out * norm.sf(t), held_out, level)
+    fn = clopper_pearson_upper(held_out * norm.cdf(t - mu), held_out, level)
+    return float(epsilon_from_rates(fp, fn, delta).max())
+
+
+def detectable_epsilon(trials: int, epsilon: float, delta: float, alpha: float, mu_max: float = 40.0
+                       ) -> float:
+    """The smallest epsilon at ``delta`` of a Gaussian mechanism (mu-GDP) whose expected lower bound with
+    ``trials`` per side (half held out) exceeds ``epsilon``: what an audit of this size can call a LEAK
+    against ``epsilon``; inf when none can."""
+    held = trials - trials // 2
+    if expected_lower_bound(mu_max, held, delta, alpha) <= epsilon:
+        return math.inf
+    lo, hi = 0.0, mu_max
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if expected_lower_bound(mid, held, delta, alpha) <= epsilon else (lo, mid)
+    return float(_gdp_epsilon(np.array([hi]), delta)[0])
+
+
+def trials_needed(mu: float, epsilon: float, delta: float, alpha: float, limit: int = 1_000_000
+                  ) -> int | None:
+    """The fewest trials per side (a multiple of 2) at which a ``mu``-GDP pair's expected lower bound
+    exceeds ``epsilon``; None beyond ``limit``."""
+    def ok(trials: int) -> bool:
+        return expected_lower_bound(mu, trials - trials // 2, delta, alpha) > epsilon
+
+    if not math.isfinite(mu) or mu <= 0 or not ok(limit):
+        return None
+    lo, hi = 4, 8
+    while not ok(hi):
+        lo, hi = hi, min(2 * hi, limit)
+    while hi - lo > max(2, lo // 50):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if not ok(mid) else (lo, mid)
+    return int(hi + hi % 2)
