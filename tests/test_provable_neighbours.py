@@ -117,8 +117,9 @@ def test_missing_feature_norm_is_a_config_error_before_any_record_is_read():
     from fedbound.training.config import TRAIN_SECTION
     from fedbound.validation.provable import provable_setting
 
-    train = TRAIN_SECTION.validate({"local_steps": 10, "lr": 0.39, "dataset": "synthetic_logistic",
-                                    "synthetic_samples": 200, "synthetic_dim": DIM, "model": "logreg"}, "test")
+    raw = {"local_steps": 10, "lr": 0.39, "dataset": "synthetic_logistic", "synthetic_samples": 200,
+           "synthetic_dim": DIM, "model": "logreg"}
+    train = TRAIN_SECTION.validate(raw, "test")
     setting = {k: v for k, v in SETTING.items() if k != "feature_norm"}
     with pytest.raises(ConfigError, match=r"\[nbafl\] sensitivity = \"provable\" .* needs feature_norm"):
         provable_setting(setting, train, 0.002, "nbafl")

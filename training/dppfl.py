@@ -53,8 +53,15 @@ through the batched model, all clients of a chunk at once).  The clip factor is
 Hessian of the mean loss over the realised query batch ``B_Q`` (zero for an empty batch).
 
 The fraction of clipped gradients (per example in V2, per batch in V1; inner and outer stages together) is
-logged as ``clipped_fraction``.  The global metrics row's ``sigma`` (noise in the broadcast model) is 0:
-the noise here is inside the local steps, reported as ``sigma_inner`` / ``sigma_outer``.
+logged as ``clipped_fraction``.  The first local epoch's two noised sums (what the ``inner`` and ``outer``
+stages release, before the V2 normalisation) are handed to a running audit as releases ``"inner"``,
+``"outer"`` and both together, ``"local"`` (``fedbound.training.sensitivity.record_release``; nothing
+happens outside an audit).  ``audit_both_sets`` (False in training) puts every record in both sets: the
+record Theorem 1's ledger pays for (it charges every record both stages), so an audit of it meets the
+ledger's epsilon exactly, where a record in one set leaks less.
+
+The global metrics row's ``sigma`` (noise in the broadcast model) is 0: the noise here is inside the local
+steps, reported as ``sigma_inner`` / ``sigma_outer``.
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ from fedbound.training.grads import batch_gradient
 from fedbound.training.local import select_minibatch
 from fedbound.training.models import Model
 from fedbound.training.noise import Streams
+from fedbound.training.sensitivity import record_release
 
 __all__ = ["DPPFL", "VARIANTS", "G1_MODES", "expected_query_sizes", "record_uniforms", "split_query_support",
            "MiniBatch", "QueryHessian", "hessian_norm_estimate", "personalize"]
@@ -235,6 +243,8 @@ class DPPFL(Algorithm):
         self.variant, self.g1, self.query_fraction = variant, g1, query_fraction
         self.power_iterations = power_iterations
         self.targets = targets
+        self.audit_both_sets = False
+        self._inner_release: torch.Tensor | None = None  # step 0's inner release, for the "local" one
         self._targets_cache: dict[tuple, ClientData] = {}
 
     @classmethod
@@ -267,6 +277,8 @@ class DPPFL(Algorithm):
         """``tau0`` epochs of (inner step on a query sample, outer step on a support sample)."""
         query, support = split_query_support(ctx.streams, ("query_split",), batch, clients, ctx.num_clients,
                                              self.query_fraction)
+        if self.audit_both_sets:
+            query = support = batch
         expected_q = expected_query_sizes(batch.sizes, self.query_fraction)
         expected = {"query": expected_q, "support": batch.sizes - expected_q}
         v = start.detach().clone()
@@ -304,12 +316,17 @@ class DPPFL(Algorithm):
         """``theta = v - eta (g_Q + n^Q)`` (eqs. (6)-(7)); also (clipped, clip decisions) per client."""
         if self.variant == "v2":
             res = per_sample_clipped_grad(ctx.model, v, b_q.x, b_q.y, b_q.chosen, self.clip_norm)
-            noisy = ctx.add_noise("inner", res.grad, clients, step) / b_q.denominator.unsqueeze(1)
+            noisy = ctx.add_noise("inner", res.grad, clients, step)
             stats = (((res.norms > self.clip_norm) * b_q.chosen).sum(1), b_q.count)
         else:
             g, norms = clip_rows(batch_gradient(ctx.model, v, b_q.x, b_q.y, b_q.mean_weight), self.clip_norm)
             noisy = ctx.add_noise("inner", g, clients, step)
             stats = ((norms > self.clip_norm).to(v.dtype), torch.ones_like(norms))
+        if step == 0:
+            record_release(ctx, "inner", clients, noisy)
+            self._inner_release = noisy
+        if self.variant == "v2":
+            noisy = noisy / b_q.denominator.unsqueeze(1)
         return v - self.inner_lr * noisy, stats
 
     def outer_step(self, ctx: RoundContext, clients: np.ndarray, v: torch.Tensor, theta: torch.Tensor,
@@ -325,6 +342,10 @@ class DPPFL(Algorithm):
             g2, norms = clip_rows(batch_gradient(ctx.model, theta, b_s.x, b_s.y, b_s.mean_weight), root)
             stats = ((norms > root).to(v.dtype), torch.ones_like(norms))
         meta = ctx.add_noise("outer", self.apply_g1(ctx, clients, v, b_q, g2, step), clients, step)
+        if step == 0:
+            record_release(ctx, "outer", clients, meta)
+            if self._inner_release is not None and len(self._inner_release) == len(meta):
+                record_release(ctx, "local", clients, torch.cat([self._inner_release, meta], dim=1))
         if self.variant == "v2":
             meta = meta / b_s.denominator.unsqueeze(1)
         return v - self.outer_lr * meta, stats

@@ -116,6 +116,18 @@ class AuditViews:
     levels: tuple[str, ...] = ("record",)
     releases: Mapping[str, str] = field(default_factory=dict)
     release_std: Mapping[str, Callable[[Any, int, int], np.ndarray]] = field(default_factory=dict)
+    ledger: Callable[[Any], Any] = _same
+    """The plan the ledger reads under the audit's replacement relation (default: as planned; a paper
+    whose ledger counts add/remove neighbours doubles its sensitivity: replace = remove + add)."""
+    shift_checked: bool = True
+    """Compare each view's noise-free shift with the sensitivity the ledger assumes (False where a release
+    adapts to an earlier noisy release of the same round, e.g. a step taken at a noised model: its
+    noise-free shift is not what one release's sensitivity bounds)."""
+    checked_releases: Mapping[str, str] = field(default_factory=dict)
+    """``{stage: release name}``: check that stage's noise (std: the plan's stage sigma of the target) on
+    the residual of the release from the noise-free one on D.  The residual's variance is the noise's plus
+    any variation of the release between trials (e.g. Poisson sampling), so the check can miss low noise
+    but never flags correct noise."""
 
     def __post_init__(self) -> None:
         if not self.levels or not set(self.levels) <= set(LEVELS):
@@ -455,6 +467,9 @@ def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: i
         server = (runs.broadcasts - runs.aggregates) - (clean.broadcasts - clean.aggregates)[:, :1]
         found.setdefault("server", (server, np.array([plan.stage_sigma("server", t)[0]
                                                       for t in range(rounds)]) * scale))
+    for stage, name in views.checked_releases.items():
+        found.setdefault(stage, (runs.releases[name] - clean.releases[name][:, :1],
+                                 plan.stage_matrix(stage)[:rounds, target] * scale))
     live = {k: v for k, v in found.items() if np.all(v[1] > 0)}
     checks = []
     for stage, (residual, std) in live.items():
@@ -494,7 +509,7 @@ def _audit_at(s: _Setup, views: AuditViews, prepared: Any, change: Any, starts: 
 
     broadcast = any(v.kind == "broadcast" and v.name not in views.releases for v in s.plan.views)
     alpha = ALPHA / len(s.plan.views)
-    deterministic = _deterministic(prepared)
+    deterministic = _deterministic(prepared) and views.shift_checked
     rng = np.random.default_rng(derive_seed(seed, "audit", "presence"))
     runs, clean = _run_pair(s, prepared, change, starts, trials, noise_scale,
                             derive_seed(seed, "audit", "nominal") & 0x7FFFFFFF, broadcast)
@@ -561,7 +576,7 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         s = _round_one(rec, setting, train, rounds)
-        s.ledger_plan = _at_level(s.plan, level, s.data.sizes)
+        s.ledger_plan = _at_level(views.ledger(s.plan), level, s.data.sizes)
         prepared = views.prepare(s.algorithm)
         starts = _trajectory(s, rounds)
         change, found = _CANARIES[level](canary, s, prepared, starts, probe_records, canary_record,
