@@ -116,6 +116,9 @@ class AuditViews:
     levels: tuple[str, ...] = ("record",)
     releases: Mapping[str, str] = field(default_factory=dict)
     release_std: Mapping[str, Callable[[Any, int, int], np.ndarray]] = field(default_factory=dict)
+    prepare_target: Callable[[Any, int], Any] | None = None
+    """``prepare`` for an entry that needs the audited client too (e.g. to send every copy through its
+    channel); used instead of ``prepare`` when given."""
     ledger: Callable[[Any], Any] = _same
     """The plan the ledger reads under the audit's replacement relation (default: as planned; a paper
     whose ledger counts add/remove neighbours doubles its sensitivity: replace = remove + add)."""
@@ -454,6 +457,10 @@ def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: i
     plan, target = s.plan, s.target
     trials = runs.uploads.shape[1] // 2
     found: dict[str, tuple[Any, np.ndarray]] = {}
+    for stage, name in views.checked_releases.items():
+        if name in runs.releases:  # an algorithm variant may not make it (nothing to check)
+            found[stage] = (runs.releases[name] - clean.releases[name][:, :1],
+                            plan.stage_matrix(stage)[:rounds, target] * scale)
     for view in plan.views:
         if view.name in views.releases or view.kind == "steps":
             continue
@@ -467,9 +474,6 @@ def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: i
         server = (runs.broadcasts - runs.aggregates) - (clean.broadcasts - clean.aggregates)[:, :1]
         found.setdefault("server", (server, np.array([plan.stage_sigma("server", t)[0]
                                                       for t in range(rounds)]) * scale))
-    for stage, name in views.checked_releases.items():
-        found.setdefault(stage, (runs.releases[name] - clean.releases[name][:, :1],
-                                 plan.stage_matrix(stage)[:rounds, target] * scale))
     live = {k: v for k, v in found.items() if np.all(v[1] > 0)}
     checks = []
     for stage, (residual, std) in live.items():
@@ -515,7 +519,7 @@ def _audit_at(s: _Setup, views: AuditViews, prepared: Any, change: Any, starts: 
                             derive_seed(seed, "audit", "nominal") & 0x7FFFFFFF, broadcast)
     results = [_view_audit(v, views, s, runs, clean, rounds, noise_scale, reported, rng, alpha, deterministic)
                for v in s.plan.views]
-    checks = _noise_checks(views, s, runs, clean, rounds, noise_scale) if noise_scale > 0 else []
+    checks = _noise_checks(views, s, runs, clean, rounds, 1.0)  # against the plan the ledger reads
     if control:
         runs, clean = _run_pair(s, prepared, change, starts, trials, 0.5 * noise_scale,
                                 derive_seed(seed, "audit", "control") & 0x7FFFFFFF, broadcast)
@@ -577,7 +581,8 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
         warnings.simplefilter("always")
         s = _round_one(rec, setting, train, rounds)
         s.ledger_plan = _at_level(views.ledger(s.plan), level, s.data.sizes)
-        prepared = views.prepare(s.algorithm)
+        prepared = (views.prepare(s.algorithm) if views.prepare_target is None
+                    else views.prepare_target(s.algorithm, s.target))
         starts = _trajectory(s, rounds)
         change, found = _CANARIES[level](canary, s, prepared, starts, probe_records, canary_record,
                                          derive_seed(base, "audit", "canary") & 0x7FFFFFFF)
