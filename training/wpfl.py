@@ -58,12 +58,12 @@ from fedbound.training.clipping import clip_rows
 from fedbound.training.engine import Algorithm, RoundContext
 from fedbound.training.federation import ClientBatch
 from fedbound.training.local import LocalSGD
-from fedbound.training.sensitivity import record_release
 from fedbound.training.metrics import evaluate_clients, evaluate_test
 from fedbound.training.models import Model
 from fedbound.training.participation import scheduled
 from fedbound.training.pfl_baselines import chunks, pl_gradient, rule
 from fedbound.training.quantization import coded_bits, dithered_gaussian, quantize, quantize_index, transmit
+from fedbound.training.sensitivity import record_release
 
 __all__ = ["WPFL", "WPFLSchedule", "jain_index", "evaluate_each_on_test", "PL_CLIENTS"]
 
