@@ -1,7 +1,8 @@
 """Audit speed (``python bench/audit.py``): 2,000 one-round trials per side for NbAFL on logistic regression.
 
-Ours: the trials batched in one engine call (the target client replicated 2 x 2,000 times, each copy with its
-own noise stream; ``fedbound.validation.audit``).  Baseline, measured in the same run and interleaved with
+Ours: the trials batched in one engine call (round 1's whole federation replicated 2 x 2,000 times, each
+copy with its own noise, the server's update run per trial; ``fedbound.training.sensitivity.
+federated_trials``).  Baseline, measured in the same run and interleaved with
 ours: the same trials one engine call each (a D copy and a D' copy per call), timed on a subset and scaled
 to 2,000.  Also the whole ``audit()`` end to end (canary search, nominal audit, halved-noise control).
 Target: the end-to-end audit <= 120 s on 2 cores.  Writes ``bench/results/audit.json``; ``--quick`` uses
@@ -20,7 +21,7 @@ from _harness import write_result  # noqa: E402
 
 from fedbound.registry import get  # noqa: E402
 from fedbound.training.engine import RunOptions  # noqa: E402
-from fedbound.training.sensitivity import client_uploads, neighbours  # noqa: E402
+from fedbound.training.sensitivity import federated_trials  # noqa: E402
 from fedbound.validation import audit as audit_mod  # noqa: E402
 
 SECTIONS = {name: dict(table) for name, table in get("nbafl").load("audit").small.items()}
@@ -49,17 +50,16 @@ def main() -> None:
         warnings.simplefilter("ignore")
         s = audit_mod._round_one(rec, setting, train, 1)
         starts = audit_mod._trajectory(s, 1)
-        rep, _ = audit_mod._canary("flip", s, s.algorithm, starts, 8, None)
+        rep, _ = audit_mod._record_canary("flip", s, s.algorithm, starts, 8, None, 0)
         batched, single = [], []
         for _ in range(1 if quick else 3):  # A and B interleaved
             t0 = time.perf_counter()
-            audit_mod._audit_once(s, s.algorithm, rep, starts, trials, 1.0, 0)
+            audit_mod._run_pair(s, s.algorithm, rep, starts, trials, 1.0, 0, True)
             batched.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             for k in range(one_by_one):
-                plan = audit_mod._replicated_plan(s.plan, s.target, 2, 1.0)
-                client_uploads(s.algorithm, s.model, neighbours(s.data, s.target, [None, rep]), starts,
-                               plan=plan, options=RunOptions(seed=k))
+                federated_trials(s.algorithm, s.model, s.data, s.target, s.participants, s.weights,
+                                 [None, rep], starts, plan=s.plan, options=RunOptions(seed=k))
             single.append((time.perf_counter() - t0) / one_by_one * trials)
         t0 = time.perf_counter()
         result = audit_mod.audit_from_config("nbafl", path, trials=trials)

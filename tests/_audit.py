@@ -1,11 +1,23 @@
-"""The audit tests' configuration: a paper's ``AuditViews.small`` sections, with changes, written as TOML."""
+"""The audit tests' configuration (a paper's ``AuditViews.small`` sections, with changes, written as TOML)
+and the positive-control suite's injected bugs.
+
+A bug is injected into the MECHANISM, never into the ledger: what the engine hands the algorithm's hooks
+(``RoundContext.sigma``, the std its ``add_noise`` uses) or the clipping every algorithm calls
+(``fedbound.training.clipping.clip_factors``); the plan, and so the reported epsilon, stay as they were.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
+import torch
+
 from fedbound.registry import get
+from fedbound.training import clipping
 from fedbound.training.config import dump_toml
+from fedbound.training.engine import RoundContext
 
 
 def small_config(tmp_path: Path, paper: str, **changes: dict) -> Path:
@@ -16,3 +28,40 @@ def small_config(tmp_path: Path, paper: str, **changes: dict) -> Path:
     path = tmp_path / f"{paper}.toml"
     path.write_text(dump_toml(sections))
     return path
+
+
+@contextlib.contextmanager
+def scaled_noise(stage: str, factor: float) -> Iterator[None]:
+    """Every ``stage`` noise the mechanism adds scaled by ``factor`` (0: dropped)."""
+    original = RoundContext.sigma
+
+    def sigma(self, name, clients=None):
+        out = original(self, name, clients)
+        return out * factor if name == stage else out
+
+    RoundContext.sigma = sigma
+    try:
+        yield
+    finally:
+        RoundContext.sigma = original
+
+
+@contextlib.contextmanager
+def no_clipping() -> Iterator[None]:
+    """Every clip (model rows, per-sample gradients) a no-op."""
+    original = clipping.clip_factors
+    clipping.clip_factors = lambda norms, clip_norm: torch.ones_like(norms)
+    try:
+        yield
+    finally:
+        clipping.clip_factors = original
+
+
+def bugs(stages: list[str]) -> dict[str, object]:
+    """The suite's bugs for a mechanism whose plan adds noise in ``stages``: half of each stage's noise, the
+    server's noise dropped (when it has one), the clipping dropped."""
+    out = {f"half {stage} noise": (lambda s=stage: scaled_noise(s, 0.5)) for stage in stages}
+    if "server" in stages:
+        out["server noise dropped"] = lambda: scaled_noise("server", 0.0)
+    out["clipping dropped"] = no_clipping
+    return out

@@ -83,3 +83,83 @@ def test_roc_and_its_dp_bound():
     assert b[0] == pytest.approx(0.01) and b[-1] == 1.0
     assert np.all(np.diff(b) >= 0)
     assert b[1] == pytest.approx(min(np.e * 0.1 + 0.01, 1 - np.exp(-1) * (0.99 - 0.1)))
+
+
+# --- power and noise statistics (issue 21) -----------------------------------------------------------------
+
+def _gdp_delta(eps: float, mu: float) -> float:
+    """delta(eps) of mu-GDP (Dong, Roth & Su 2019, Cor. 2.13), written out independently of the code."""
+    from scipy.stats import norm
+
+    return float(norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+def test_std_ratio_interval_covers_at_its_level_by_monte_carlo():
+    from fedbound.validation.audit_stats import std_ratio_interval
+
+    rng = np.random.default_rng(7)
+    true = 0.7
+    sums = ((true * rng.standard_normal((4000, 30))) ** 2).sum(axis=1)
+    covered = [lo <= true <= hi for lo, hi, _ in (std_ratio_interval(float(x), 30, 0.05) for x in sums)]
+    assert 0.935 <= np.mean(covered) <= 0.965
+
+
+def test_std_ratio_interval_matches_the_normal_approximation_for_many_draws():
+    from scipy.stats import norm
+
+    from fedbound.validation.audit_stats import std_ratio_interval
+
+    n = 200_000
+    lo, hi, est = std_ratio_interval(0.25 * n, n, 0.01)  # measured ratio 0.5 exactly
+    half = norm.ppf(0.995) / np.sqrt(2 * n)
+    assert est == pytest.approx(0.5)
+    assert lo == pytest.approx(0.5 * (1 - half), rel=2e-4) and hi == pytest.approx(0.5 * (1 + half), rel=2e-4)
+    with pytest.raises(ParameterError, match="alpha"):
+        std_ratio_interval(1.0, 10, 1.5)
+
+
+def test_expected_lower_bound_at_perfect_separation_is_the_zero_error_limit():
+    from fedbound.validation.audit_stats import expected_lower_bound
+
+    n, delta, alpha = 1000, 0.01, 0.05
+    u = 1 - (alpha / 2) ** (1 / n)  # Clopper-Pearson upper bound of 0 errors in n
+    assert expected_lower_bound(60.0, n, delta, alpha) == pytest.approx(np.log((1 - delta - u) / u), rel=1e-3)
+    assert expected_lower_bound(0.0, n, delta, alpha) == 0.0
+
+
+def test_expected_lower_bound_agrees_with_simulated_audits():
+    from fedbound.validation.audit_stats import expected_lower_bound
+
+    rng = np.random.default_rng(3)
+    mu, n = 2.5, 4000
+    sims = [epsilon_lower_bound(rng.standard_normal(2 * n), mu + rng.standard_normal(2 * n), 0.01).epsilon
+            for _ in range(5)]
+    # the expectation knows the best threshold and has no count noise: a real audit falls a little short
+    expected = expected_lower_bound(mu, n, 0.01, 0.05)
+    assert expected - 0.35 < np.mean(sims) < expected + 0.05
+
+
+def test_detectable_epsilon_is_where_the_expected_bound_crosses_the_reported_one():
+    from scipy.optimize import brentq
+
+    from fedbound.validation.audit_stats import detectable_epsilon, expected_lower_bound
+
+    delta, alpha, reported = 0.01, 0.05, 2.0
+    small = detectable_epsilon(500, reported, delta, alpha)
+    large = detectable_epsilon(8000, reported, delta, alpha)
+    assert small > large > reported
+    mu = brentq(lambda m: _gdp_delta(large, m) - delta, 0.05, 30)  # the mechanism of epsilon `large`
+    held = 4000
+    assert expected_lower_bound(1.01 * mu, held, delta, alpha) > reported
+    assert expected_lower_bound(0.99 * mu, held, delta, alpha) <= reported
+    assert np.isinf(detectable_epsilon(10, 8.0, delta, alpha))
+
+
+def test_trials_needed_is_the_smallest_count_that_detects():
+    from fedbound.validation.audit_stats import expected_lower_bound, trials_needed
+
+    n = trials_needed(2.0, 1.5, 0.01, 0.05)
+    assert n % 2 == 0
+    assert expected_lower_bound(2.0, n - n // 2, 0.01, 0.05) > 1.5
+    assert expected_lower_bound(2.0, int(0.95 * n) // 2, 0.01, 0.05) <= 1.5
+    assert trials_needed(0.1, 5.0, 0.01, 0.05) is None and trials_needed(0.0, 1.0, 0.01, 0.05) is None

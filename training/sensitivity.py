@@ -35,7 +35,6 @@ same model, so ``eta 2 C_g / m`` holds exactly for any model.
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -207,16 +206,21 @@ def copies_plan(plan: NoisePlan, clients: np.ndarray, groups: int, scale: float 
                      source="audit copies of " + plan.source)
 
 
-def _group_noise(ctx: RoundContext, group: int, stage: str, clients: np.ndarray | None, shape: tuple,
+def _trial_noise(ctx: RoundContext, groups: int, stage: str, clients: np.ndarray | None, shape: tuple,
                  *key: object) -> torch.Tensor:
-    """``ctx.noise`` with the server's draws (``clients=None``) keyed by the trial federation ``group``."""
-    return ctx.noise(stage, np.array([-2 - group]) if clients is None else clients, shape, *key)
+    """``ctx.noise`` for the trial copies: one generator per call, keyed by the call's first client and row
+    count (the server's draws, ``clients=None``, get one row per trial federation): the same standard
+    normals in law as the per-client streams, without a generator per copy."""
+    rows, first = (groups, -1) if clients is None else (len(clients), int(np.asarray(clients)[0]))
+    gen = ctx.streams.generator("audit trials", stage, ctx.round, *key, first, rows)
+    return torch.randn((rows, *shape), generator=gen, dtype=ctx.dtype, device=ctx.device)
 
 
 class _FederationRecorder(Algorithm):
     """Trains ``groups`` copies of a federation (:func:`replicate`) by ``inner``'s hooks, every client
     starting each round from ``starts[round]``; per copy it keeps the target's upload, the weighted aggregate
-    and (``broadcast``) ``inner.server_update`` of that aggregate, each copy with its own server noise."""
+    and (``broadcast``) ``inner.server_update`` of all copies' aggregates at once, a ``(groups, d)`` tensor
+    (a server_update must act row by row; its ``ctx.add_noise(stage, x)`` then draws one row per copy)."""
 
     def __init__(self, inner: Algorithm, starts: torch.Tensor, groups: int, weights: np.ndarray,
                  target_pos: int, broadcast: bool) -> None:
@@ -250,9 +254,13 @@ class _FederationRecorder(Algorithm):
     def start_models(self, ctx: RoundContext, clients: np.ndarray) -> torch.Tensor:
         return self.starts[ctx.round].to(ctx.device, ctx.dtype).unsqueeze(0).expand(len(clients), -1)
 
+    def _enter(self, ctx: RoundContext) -> None:
+        ctx.audit_recorder = self
+        ctx.noise = functools.partial(_trial_noise, ctx, self.groups)
+
     def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
                      batch: ClientBatch) -> torch.Tensor:
-        ctx.audit_recorder = self
+        self._enter(ctx)
         return self.inner.local_update(ctx, clients, start, batch)
 
     def release(self, ctx: RoundContext, name: str, clients: np.ndarray, values: torch.Tensor) -> None:
@@ -263,7 +271,7 @@ class _FederationRecorder(Algorithm):
         buf[ctx.round, group[mine]] = values.detach().to("cpu", buf.dtype)[mine]
 
     def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
-        ctx.audit_recorder = self
+        self._enter(ctx)
         out = self.inner.upload(ctx, clients, local)
         rows = out.detach().to("cpu", self.uploads.dtype)
         group, pos = self._rows(clients)
@@ -275,12 +283,13 @@ class _FederationRecorder(Algorithm):
 
     def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
         if self.broadcasts is not None:
-            ctx.audit_recorder = self
-            for g in range(self.groups):
-                gctx = copy.copy(ctx)
-                gctx.noise = functools.partial(_group_noise, ctx, g)
-                agg = self.aggregates[ctx.round, g].to(ctx.device, ctx.dtype)
-                self.broadcasts[ctx.round, g] = self.inner.server_update(gctx, agg).detach().to("cpu")
+            self._enter(ctx)
+            out = self.inner.server_update(ctx, self.aggregates[ctx.round].to(ctx.device, ctx.dtype))
+            if tuple(out.shape) != tuple(self.aggregates.shape[1:]):
+                raise ConfigError(f"audit: {self.inner.name}'s server_update returned shape "
+                                  f"{tuple(out.shape)} for the trial aggregates "
+                                  f"{tuple(self.aggregates.shape[1:])}: it must act row by row")
+            self.broadcasts[ctx.round] = out.detach().to("cpu", self.broadcasts.dtype)
         return self.starts[min(ctx.round + 1, len(self.starts) - 1)].to(ctx.device, ctx.dtype)
 
 

@@ -37,8 +37,8 @@ A correct mechanism is called LEAK with probability at most ``ALPHA + NOISE_ALPH
 ``underpowered`` when the positive control (the same audit with the plan's noise halved, through the same
 engine) is not detected in any view (its lower bound at most the tight epsilon), with the smallest epsilon
 the audit could have detected and the trials the control would need (``audit_stats.detectable_epsilon``,
-``trials_needed``); otherwise ``consistent``.  ``trials="auto"`` raises the count until the control is
-detected or ``AUTO_TRIALS_LIMIT`` is reached.
+``trials_needed``); otherwise ``consistent``.  ``trials="auto"`` doubles the count from ``DEFAULT_TRIALS``
+until the control is detected or ``AUTO_TRIALS_LIMIT`` is reached.
 
 Seeds: ``seed`` 0 audits ``[train] seed`` as configured; any other ``seed`` derives a new one for
 everything (data split, model init, canary search, trial noise), so audits with different seeds are
@@ -225,6 +225,10 @@ class AuditResult:
     seed: int = 0
     natural_shift: float | None = None
     """The canary search's largest shift among natural records (flips and swaps), beside the chosen one's."""
+    stages: tuple[str, ...] = ()
+    """The plan's stages that add noise in the audited rounds."""
+    train_seed: int | None = None
+    """The ``[train] seed`` the audited run used (data split, model init; module docstring, Seeds)."""
 
     def to_dict(self, scores: bool = False) -> dict[str, Any]:
         out = asdict(self)
@@ -532,6 +536,10 @@ def _audit_at(s: _Setup, views: AuditViews, prepared: Any, change: Any, starts: 
     return results, checks
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 def _effective_seed(train_seed: int, seed: int) -> int:
     """``[train] seed`` for ``seed`` 0, else a seed derived from both (module docstring)."""
     from fedbound.training.noise import derive_seed
@@ -593,10 +601,10 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
             detected = any(v.control_detected for v in results)
             if not (auto and control) or detected or trials >= AUTO_TRIALS_LIMIT:
                 break
-            needed = min((v.trials_needed for v in results if v.trials_needed), default=None)
-            trials = min(AUTO_TRIALS_LIMIT, max(2 * trials, needed or 0))
-        results = [replace(v, detectable_epsilon=detectable_epsilon(trials, v.epsilon_reported, s.plan.delta,
-                                                                    v.alpha)) for v in results]
+            trials = min(AUTO_TRIALS_LIMIT, 2 * trials)
+        results = [replace(v, detectable_epsilon=_finite(detectable_epsilon(trials, v.epsilon_reported,
+                                                                             s.plan.delta, v.alpha)))
+                   for v in results]
     notes += list(dict.fromkeys(str(w.message) for w in caught))
     if auto:
         notes.append(f"--trials auto: {trials} trials per side" + (
@@ -607,7 +615,9 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
     natural = None if found is None or found.natural is None else found.natural_shift
     return AuditResult(entry.name, verdict, tuple(results), int(trials), rounds, canary, s.target, record,
                        s.plan.delta, s.plan.budget_accountant, control, noise_scale, time.perf_counter() - t0,
-                       tuple(notes), level, tuple(checks), tuple(reasons), seed, natural)
+                       tuple(notes), level, tuple(checks), tuple(reasons), seed, natural,
+                       tuple(st for st in s.plan.sigma if np.any(s.plan.stage_matrix(st)[:rounds] > 0)),
+                       base)
 
 
 def _verdict(views: list[ViewAudit], checks: list[NoiseCheck], control: bool) -> tuple[str, list[str]]:
@@ -617,16 +627,17 @@ def _verdict(views: list[ViewAudit], checks: list[NoiseCheck], control: bool) ->
     reasons += [f"{v.view}: noise-free shift {v.shift_measured:.4g} > the sensitivity "
                 f"{v.sensitivity_assumed:.4g} the ledger assumes" for v in views if v.shift_exceeded]
     reasons += [f"{c.stage} noise: std {c.ratio_low:.3g}-{c.ratio_high:.3g} x the plan's "
-                f"({100 * (1 - c.alpha):.3g} % interval)" for c in checks if c.below]
+                f"({100 * (1 - c.alpha):.4g} % interval)" for c in checks if c.below]
     if reasons:
         return "LEAK: " + "; ".join(reasons), reasons
     if control and not any(v.control_detected for v in views):
         best = min(views, key=lambda v: v.trials_needed or math.inf)
         need = "more than " + str(MAX_TRIALS) if best.trials_needed is None else str(best.trials_needed)
+        smallest = ", ".join(f"{v.view} {v.detectable_epsilon or math.inf:.3g}" for v in views)
         return "underpowered", [
-            f"the halved-noise control is not detected in any view; smallest epsilon detectable at these "
-            f"trials: {', '.join(f'{v.view} {v.detectable_epsilon:.3g}' for v in views)}; the control needs "
-            f"about {need} trials per side ({best.view}; --trials auto)"]
+            "the halved-noise control is not detected in any view; smallest epsilon detectable at these "
+            f"trials: {smallest}; the control needs about {need} trials per side ({best.view}; "
+            "--trials auto)"]
     return "consistent", []
 
 

@@ -52,7 +52,8 @@ def draw_audit(result: Any, out: str | Path) -> list[Path]:
             roc.set_title(f"{v.view}: ROC (held-out half)", fontsize=10)
             roc.legend(fontsize=8)
             roc.grid(alpha=0.3)
-        fig.suptitle(f"fedbound audit {result.paper}: {result.verdict}", fontsize=11)
+        verdict = result.verdict if len(result.verdict) <= 90 else result.verdict[:87] + "..."
+        fig.suptitle(f"fedbound audit {result.paper}: {verdict}", fontsize=11)
         for p in paths:
             fig.savefig(p, dpi=110)
     finally:

@@ -187,8 +187,9 @@ def std_ratio_interval(sum_sq: float, n: int, alpha: float) -> tuple[float, floa
 def expected_lower_bound(mu: float, held_out: int, delta: float, alpha: float) -> float:
     """The lower bound (:func:`epsilon_lower_bound`, at its best threshold) that a test between ``N(0, 1)``
     and ``N(mu, 1)`` scores gives with ``held_out`` trials per side when the error counts equal their
-    expectations: ``max_t eps(CP(n Phi(-t)), CP(n Phi(t - mu)))``."""
-    t = np.linspace(-4.0, mu + 12.0, 4001)
+    expectations: ``max_t eps(CP(n Phi(-t)), CP(n Phi(t - mu)))``.  Slightly optimistic (the threshold is
+    the best one and the counts are not noisy): simulated audits fall short by about 0.2 at mu = 2.5."""
+    t = np.linspace(-4.0, mu + 12.0, 600)
     level = 1 - alpha / 2
     fp = clopper_pearson_upper(held_out * norm.sf(t), held_out, level)
     fn = clopper_pearson_upper(held_out * norm.cdf(t - mu), held_out, level)
@@ -204,7 +205,7 @@ def detectable_epsilon(trials: int, epsilon: float, delta: float, alpha: float, 
     if expected_lower_bound(mu_max, held, delta, alpha) <= epsilon:
         return math.inf
     lo, hi = 0.0, mu_max
-    for _ in range(40):
+    for _ in range(24):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if expected_lower_bound(mid, held, delta, alpha) <= epsilon else (lo, mid)
     return float(_gdp_epsilon(np.array([hi]), delta)[0])

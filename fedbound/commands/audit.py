@@ -27,8 +27,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                   show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
-        trials: Annotated[int, typer.Option("--trials", help="runs per side (D and D')")] = 2000,
-        canary: Annotated[str, typer.Option("--canary", help="worst (largest measured shift), flip (record 0 "
+        trials: Annotated[str, typer.Option("--trials", help="trials per side (D and D'), or auto: raised "
+                                            "until the halved-noise control is detected (at most 64,000)")
+                          ] = "2000",
+        canary: Annotated[str, typer.Option("--canary", help="worst (largest shift found by the search: "
+                                            "flips, swaps, crafted outliers), flip (record 0 "
                                             "relabelled; client level: every record) or given (record 0 "
                                             "replaced by --canary-record; client level: every record)")
                           ] = "worst",
@@ -41,7 +44,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         rounds: Annotated[int, typer.Option("--rounds", help="rounds the adversary sees")] = 1,
         control: Annotated[bool, typer.Option("--control/--no-control", help="also audit with the noise "
                                               "halved (the positive control)")] = True,
-        seed: Annotated[int, typer.Option("--seed", help="seed of the audit's own draws, >= 0")] = 0,
+        seed: Annotated[int, typer.Option("--seed", help="0: [train] seed as configured; otherwise a new "
+                                          "seed for everything (data split, canary search, trial noise)")
+                        ] = 0,
         out: Annotated[Path | None, typer.Option("--out", help="figure (.png and .svg) and, beside it, the "
                                                  "JSON with every score (default: none written)")] = None,
         json_: JsonFlag = False,
@@ -54,6 +59,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         get(paper_name, "audit")
         seed = int(check_int("--seed", seed, 0, 2**32 - 1))
+        if trials != "auto":
+            try:
+                trials = int(trials)
+            except ValueError:
+                raise typer.BadParameter(f"--trials = {trials!r} is outside its valid range integer in "
+                                         "[4, 1000000] or auto") from None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = audit_from_config(paper_name, config, set_ or [], trials=trials, canary=canary,
@@ -68,8 +79,16 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                     f"{_changed(result)})", ["quantity", *(v.view for v in result.views)],
                     _rows(result), digits=4,
                     caption=f"delta = {result.delta:g}; the {result.budget_accountant} accountant holds the "
-                            f"run's budget; {result.wall_time_s:.1f} s")
-        typer.echo(f"verdict: {result.verdict}")
+                            f"run's budget; seed {result.seed}; {result.wall_time_s:.1f} s")
+        if result.noise_checks:
+            print_table("noise measured / planned per stage", ["stage", "planned std", "measured / planned",
+                                                               "interval"],
+                        [[c.stage, f"{c.planned:.4g}", f"{c.measured / c.planned:.4g}",
+                          f"[{c.ratio_low:.4g}, {c.ratio_high:.4g}] ({100 * (1 - c.alpha):.4g} %)"]
+                         for c in result.noise_checks], digits=4)
+        typer.echo(f"verdict: {result.verdict.split(':')[0]}")
+        for reason in result.reasons:
+            typer.echo(f"  - {reason}")
         for f in files:
             typer.echo(f)
         print_warnings(list(result.notes))
@@ -87,16 +106,20 @@ def _rows(result) -> list[list]:
     quantities = [
         ("kind", lambda v: v.kind),
         ("eps lower bound (95 %)", lambda v: fmt(v.epsilon_lower)),
-        (f"eps reported ({result.budget_accountant})", lambda v: fmt(v.epsilon_reported)),
+        ("eps reported (tight, as deployed)", lambda v: fmt(v.epsilon_reported)),
         ("eps reported, tight / paper", lambda v: f"{fmt(v.epsilon_reported_tight)} / "
                                                   f"{fmt(v.epsilon_reported_paper)}"),
         ("eps Gaussian fit [95 %]", lambda v: f"{fmt(v.gaussian_epsilon)} [{fmt(v.gaussian_interval[0])}, "
                                               f"{fmt(v.gaussian_interval[1])}]"),
         ("control (noise halved): eps lower", lambda v: fmt(v.control_epsilon_lower)),
+        ("smallest eps detectable / control needs trials", lambda v: f"{fmt(v.detectable_epsilon)} / "
+                                                                     f"{v.trials_needed or '-'}"),
         ("noise std measured / planned", lambda v: f"{fmt(v.noise_std_measured)} / "
                                                    f"{fmt(v.noise_std_planned)}"),
         ("shift measured / sensitivity assumed", lambda v: f"{fmt(v.shift_measured)} / "
                                                            f"{fmt(v.sensitivity_assumed)}"),
+        ("natural records' largest shift", lambda v: fmt(result.natural_shift) if v.kind != "broadcast"
+         else "-"),
         ("held-out false pos. / neg.", lambda v: f"{v.false_positives} / {v.false_negatives} of "
                                                  f"{v.held_out}"),
     ]
