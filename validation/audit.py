@@ -116,6 +116,9 @@ class AuditViews:
     levels: tuple[str, ...] = ("record",)
     releases: Mapping[str, str] = field(default_factory=dict)
     release_std: Mapping[str, Callable[[Any, int, int], np.ndarray]] = field(default_factory=dict)
+    release_sensitivity: Mapping[str, Callable[[Any, int], float]] = field(default_factory=dict)
+    """``{view name: f(ledger plan, target) -> sensitivity}`` of a release that is not one stage's (e.g.
+    two stages side by side: the root of the sum of their squares); default: the view's stage's."""
     prepare_target: Callable[[Any, int], Any] | None = None
     """``prepare`` for an entry that needs the audited client too (e.g. to send every copy through its
     channel); used instead of ``prepare`` when given."""
@@ -443,7 +446,9 @@ def _view_audit(view: Any, views: AuditViews, s: _Setup, runs: Any, clean: Any, 
     paper = reported.get("paper", {}).get(view.group_name)
     lb = epsilon_lower_bound(out_s, in_s, s.plan.delta, alpha=alpha)
     fit = gaussian_fit(out_s, in_s, s.plan.delta)
-    sens = obs.weight * float(s.ledger_plan.stage_sensitivity(view.stage)[s.target])
+    sens = obs.weight * (views.release_sensitivity[view.name](s.ledger_plan, s.target)
+                         if view.name in views.release_sensitivity
+                         else float(s.ledger_plan.stage_sensitivity(view.stage)[s.target]))
     shift_norm = float(np.linalg.norm(shift, axis=1).max())
     exceeded = deterministic and shift_norm > sens * (1 + 1e-4) + 1e-9
     return ViewAudit(view.name, view.kind, lb.epsilon, tight, paper, tight, fit.mu, fit.epsilon,

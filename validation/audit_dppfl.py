@@ -54,6 +54,11 @@ def _local_std(plan: Any, target: int, rounds: int) -> np.ndarray:
     return np.minimum(inner, outer)
 
 
+def _local_sensitivity(plan: Any, target: int) -> float:
+    """Both stages' sums side by side move by at most ``sqrt(s_in^2 + s_out^2)`` (each by its own ``s``)."""
+    return float(np.hypot(plan.stage_sensitivity("inner")[target], plan.stage_sensitivity("outer")[target]))
+
+
 AUDIT = AuditViews(
     prepare=_prepare,
     doc="the inner and outer DP-SGD releases of DP-PFL's local epoch, record-level",
@@ -63,6 +68,7 @@ AUDIT = AuditViews(
                      "test_fraction": 0.0, "model": "logreg", "eval_clients": False}},
     releases={"inner": "local", "outer": "local"},
     release_std={"inner": _local_std, "outer": _local_std},
+    release_sensitivity={"inner": _local_sensitivity, "outer": _local_sensitivity},
     ledger=_replace_one,
     checked_releases={"inner": "inner", "outer": "outer"},
     shift_checked=False,
