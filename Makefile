@@ -84,8 +84,8 @@ demo: $(STAMP)
 	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --trials 1000 --set nbafl.sensitivity='"paper"' --set train.local_steps=10 --set nbafl.eps=2.0 --no-control --out $(DEMO_OUT)/audit_nbafl_paper.png
 	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --trials 1000 --out $(DEMO_OUT)/audit_nbafl_provable.png
 	@echo "==    Client level (--level client: every record of the client replaced): UDP, read at the client-level"
-	@echo "==    sensitivity 2 eta C, is consistent and its halved-noise control is detected"
-	$(FEDBOUND) audit udp examples/audit_udp_client.toml --level client --out $(DEMO_OUT)/audit_udp_client.png
+	@echo "==    sensitivity 2 eta C, is consistent; --trials auto raises the trials until its halved-noise control is detected"
+	$(FEDBOUND) audit udp examples/audit_udp_client.toml --level client --trials auto --out $(DEMO_OUT)/audit_udp_client.png
 	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
 	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
 	@echo "==    JSON of fedbound plan --json) and the bound against T"

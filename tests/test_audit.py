@@ -71,7 +71,8 @@ def test_cli_json_figure_and_errors(tmp_path, capsys):
     assert len(scores["scores_out"]) == len(scores["scores_in"]) == 60
     assert main(["audit", "udp", str(cfg), "--trials", "60", "--no-control"]) == 0
     assert "verdict:" in capsys.readouterr().out
-    for args, words in ((["--trials", "2"], "--trials = 2"), (["--canary", "loud"], "--canary = 'loud'"),
+    for args, words in ((["--trials", "2"], "--trials = 2"), (["--trials", "many"], "--trials = 'many'"),
+                        (["--canary", "loud"], "--canary = 'loud'"),
                         (["--rounds", "9"], "--rounds = 9"), (["--canary", "given", "--canary-record", "-1"],
                                                               "--canary-record = -1")):
         assert main(["audit", "udp", str(cfg), "--no-control", *args]) == 2

@@ -82,3 +82,15 @@ def test_finding_4_the_seed_drives_data_canary_and_noise(tmp_path):
     seed0 = audit_from_config("udp", cfg, trials=60, control=False, seed=0)
     assert seed0.seed == 0 and seed0.train_seed == 0
     assert not np.allclose(seed0.views[0].scores_out, one.scores_out)
+
+
+def test_underpowered_says_what_it_could_detect_and_what_it_needs(tmp_path):
+    # 40 trials per side cannot show the halved noise against the tight epsilon 2.28 of UDP's small setting
+    result = audit_from_config("udp", small_config(tmp_path, "udp"), trials=40, seed=1)
+    assert result.verdict == "underpowered"
+    v = result.views[0]
+    # 20 held-out trials per side can show at most eps ~ log(20 / 3.7): no mechanism is detectable (None)
+    assert not v.control_detected and v.detectable_epsilon is None
+    assert v.trials_needed is None or v.trials_needed > 40
+    assert "smallest epsilon detectable at these trials: uplink inf" in result.reasons[0]
+    assert "--trials auto" in result.reasons[0]

@@ -8,6 +8,11 @@ this is ``k`` independent trials of the client's noised upload (the audit, ``fed
 without one (``plan=None``) it is the noise-free upload of every neighbour, whose distance to the unchanged
 copy's upload is that record's measured sensitivity.
 
+The audit's trials (:func:`federated_trials`) replicate a round's whole federation instead, one copy per
+trial with the target changed, and run every hook including ``server_update`` on each copy's aggregate, so
+the broadcast an adversary sees is the mechanism's own.  The canary search (:func:`probe` with ``crafted``)
+adds records an adversary would craft (:func:`crafted_records`) to the natural flips and swaps.
+
 Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the step-size side is
 :func:`smoothness_ceiling`): full-batch local gradient descent with every per-sample gradient clipped to
 ``C_g`` (``LocalSGD(per_sample_clip=C_g)``) and every input clipped to a declared norm ``X``
@@ -50,8 +55,9 @@ from fedbound.training.participation import all_clients
 from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Replacement", "Neighbour", "neighbours", "client_uploads", "ProbeResult", "probe", "shifts",
-           "label_flips", "crafted_records", "TrialRuns", "federated_trials", "record_release",
-           "smoothness_bound", "smoothness_ceiling", "convex_one_output", "check_provable_step"]
+           "label_flips", "crafted_records", "loss_directions", "TrialRuns", "federated_trials",
+           "record_release", "smoothness_bound", "smoothness_ceiling", "convex_one_output",
+           "check_provable_step"]
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,7 @@ def _trial_noise(ctx: RoundContext, groups: int, stage: str, clients: np.ndarray
     return torch.randn((rows, *shape), generator=gen, dtype=ctx.dtype, device=ctx.device)
 
 
-class _FederationRecorder(Algorithm):
+class _FederationRecorder(_Recorder):
     """Trains ``groups`` copies of a federation (:func:`replicate`) by ``inner``'s hooks, every client
     starting each round from ``starts[round]``; per copy it keeps the target's upload, the weighted aggregate
     and (``broadcast``) ``inner.server_update`` of all copies' aggregates at once, a ``(groups, d)`` tensor
@@ -224,9 +230,8 @@ class _FederationRecorder(Algorithm):
 
     def __init__(self, inner: Algorithm, starts: torch.Tensor, groups: int, weights: np.ndarray,
                  target_pos: int, broadcast: bool) -> None:
-        super().__init__(len(starts), inner.local)
-        self.inner, self.starts, self.groups = inner, starts, groups
-        self.name, self.weight_decay = inner.name, inner.weight_decay
+        super().__init__(inner, starts, 0)
+        self.groups = groups
         self.weights = torch.as_tensor(np.asarray(weights, np.float64), dtype=starts.dtype)
         self.width, self.target_pos, self.broadcast = len(weights), target_pos, broadcast
         shape = (len(starts), groups, starts.shape[1])
@@ -239,20 +244,8 @@ class _FederationRecorder(Algorithm):
         cl = torch.as_tensor(np.asarray(clients, np.int64))
         return cl // self.width, cl % self.width
 
-    def init_client_state(self, ctx: RoundContext) -> dict[str, torch.Tensor]:
-        return self.inner.init_client_state(ctx)
-
     def init_algo_state(self, ctx: RoundContext) -> dict:
         return self.inner.init_algo_state(ctx)
-
-    def participants(self, ctx: RoundContext) -> np.ndarray:
-        return all_clients(ctx.num_clients)
-
-    def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
-        return np.zeros(len(participants))
-
-    def start_models(self, ctx: RoundContext, clients: np.ndarray) -> torch.Tensor:
-        return self.starts[ctx.round].to(ctx.device, ctx.dtype).unsqueeze(0).expand(len(clients), -1)
 
     def _enter(self, ctx: RoundContext) -> None:
         ctx.audit_recorder = self
@@ -360,16 +353,39 @@ CRAFT_SCALES = (1.0, 10.0, 100.0)
 """Norms of the crafted outliers, in units of the client's largest record norm."""
 
 
+def _labels(ys: np.ndarray, n_classes: int) -> list[float | int]:
+    """The labels crafted records take: every class, or ``+-max|y|`` and ``+-10 max|y|`` (regression)."""
+    if n_classes > 1:
+        return list(range(n_classes))
+    top = max(float(np.abs(ys).max()), 1.0)
+    return [top, -top, 10 * top, -10 * top]
+
+
+def loss_directions(model: Model, start: torch.Tensor, xs: np.ndarray, ys: np.ndarray, n_classes: int
+                    ) -> list[np.ndarray]:
+    """Per crafted label: the client's mean input gradient of the record loss at the model ``start``, the
+    direction in which a record's loss, and so its gradient in local training, grows fastest."""
+    x = torch.as_tensor(xs, dtype=start.dtype).unsqueeze(0).requires_grad_(True)
+    out = []
+    for label in _labels(ys, n_classes):
+        y = torch.full((1, len(xs)), label, dtype=torch.long if n_classes > 1 else start.dtype)
+        loss = model.per_sample_loss(model(start.detach().unsqueeze(0), x), y).sum()
+        out.append(torch.autograd.grad(loss, x)[0][0].mean(dim=0).reshape(-1).double().numpy())
+    return out
+
+
 def crafted_records(xs: np.ndarray, ys: np.ndarray, n_classes: int, rng: np.random.Generator,
-                    random_directions: int = 4) -> list[tuple[np.ndarray, float | int]]:
+                    random_directions: int = 4, directions: Sequence[np.ndarray] = ()
+                    ) -> list[tuple[np.ndarray, float | int]]:
     """Records an adversary would craft to move the upload: outliers ``s R u`` (``R`` the largest record
     norm, ``s`` in :data:`CRAFT_SCALES`) along ``+-u`` for ``u`` the client's top two principal directions,
-    its mean direction and ``random_directions`` random unit vectors (``rng``), and amplified records (the
-    two largest-norm records times each scale), each with every label (classification) or with labels
-    ``+-max|y|`` and ``+-10 max|y|`` (regression)."""
+    its mean direction, ``directions`` (e.g. :func:`loss_directions`: gradient-aligned records) and
+    ``random_directions`` random unit vectors (``rng``), and amplified records (the two largest-norm records
+    times each scale), each with every label (classification) or with labels ``+-max|y|`` and
+    ``+-10 max|y|`` (regression)."""
     flat = xs.reshape(len(xs), -1).astype(np.float64)
     radius = max(float(np.linalg.norm(flat, axis=1).max()), 1e-12)
-    dirs = [flat.mean(axis=0)]
+    dirs = [flat.mean(axis=0), *(np.asarray(d, np.float64).reshape(-1) for d in directions)]
     if len(flat) > 1:
         dirs += list(np.linalg.svd(flat - flat.mean(axis=0), full_matrices=False)[2][:2])
     dirs += list(rng.standard_normal((random_directions, flat.shape[1])))
@@ -377,12 +393,7 @@ def crafted_records(xs: np.ndarray, ys: np.ndarray, n_classes: int, rng: np.rand
     points = [sign * scale * radius * u for u in units for sign in (1.0, -1.0) for scale in CRAFT_SCALES]
     big = np.argsort(-np.linalg.norm(flat, axis=1))[:2]
     points += [scale * flat[i] for i in big for scale in CRAFT_SCALES[1:]]
-    if n_classes > 1:
-        labels: list[float | int] = list(range(n_classes))
-    else:
-        top = max(float(np.abs(ys).max()), 1.0)
-        labels = [top, -top, 10 * top, -10 * top]
-    return [(p.reshape(xs.shape[1:]).astype(xs.dtype), y) for p in points for y in labels]
+    return [(p.reshape(xs.shape[1:]).astype(xs.dtype), y) for p in points for y in _labels(ys, n_classes)]
 
 
 def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, models: torch.Tensor, *,
@@ -392,7 +403,8 @@ def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, mod
 
     Replacements: every label flip (:func:`label_flips`) of ``records`` evenly spaced records, and each of
     those records' features with the label of another record of the client (ordinary records); with
-    ``crafted`` also record 0 replaced by each of :func:`crafted_records` (random directions from ``seed``).
+    ``crafted`` also record 0 replaced by each of :func:`crafted_records` (random directions from ``seed``,
+    gradient-aligned ones from :func:`loss_directions` at the first of ``models``).
     All replacements of one model train as one engine batch.
     """
     n = int(data.sizes[client])
@@ -409,7 +421,8 @@ def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, mod
         reps.append(Replacement(int(i), xs[other], ys[i]))
     natural = len(reps)
     if crafted:
-        made = crafted_records(xs, ys, n_classes, np.random.default_rng(seed))
+        aligned = loss_directions(model, torch.as_tensor(models)[0], xs, ys, n_classes)
+        made = crafted_records(xs, ys, n_classes, np.random.default_rng(seed), directions=aligned)
         reps += [Replacement(0, x, y) for x, y in made]
     return ProbeResult(client, shifts(algorithm, model, data, client, reps, models, options=options),
                        tuple(reps), natural)

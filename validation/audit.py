@@ -8,7 +8,8 @@ The privacy reviewer's experiment, for one paper's setting (its ``[PAPER]`` and 
    ``level`` (``AuditViews.levels``, the paper's own unit first): ``record``: one record replaced by a
    *canary* (``worst``: the largest upload shift found by the search of
    ``fedbound.training.sensitivity.probe(crafted=True)``: label flips, swapped features, crafted large-norm
-   outliers along principal, mean and random directions with every label, amplified records; ``flip``:
+   outliers along principal, mean, gradient-aligned and random directions with every label, amplified
+   records; ``flip``:
    record 0 relabelled; ``given``: record 0 replaced by training record ``canary_record``); ``client``: ALL
    its records replaced (``flip``: all relabelled; ``given``: copies of one record; ``worst``: the largest
    shift among ``flip`` and whole clients made of one searched record), the ledger then reading each
@@ -103,7 +104,13 @@ class AuditViews:
       broadcast: the algorithm hands that release to the audit with
       ``fedbound.training.sensitivity.record_release(ctx, name, clients, values)``;
     * ``release_std``: ``{view name: f(plan, target, rounds) -> (rounds,) std}``, the planned std of the
-      Gaussian noise in what such a view sees (default: the view's stage sigma of the target).
+      Gaussian noise in what such a view sees (default: the view's stage sigma of the target); declared,
+      it is also a noise check (the release minus its noise-free value must have that std per coordinate:
+      declare it only where the noise is added to the release itself, not e.g. inside local steps).
+
+    The suite ``tests/test_audit_suite.py`` audits ``small`` with the bugs of ``tests/_audit.py`` injected
+    into the mechanism (half of each stage's noise via ``RoundContext.sigma``, the server's dropped, every
+    clip a no-op via ``clipping.clip_factors``): each must give LEAK, the correct mechanism must not.
 
     Views of kind ``upload``/``steps`` see the target's upload, ``broadcast`` the server's output.  The
     noise-free shift of a view is compared with ``ledger_plan.stage_sensitivity(view.stage)`` of the target
@@ -471,7 +478,14 @@ def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: i
             found[stage] = (runs.releases[name] - clean.releases[name][:, :1],
                             plan.stage_matrix(stage)[:rounds, target] * scale)
     for view in plan.views:
-        if view.name in views.releases or view.kind == "steps":
+        if view.name in views.releases:
+            if view.name in views.release_std:  # declared: the release is noised with exactly that std
+                name = views.releases[view.name]
+                found.setdefault(f"{view.name} (release)", (
+                    runs.releases[name] - clean.releases[name][:, :1],
+                    np.asarray(views.release_std[view.name](plan, target, rounds), np.float64) * scale))
+            continue
+        if view.kind == "steps":
             continue
         if view.kind != "broadcast":
             found.setdefault(view.stage, (runs.uploads - clean.uploads[:, :1],

@@ -4,8 +4,10 @@ What the adversary sees (Wei et al. 2023, Algorithm 1; the plan's views ``inner`
 ``local`` whose epsilon composes both stages): the first local epoch's two noised sums, handed to the audit
 by ``fedbound.training.dppfl.DPPFL`` as the release ``"local"``: the query set's clipped per-example
 gradients plus ``N(0, C^2 sigma_in^2 I)`` (eqs. (6)-(7)) beside the support set's clipped meta-gradients
-plus ``N(0, C^2 sigma_out^2 I)`` (eqs. (8)-(11)).  Each stage's noise is checked on its own release
-(``"inner"``, ``"outer"``) against the plan's ``C sigma``.
+plus ``N(0, C^2 sigma_out^2 I)`` (eqs. (8)-(11)); the score weighs it by the inner stage's std (the
+likelihood ratio for ``sigma_ratio = 1``, a valid if weaker score otherwise) and its noise-free shift is held
+against ``sqrt(2) 2C``.  Each stage's noise is checked on its own release (``"inner"``, ``"outer"``) against
+the plan's ``C sigma``.
 
 * Records: the target's copies put every record in both sets (``DPPFL.audit_both_sets``): Theorem 1's
   ledger charges every record both stages, which such a record attains exactly (a record in one set leaks
@@ -47,13 +49,6 @@ def _prepare(algorithm: Any) -> Any:
     return without(algorithm, audit_both_sets=True, targets=None, local=local)
 
 
-def _local_std(plan: Any, target: int, rounds: int) -> np.ndarray:
-    """The smaller stage std per round: the score's weight on the ``local`` release (both stages' noised
-    sums side by side; exact for ``sigma_ratio = 1``, a valid if weaker score otherwise)."""
-    inner, outer = (plan.stage_matrix(stage)[:rounds, target] for stage in ("inner", "outer"))
-    return np.minimum(inner, outer)
-
-
 def _local_sensitivity(plan: Any, target: int) -> float:
     """Both stages' sums side by side move by at most ``sqrt(s_in^2 + s_out^2)`` (each by its own ``s``)."""
     return float(np.hypot(plan.stage_sensitivity("inner")[target], plan.stage_sensitivity("outer")[target]))
@@ -67,7 +62,6 @@ AUDIT = AuditViews(
            "train": {"dataset": "synthetic_logistic", "synthetic_samples": 48, "synthetic_dim": 2,
                      "test_fraction": 0.0, "model": "logreg", "eval_clients": False}},
     releases={"inner": "local", "outer": "local"},
-    release_std={"inner": _local_std, "outer": _local_std},
     release_sensitivity={"inner": _local_sensitivity, "outer": _local_sensitivity},
     ledger=_replace_one,
     checked_releases={"inner": "inner", "outer": "outer"},

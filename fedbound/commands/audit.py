@@ -53,6 +53,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """Audit PAPER's mechanism on CONFIG's setting ([PAPER] + [train])."""
         from fedbound.checks import check_int
+        from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.registry import get
         from fedbound.validation.audit import audit_from_config
@@ -63,8 +64,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             try:
                 trials = int(trials)
             except ValueError:
-                raise typer.BadParameter(f"--trials = {trials!r} is outside its valid range integer in "
-                                         "[4, 1000000] or auto") from None
+                raise ConfigError(f"--trials = {trials!r} is outside its valid range integer in "
+                                  "[4, 1000000] or auto") from None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = audit_from_config(paper_name, config, set_ or [], trials=trials, canary=canary,
