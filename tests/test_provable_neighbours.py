@@ -63,7 +63,8 @@ def _trains(x: np.ndarray, y: np.ndarray) -> bool:
 def test_the_decision_to_train_is_the_same_on_neighbouring_datasets():
     x, y = _natural()
     assert _trains(x, y)
-    for canary, label in itertools.product(_canaries(), (0, 1)):
+    canaries = _canaries(6)
+    for canary, label in [(canaries[0], 0), (canaries[0], 1), *((c, 1) for c in canaries[1:])]:
         x2 = x.copy()
         x2[0] = canary
         assert _trains(x2, np.r_[label, y[1:]]), f"refused with record 0 = {canary.round(2)}"
