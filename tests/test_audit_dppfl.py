@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy import optimize, stats
+from scipy import optimize
 
+from fedbound.tests._accounting_oracles import balle_wang_delta
 from fedbound.tests._audit import scaled_noise, small_config
 from fedbound.training.clipping import per_sample_clipped_grad_vmap
 from fedbound.training.dppfl import DPPFL
@@ -23,11 +24,9 @@ from fedbound.validation.audit_dppfl import AUDIT
 
 
 def _gdp_epsilon(mu: float, delta: float) -> float:
-    """epsilon of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), solved by brentq."""
-    def excess(eps: float) -> float:
-        return (stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
-                - delta)
-    return optimize.brentq(excess, 0.0, 100.0)
+    """epsilon at delta of the Gaussian mechanism with sensitivity / std = mu (Balle & Wang 2018's exact
+    delta(eps), the tests' oracle), solved by brentq."""
+    return optimize.brentq(lambda eps: balle_wang_delta(eps, 1.0 / mu) - delta, 0.0, 50.0)
 
 
 def test_the_releases_are_the_stages_noised_sums_with_every_record_in_both_sets():

@@ -5,25 +5,22 @@ not called LEAK, and a halved uplink noise is caught by the noise check on the p
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
-from scipy import optimize, stats
+from scipy import optimize
 
 from fedbound.errors import ConfigError
 from fedbound.registry import get
+from fedbound.tests._accounting_oracles import balle_wang_delta
 from fedbound.tests._audit import scaled_noise, small_config
 from fedbound.validation.audit import audit_from_config
 from fedbound.validation.audit_wpfl import AUDIT
 
 
 def _gdp_epsilon(mu: float, delta: float) -> float:
-    """epsilon of mu-GDP at delta (Dong, Roth & Su 2022, Cor. 2.13), solved by brentq."""
-    def excess(eps: float) -> float:
-        return (stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
-                - delta)
-    return optimize.brentq(excess, 0.0, 100.0)
+    """epsilon at delta of the Gaussian mechanism with sensitivity / std = mu (Balle & Wang 2018's exact
+    delta(eps), the tests' oracle), solved by brentq."""
+    return optimize.brentq(lambda eps: balle_wang_delta(eps, 1.0 / mu) - delta, 0.0, 50.0)
 
 
 def _small_algorithm(tmp_path):
