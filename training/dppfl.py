@@ -192,7 +192,7 @@ def personalize(model: Model, params: torch.Tensor, targets: ClientData, streams
     each target's query share, tested on the rest; also the meta-model ``w`` on the same test shares.
 
     Returns ``personalized_test_loss``/``_accuracy`` and ``target_test_loss``/``_accuracy`` (means over all
-    target test examples; accuracies absent for regression).
+    target test examples; accuracies absent for regression; nothing when the split left no test example).
     """
     k = targets.num_clients
     who = np.arange(k)
@@ -200,7 +200,9 @@ def personalize(model: Model, params: torch.Tensor, targets: ClientData, streams
     start = params.reshape(1, -1).expand(k, -1)
     theta = start - eta * batch_gradient(model, start, adapt.x, adapt.y, adapt.weight)
     n = float(test.mask.sum())
-    out = {}
+    out: dict[str, float] = {}
+    if n == 0:  # the per-record split left no target a test record (tiny targets): nothing to report
+        return out
     for name, models in (("personalized", theta), ("target", start)):
         loss, hits = _loss_and_hits(model, models, test)
         out[f"{name}_test_loss"] = loss / n
