@@ -10,7 +10,10 @@ steps, docs/papers/nbafl.md).  ``sensitivity = "provable"`` replaces it by a bou
 * ``tau`` full-batch steps of size ``eta`` then move the model by at most ``2 tau eta C_g / m`` for a convex,
   L-smooth one-output linear model with ``eta <= 2/L`` (Hardt, Recht & Singer 2016, Lemma 3.7; the
   three-line proof is in ``fedbound.training.sensitivity``), exactly ``2 eta C_g / m`` for one step and any
-  model, and at most ``2C`` always (both clipped models lie in the C-ball).
+  model, and at most ``2C`` always (both clipped models lie in the C-ball).  ``L`` is not read from the data
+  (the adversary's record would then decide whether training may start): inputs are clipped to a declared
+  norm ``feature_norm`` X and ``L = kappa (X^2 + 1) + mu + lambda`` bounds every client's smoothness
+  (``fedbound.training.sensitivity.smoothness_ceiling``).
 
 So :func:`local_sensitivity` is ``min(2C, 2 tau eta C_g / m)``.  Every noise formula of these papers is
 linear in the sensitivity with the form ``2 C / m_i``, so :func:`apply` hands them the *effective clip*
@@ -30,7 +33,7 @@ from fedbound.errors import ConfigError, FedboundWarning, ParameterError
 __all__ = ["MODES", "KEYS", "local_sensitivity", "effective_clip", "apply", "for_planner"]
 
 MODES = ("paper", "provable")
-KEYS = ("sensitivity", "C_g", "tau", "eta", "model_norm_bound")
+KEYS = ("sensitivity", "C_g", "tau", "eta", "model_norm_bound", "feature_norm")
 """The setting keys of this module (a planner that reads every key as a number drops them)."""
 
 

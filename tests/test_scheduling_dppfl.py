@@ -206,7 +206,7 @@ def test_registration_section_and_plots():
     from fedbound.config import load_config
 
     paper = registry.get("dppfl")
-    assert set(paper.supports) == {"plan", "plot", "claims", "train"}
+    assert set(paper.supports) == {"plan", "plot", "claims", "train", "audit"}
     assert paper.load("noise") is dp.noise and paper.load("planner") is sd.plan
     assert len(paper.all_claims()) == len(dp.CLAIMS) + len(sd.CLAIMS)
     from pathlib import Path

@@ -23,6 +23,7 @@ from fedbound.training.sensitivity import (
     neighbours,
     probe,
     smoothness_bound,
+    smoothness_ceiling,
 )
 
 M = 8
@@ -64,10 +65,11 @@ def _options():
 @pytest.mark.parametrize("kind", ["logistic", "ridge"])
 def test_provable_bound_holds_against_brute_force(kind):
     model, data, x, y = _task(kind)
-    L = smoothness_bound(model, data.x[0], prox_mu=0.05)
+    X = float(np.linalg.norm(x, axis=1).max())  # the declared feature bound: no record is clipped
+    L = smoothness_ceiling(model, X, prox_mu=0.05)
     steps, lr, c_g = 6, 1.9 / L, 0.3
-    local = LocalSGD(steps=steps, lr=lr, prox_mu=0.05, per_sample_clip=c_g)
-    check_provable_step(model, data, local)
+    local = LocalSGD(steps=steps, lr=lr, prox_mu=0.05, per_sample_clip=c_g, feature_clip=X)
+    check_provable_step(model, local)
     bound = provable.local_sensitivity(1e6, c_g, M, steps, lr)
     for seed in range(3):
         start = torch.as_tensor(np.random.default_rng(seed).standard_normal(model.n_params))
@@ -101,8 +103,8 @@ def test_one_clipped_step_is_exact_for_any_model():
 
 def test_probe_finds_none_in_provable_mode():
     model, data, x, y = _task("logistic")
-    L = smoothness_bound(model, data.x[0], prox_mu=0.01)
-    local = LocalSGD(steps=10, lr=1.0 / L, prox_mu=0.01, per_sample_clip=0.2)
+    L = smoothness_ceiling(model, 3.0, prox_mu=0.01)
+    local = LocalSGD(steps=10, lr=1.0 / L, prox_mu=0.01, per_sample_clip=0.2, feature_clip=3.0)
     algo = NbAFL(1, 1.0, local, provable=True)
     bound = provable.local_sensitivity(1.0, 0.2, M, 10, 1.0 / L)
     start = torch.zeros(model.n_params, dtype=torch.float64)
@@ -113,12 +115,16 @@ def test_probe_finds_none_in_provable_mode():
 def test_provable_step_premises_are_checked():
     model, data, _, _ = _task("logistic")
     L = smoothness_bound(model, data.x[0])
+    ceiling = smoothness_ceiling(model, 2.0)
     with pytest.raises(ConfigError, match="lr = .* outside its valid range"):
-        check_provable_step(model, data, LocalSGD(steps=3, lr=2.5 / L, per_sample_clip=1.0))
+        check_provable_step(model, LocalSGD(steps=3, lr=2.5 / ceiling, per_sample_clip=1.0, feature_clip=2.0))
+    with pytest.raises(ConfigError, match="feature_norm"):
+        check_provable_step(model, LocalSGD(steps=3, lr=0.1, per_sample_clip=1.0))
     with pytest.raises(ConfigError, match="batch_size = 0"):
-        check_provable_step(model, data, LocalSGD(steps=3, lr=0.1, batch_size=4, per_sample_clip=1.0))
+        check_provable_step(model, LocalSGD(steps=3, lr=0.1, batch_size=4, per_sample_clip=1.0))
     with pytest.raises(ConfigError, match="per-sample gradient clipping"):
-        check_provable_step(model, data, LocalSGD(steps=3, lr=0.1))
+        check_provable_step(model, LocalSGD(steps=3, lr=0.1))
+    assert ceiling == pytest.approx(0.5 * (2.0**2 + 1))  # kappa (X^2 + 1), 2-class logistic
     mlp = build_model("mlp", (3,), 2, hidden=4)
     with pytest.raises(ParameterError, match="logreg"):
         smoothness_bound(mlp, data.x[0])
@@ -168,8 +174,8 @@ def _small_nbafl(tmp_path, **nbafl):
     from fedbound.training.config import dump_toml
 
     small = get("nbafl").load("audit").small
-    sections = {"nbafl": {**small["nbafl"], **nbafl}, "train": {**small["train"], "local_steps": 10,
-                                                                "probe_records": 4}}
+    sections = {"nbafl": {**small["nbafl"], "feature_norm": 2.0, **nbafl},
+                "train": {**small["train"], "local_steps": 10, "probe_records": 4}}
     path = tmp_path / "small.toml"
     path.write_text(dump_toml(sections))
     return path

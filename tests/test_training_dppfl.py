@@ -22,7 +22,7 @@ from fedbound.tests._training_reference import (
     tiny_setup,
 )
 from fedbound.training.data import digits
-from fedbound.training.dppfl import DPPFL, MiniBatch, personalize, query_sizes, split_query_support
+from fedbound.training.dppfl import DPPFL, MiniBatch, personalize, split_query_support
 from fedbound.training.engine import RoundContext, RunOptions, RunState, run
 from fedbound.training.federation import ClientData
 from fedbound.training.noise import Streams
@@ -90,10 +90,11 @@ def test_plan_uses_the_noise_function_and_the_split():
 # --- the batched algorithm against a plain per-client loop -----------------------------------------------
 
 def split_positions(streams, key, num, n_max, i, n, fraction):
-    keys = streams.uniform_population(key, num, n_max, [i], dtype=torch.float64)[0, :n]
-    order = torch.argsort(keys, stable=True)
-    n_q = min(max(int(math.floor(fraction * n)), 1), n - 1)
-    return order[:n_q], order[n_q:]
+    """Per-record Poisson split: record j of client i is a query record iff the j-th uniform of the numpy
+    stream keyed (key, client i) is below ``fraction``."""
+    keys = torch.as_tensor(streams.numpy(*key, "client", i).random(n))
+    where = torch.arange(n)
+    return where[keys < fraction], where[keys >= fraction]
 
 
 def poisson(streams, key, num, n_max, i, n, subset, rate):
@@ -160,7 +161,7 @@ def dppfl_reference(model, data, init, rounds, *, variant, g1, tau0, eta, beta, 
                     s = sum((g / max(1.0, float(g.norm()) / C) for g in sample_grads(module_with(model, v),
                                                                                     x[bq], y[bq])),
                             torch.zeros_like(v))
-                    theta = v - eta * (s + noise_in) / (q_in * len(q_idx))
+                    theta = v - eta * (s + noise_in) / (q_in * fraction * n)
                 else:
                     g = mean_grad(model, v, x[bq], y[bq])
                     theta = v - eta * (g / max(1.0, float(g.norm()) / C) + noise_in)
@@ -184,11 +185,11 @@ def dppfl_reference(model, data, init, rounds, *, variant, g1, tau0, eta, beta, 
                     meta = min(1.0, root / (1.0 + eta * rho)) * (g2 - eta * hvp(g2))
                 noise_out = streams.normal(("outer", t, step), [i], (d,), v.dtype)[0] * C * sigma
                 if variant == "v2":
-                    v = v - beta * (meta + noise_out) / (q_out * len(s_idx))
+                    v = v - beta * (meta + noise_out) / (q_out * (1 - fraction) * n)
                 else:
                     v = v - beta * (meta + noise_out)
             uploads.append(v)
-            weights.append(len(s_idx))
+            weights.append(n)
         for v, m in zip(uploads, weights, strict=True):
             agg = agg + m / sum(weights) * v
         w_global = agg
@@ -288,9 +289,9 @@ def test_clipped_terms_never_exceed_their_bounds(g1):
 
 
 def test_injected_noise_has_the_configured_std():
-    """Inner stage: theta(noisy) - theta(clean) = -eta C sigma xi / (q_in |D^Q|) per client (V2).  Outer stage
-    (a plan with outer noise only, one round, tau0 = 1): the global models differ by
-    -beta sum_i p_i C sigma xi_i / (q_out |D_i^S|), iid N(0, var) coordinates.  Two-sided chi-square tests of
+    """Inner stage: theta(noisy) - theta(clean) = -eta C sigma xi / (q_in E|D^Q|) per client (V2).  Outer
+    stage (a plan with outer noise only, one round, tau0 = 1): the global models differ by
+    -beta sum_i p_i C sigma xi_i / (q_out E|D_i^S|), iid N(0, var) coordinates.  Two-sided chi-square tests of
     the variances, false-alarm rate 1e-3 each (fixed seed: deterministic)."""
     _, _, data, model = tiny_setup(num_clients=4, per_client=20, hidden=64)
     init = model.init(Streams(0).generator("init"), torch.float64)
@@ -304,8 +305,9 @@ def test_injected_noise_has_the_configured_std():
     for p in (plan, None):
         ctx = context_for(model, data, p, init)
         query, _ = split_query_support(ctx.streams, ("query_split",), batch, clients, 4, 0.5)
-        thetas.append(algo.inner_step(ctx, clients, v, algo.sample(ctx, clients, query, "query", q, 0), 0)[0])
-    n_q = query_sizes(data.sizes, 0.5)
+        thetas.append(algo.inner_step(ctx, clients, v, algo.sample(ctx, clients, query, "query", q, 0,
+                                                                     0.5 * batch.sizes), 0)[0])
+    n_q = 0.5 * data.sizes  # the expected query size: the V2 denominator
     z = ((thetas[0] - thetas[1]) * torch.as_tensor(q * n_q).unsqueeze(1) / (-eta * C * sigma)).numpy()
     lo, hi = stats.chi2.ppf([5e-4, 1 - 5e-4], z.size)
     assert lo < np.sum(z**2) < hi
@@ -389,3 +391,72 @@ def test_train_section_clashes_and_target_shortage_are_config_errors(tmp_path):
                         (["targets=40", "target_samples_per_class=60"], "target clients")):
         with pytest.raises(ConfigError, match=match):
             train_from_config("dppfl", EXAMPLE, ["T=1", *sets], out=tmp_path / "bad")
+
+
+# --- the query/support split is per record (issue 21, finding 5) --------------------------------------------
+
+def _one_client(x, y):
+    data = ClientData.from_partition(x, y, [np.arange(len(y))], dtype=torch.float64)
+    return data, data.gather(np.arange(1))
+
+
+def _stage_sums(model, v, batch, seed, C):
+    """The noise-free sums each stage noises at q = 1 (V2): the clipped per-example gradients over the
+    query set, and over the support set (at the same model: the outer step's terms have norm <= C too)."""
+    query, support = split_query_support(Streams(seed), ("query_split",), batch, np.arange(1), 1, 0.5)
+    from fedbound.training.clipping import per_sample_clipped_grad
+
+    return [per_sample_clipped_grad(model, v, batch.x, batch.y, part.mask, C).grad[0]
+            for part in (query, support)], query.mask[0]
+
+
+def test_one_added_or_replaced_record_changes_no_other_records_role_and_moves_each_stage_by_at_most_C():
+    """Neighbouring clients (one record appended, or record 3 replaced): over 40 split seeds every other
+    record keeps its role (a fixed-size split moved one in about 40 % of seeds), so with one record added
+    the query and support sums of per-example clipped gradients (what the inner and outer stages noise)
+    move by <= C."""
+    _, _, data, model = tiny_setup(num_clients=1, per_client=9)
+    x, y = client_arrays(data, 0)
+    x, y = x.numpy(), y.numpy()
+    rng = np.random.default_rng(1)
+    extra_x = 5.0 * rng.standard_normal((1, *x.shape[1:]))
+    v = model.init(torch.Generator().manual_seed(0), torch.float64).reshape(1, -1)
+    C = 0.5
+    _, base = _one_client(x, y)
+    _, added = _one_client(np.concatenate([x, extra_x]), np.concatenate([y, y[:1]]))
+    x_rep = x.copy()
+    x_rep[3] = extra_x[0]
+    _, replaced = _one_client(x_rep, y)
+    worst = {"added": 0.0, "replaced": 0.0}
+    for seed in range(40):
+        sums, roles = _stage_sums(model, v, base, seed, C)
+        for name, other in (("added", added), ("replaced", replaced)):
+            other_sums, other_roles = _stage_sums(model, v, other, seed, C)
+            keep = [j for j in range(len(y)) if name == "added" or j != 3]
+            assert torch.equal(roles[keep], other_roles[keep])
+            for a, b in zip(sums, other_sums, strict=True):
+                worst[name] = max(worst[name], float(torch.linalg.vector_norm(a - b)))
+    # add/remove (Theorem 1's relation): one term of norm <= C enters one stage
+    assert 0.5 * C < worst["added"] <= C * (1 + 1e-12)
+    # replacement: the replaced record's own term changes, in its own stage only (<= 2C, never more)
+    assert worst["replaced"] <= 2 * C * (1 + 1e-12)
+
+
+def test_split_keys_do_not_depend_on_the_batch_width_or_other_clients():
+    """A client's roles are the same alone or next to other clients, whatever their sizes (one record more
+    at client 1 widens the padded batch: a population-wide draw would re-deal client 2's roles)."""
+    _, _, data, _ = tiny_setup(num_clients=3, sizes=[6, 12, 8])
+    xs, ys = zip(*(client_arrays(data, i) for i in range(3)), strict=True)
+    parts = np.split(np.arange(25), [6, 17])  # client 1 without its last record
+    smaller = ClientData.from_partition(torch.cat([xs[0], xs[1][:11], xs[2]]).numpy(),
+                                        torch.cat([ys[0], ys[1][:11], ys[2]]).numpy(), parts,
+                                        dtype=torch.float64)
+    masks = []
+    for fed in (data, smaller):
+        batch = fed.gather(np.arange(3))
+        query, support = split_query_support(Streams(4), ("query_split",), batch, np.arange(3), 3, 0.5)
+        assert torch.equal(query.mask + support.mask, batch.mask)
+        masks.append(query.mask)
+    alone = split_query_support(Streams(4), ("query_split",), data.gather(np.array([2])), np.array([2]), 3,
+                                0.5)[0].mask
+    assert torch.equal(masks[0][2, :8], masks[1][2, :8]) and torch.equal(alone[0, :8], masks[0][2, :8])

@@ -41,7 +41,7 @@ from fedbound.training.engine import RoundContext
 from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.grads import batch_gradient
 from fedbound.training.local import LocalSGD
-from fedbound.training.nbafl import NbAFL, provable_clip
+from fedbound.training.nbafl import NbAFL, provable_clip, provable_feature_clip
 
 __all__ = ["PADPFL", "check_impact_factors", "inexactness"]
 
@@ -114,7 +114,8 @@ class PADPFL(NbAFL):
         if impact_factors is None:
             raise ParameterError("impact_factors", None, "an (N,) or (rounds, N) array on the simplex")
         clip = setting["C"] if setting.get("C") is not None else setting["B"]
-        local = local_sgd(train, 0.02, prox_mu=setting["mu"], per_sample_clip=provable_clip(setting))
+        local = local_sgd(train, 0.02, prox_mu=setting["mu"], per_sample_clip=provable_clip(setting),
+                          feature_clip=provable_feature_clip(setting))
         out = cls(rounds, clip, local, impact_factors, data_schedule)
         out.provable = provable_clip(setting) is not None
         return out

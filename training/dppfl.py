@@ -2,8 +2,13 @@
 
 What differs from FedAvg:
 
-* data: each client's samples are split once, at random, into a query set ``D_i^Q`` (a ``query_fraction``
-  share, the paper's 50 %) and a support set ``D_i^S`` (the rest) (seed 000 Sec. V-A);
+* data: each client's samples are split once, at random, into a query set ``D_i^Q`` and a support set
+  ``D_i^S`` (seed 000 Sec. V-A: 50 % each): every record joins the query set on its own, with probability
+  ``query_fraction``, by a uniform keyed to that record (client, position) alone
+  (:func:`split_query_support`), so adding, removing or replacing one record never changes another
+  record's role and each stage's noised sum moves by at most ``C`` (the sensitivity Theorem 1's
+  sampled-Gaussian RDP assumes; a fixed-size split would let one added record push another from query to
+  support: up to ``2C``);
 * local update: ``tau0`` MAML epochs from the global model, each an inner DP step on a Poisson sample of
   ``D_i^Q`` (rate ``q_in``) and an outer DP step on a Poisson sample of ``D_i^S`` (rate ``q_out``)::
 
@@ -15,7 +20,9 @@ What differs from FedAvg:
 * noise: stage ``"inner"`` and stage ``"outer"``, every local step (``ctx.add_noise(stage, x, clients,
   step)``), std ``C sigma`` from the plan (sensitivity ``C``, noise multiplier ``sigma``: Theorem 1,
   eq. (12));
-* aggregation: ``p_i = |D_i^S| / sum_j |D_j^S|`` over all clients (eq. (3)); everyone participates;
+* aggregation: ``p_i = |D_i^S| / sum_j |D_j^S|`` over all clients (eq. (3)) with the expected support size
+  ``(1 - query_fraction) |D_i|`` (the realised one is a Binomial draw that would reveal the roles);
+  everyone participates;
 * evaluation: the engine's rows are the meta-model's loss/accuracy on the source clients' data; with
   ``targets`` (held-out target clients) every evaluated round also logs ``personalized_test_loss`` /
   ``personalized_test_accuracy``: each target adapts on its query share by one gradient step
@@ -26,9 +33,10 @@ Variants (spec 000 Sec. 5):
 
 * ``"v2"`` (default): DP-SGD as Opacus does it, the setting Theorem 1's sampled-Gaussian analysis covers
   (spec 000 E9).  Every example's gradient is clipped on its own (``clipping.per_sample_clipped_grad``):
-  ``g_Q = (sum_{x in B_Q} clip_C(grad l(v, x)) + n^Q) / (q_in |D_i^Q|)`` and
-  ``(c1 g1 sum_{x in B_S} clip_sqrtC(grad l(theta, x)) + n^S) / (q_out |D_i^S|)``: each example's term has
-  norm <= C, so each noised sum has sensitivity C.  It is the default because it is the only variant whose
+  ``g_Q = (sum_{x in B_Q} clip_C(grad l(v, x)) + n^Q) / (q_in E|D_i^Q|)`` and
+  ``(c1 g1 sum_{x in B_S} clip_sqrtC(grad l(theta, x)) + n^S) / (q_out E|D_i^S|)`` (the expected batch sizes,
+  ``E|D_i^Q| = query_fraction |D_i|``, as Opacus normalises): each example's term has norm <= C, so each
+  noised sum has sensitivity C.  It is the default because it is the only variant whose
   recorded epsilon is a proven guarantee, and with ``g1="first_order"`` (the default) the outer step
   touches the query records only through the already-noised ``theta``.  With ``g1="hessian"`` query records
   also enter the outer step through ``g1``, which Theorem 1 does not cover (spec 000 E8); the recipe says so.
@@ -45,8 +53,15 @@ through the batched model, all clients of a chunk at once).  The clip factor is
 Hessian of the mean loss over the realised query batch ``B_Q`` (zero for an empty batch).
 
 The fraction of clipped gradients (per example in V2, per batch in V1; inner and outer stages together) is
-logged as ``clipped_fraction``.  The global metrics row's ``sigma`` (noise in the broadcast model) is 0:
-the noise here is inside the local steps, reported as ``sigma_inner`` / ``sigma_outer``.
+logged as ``clipped_fraction``.  The first local epoch's two noised sums (what the ``inner`` and ``outer``
+stages release, before the V2 normalisation) are handed to a running audit as releases ``"inner"``,
+``"outer"`` and both together, ``"local"`` (``fedbound.training.sensitivity.record_release``; nothing
+happens outside an audit).  ``audit_both_sets`` (False in training) puts every record in both sets: the
+record Theorem 1's ledger pays for (it charges every record both stages), so an audit of it meets the
+ledger's epsilon exactly, where a record in one set leaks less.
+
+The global metrics row's ``sigma`` (noise in the broadcast model) is 0: the noise here is inside the local
+steps, reported as ``sigma_inner`` / ``sigma_outer``.
 """
 
 from __future__ import annotations
@@ -67,46 +82,52 @@ from fedbound.training.grads import batch_gradient
 from fedbound.training.local import select_minibatch
 from fedbound.training.models import Model
 from fedbound.training.noise import Streams
+from fedbound.training.sensitivity import record_release
 
-__all__ = ["DPPFL", "VARIANTS", "G1_MODES", "query_sizes", "split_query_support", "MiniBatch",
-           "QueryHessian", "hessian_norm_estimate", "personalize"]
+__all__ = ["DPPFL", "VARIANTS", "G1_MODES", "expected_query_sizes", "record_uniforms", "split_query_support",
+           "MiniBatch", "QueryHessian", "hessian_norm_estimate", "personalize"]
 
 VARIANTS = ("v2", "v1")
 G1_MODES = ("first_order", "hessian")
 
 
-def query_sizes(sizes: np.ndarray, fraction: float) -> np.ndarray:
-    """``|D_i^Q| = floor(fraction |D_i|)``, kept in ``[1, |D_i| - 1]`` so both sets are non-empty."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if np.any(sizes < 2):
-        raise ConfigError(f"DP-PFL splits each client's data into query and support sets: a client has "
-                          f"{int(sizes.min())} sample(s), at least 2 are needed")
-    return np.clip(np.floor(fraction * sizes).astype(np.int64), 1, sizes - 1)
+def expected_query_sizes(sizes: np.ndarray | torch.Tensor, fraction: float) -> np.ndarray | torch.Tensor:
+    """``E|D_i^Q| = fraction |D_i|`` (the per-record split of :func:`split_query_support`)."""
+    return fraction * sizes
+
+
+def record_uniforms(streams: Streams, key: tuple, clients: np.ndarray, width: int, device: torch.device
+                    ) -> torch.Tensor:
+    """``(k, width)`` U[0, 1) keys: client ``c``'s record ``j`` gets the ``j``-th draw of a stream keyed
+    ``(key, c)`` alone, whatever the batch width, the chunk or the other clients' sizes."""
+    rows = [streams.numpy(*key, "client", int(c)).random(width) for c in np.asarray(clients).tolist()]
+    return torch.as_tensor(np.stack(rows) if rows else np.zeros((0, width)), dtype=torch.float64,
+                           device=device)
 
 
 def split_query_support(streams: Streams, key: tuple, batch: ClientBatch, clients: np.ndarray,
                         num_clients: int, fraction: float) -> tuple[ClientBatch, ClientBatch]:
     """Each client's fixed random split into query and support sets, as two masked views of ``batch``.
 
-    The query set is the ``|D_i^Q|`` (:func:`query_sizes`) samples with the smallest keys of a population
-    stream keyed ``key`` (no round: the split never changes), so a client gets the same split in any chunk.
+    Record ``j`` of client ``c`` is a query record iff its key (:func:`record_uniforms`, keyed ``key``: no
+    round, the split never changes) is below ``fraction``: a Poisson split, each record's role independent
+    of every other record (module docstring).  Either set may be empty.  The views' ``sizes`` are the
+    realised counts, at least 1 (so ``weight`` is the mean over the set, 0 on an empty one).
+    ``num_clients`` is unused (kept for the call sites' symmetry with the mini-batch samplers).
     """
-    sizes = batch.sizes.round().to(torch.int64)
-    n_query = torch.as_tensor(query_sizes(sizes.cpu().numpy(), fraction), device=sizes.device)
-    keys = streams.uniform_population(key, num_clients, batch.mask.shape[1], clients, dtype=torch.float64)
-    keys = torch.where(batch.mask > 0, keys, torch.full_like(keys, 2.0))
-    rank = torch.argsort(torch.argsort(keys, dim=1, stable=True), dim=1)
-    query = (rank < n_query.unsqueeze(1)).to(batch.mask.dtype)
+    del num_clients
+    keys = record_uniforms(streams, key, clients, batch.mask.shape[1], batch.mask.device)
+    query = ((keys < fraction) & (batch.mask > 0)).to(batch.mask.dtype)
     support = batch.mask - query
-    n_q = n_query.to(batch.sizes.dtype)
-    return (ClientBatch(batch.x, batch.y, query, n_q),
-            ClientBatch(batch.x, batch.y, support, batch.sizes - n_q))
+    one = torch.ones((), dtype=batch.sizes.dtype, device=batch.sizes.device)
+    return (ClientBatch(batch.x, batch.y, query, torch.maximum(query.sum(1).to(batch.sizes.dtype), one)),
+            ClientBatch(batch.x, batch.y, support, torch.maximum(support.sum(1).to(batch.sizes.dtype), one)))
 
 
 @dataclass(frozen=True)
 class MiniBatch:
     """A Poisson sample of a query or support set: ``chosen`` (1 on sampled examples), ``count`` (k,) the
-    realised batch sizes, ``denominator`` (k,) ``q |D|`` (the V2 normalisation)."""
+    realised batch sizes, ``denominator`` (k,) ``q E|D|`` (the V2 normalisation: the expected batch size)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -171,15 +192,17 @@ def personalize(model: Model, params: torch.Tensor, targets: ClientData, streams
     each target's query share, tested on the rest; also the meta-model ``w`` on the same test shares.
 
     Returns ``personalized_test_loss``/``_accuracy`` and ``target_test_loss``/``_accuracy`` (means over all
-    target test examples; accuracies absent for regression).
+    target test examples; accuracies absent for regression; nothing when the split left no test example).
     """
     k = targets.num_clients
     who = np.arange(k)
     adapt, test = split_query_support(streams, ("target_split",), targets.gather(who), who, k, fraction)
     start = params.reshape(1, -1).expand(k, -1)
     theta = start - eta * batch_gradient(model, start, adapt.x, adapt.y, adapt.weight)
-    n = float(test.sizes.sum())
-    out = {}
+    n = float(test.mask.sum())
+    out: dict[str, float] = {}
+    if n == 0:  # the per-record split left no target a test record (tiny targets): nothing to report
+        return out
     for name, models in (("personalized", theta), ("target", start)):
         loss, hits = _loss_and_hits(model, models, test)
         out[f"{name}_test_loss"] = loss / n
@@ -222,6 +245,8 @@ class DPPFL(Algorithm):
         self.variant, self.g1, self.query_fraction = variant, g1, query_fraction
         self.power_iterations = power_iterations
         self.targets = targets
+        self.audit_both_sets = False
+        self._inner_release: torch.Tensor | None = None  # step 0's inner release, for the "local" one
         self._targets_cache: dict[tuple, ClientData] = {}
 
     @classmethod
@@ -244,9 +269,9 @@ class DPPFL(Algorithm):
 
     # --- hooks ------------------------------------------------------------------------------------------
     def aggregation_weights(self, ctx: RoundContext, participants: np.ndarray) -> np.ndarray:
-        """``p_i = |D_i^S| / sum_j |D_j^S|`` (eq. (3))."""
-        sizes = ctx.data.sizes[participants]
-        support = (sizes - query_sizes(sizes, self.query_fraction)).astype(np.float64)
+        """``p_i = E|D_i^S| / sum_j E|D_j^S|`` (eq. (3) with the expected support sizes ``(1 - query_fraction)
+        |D_i|``, module docstring): proportional to ``|D_i|``."""
+        support = ctx.data.sizes[participants].astype(np.float64)
         return support / support.sum()
 
     def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
@@ -254,13 +279,17 @@ class DPPFL(Algorithm):
         """``tau0`` epochs of (inner step on a query sample, outer step on a support sample)."""
         query, support = split_query_support(ctx.streams, ("query_split",), batch, clients, ctx.num_clients,
                                              self.query_fraction)
+        if self.audit_both_sets:
+            query = support = batch
+        expected_q = expected_query_sizes(batch.sizes, self.query_fraction)
+        expected = {"query": expected_q, "support": batch.sizes - expected_q}
         v = start.detach().clone()
         clipped = torch.zeros(len(clients), dtype=v.dtype, device=v.device)
         counted = torch.zeros_like(clipped)
         for step in range(self.local_epochs):
-            b_q = self.sample(ctx, clients, query, "query", self.q_in, step)
+            b_q = self.sample(ctx, clients, query, "query", self.q_in, step, expected["query"])
             theta, c_in = self.inner_step(ctx, clients, v, b_q, step)
-            b_s = self.sample(ctx, clients, support, "support", self.q_out, step)
+            b_s = self.sample(ctx, clients, support, "support", self.q_out, step, expected["support"])
             v, c_out = self.outer_step(ctx, clients, v, theta, b_q, b_s, step)
             clipped += c_in[0] + c_out[0]
             counted += c_in[1] + c_out[1]
@@ -276,24 +305,30 @@ class DPPFL(Algorithm):
 
     # --- the two DP stages ------------------------------------------------------------------------------
     def sample(self, ctx: RoundContext, clients: np.ndarray, subset: ClientBatch, name: str, rate: float,
-               step: int) -> MiniBatch:
-        """A Poisson sample at ``rate`` of each client's query or support set (all of it at rate 1)."""
+               step: int, expected_size: torch.Tensor) -> MiniBatch:
+        """A Poisson sample at ``rate`` of each client's query or support set (all of it at rate 1);
+        ``expected_size``: the set's expected size (the V2 denominator is ``rate`` times it)."""
         x, y, weight = select_minibatch(ctx.streams, (name, ctx.round, step), ctx.num_clients, clients,
                                         subset, sample_rate=rate if rate < 1.0 else None)
         chosen = (weight > 0).to(weight.dtype)
-        return MiniBatch(x, y, chosen, chosen.sum(1), rate * subset.sizes)
+        return MiniBatch(x, y, chosen, chosen.sum(1), rate * expected_size.to(weight.dtype))
 
     def inner_step(self, ctx: RoundContext, clients: np.ndarray, v: torch.Tensor, b_q: MiniBatch, step: int
                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """``theta = v - eta (g_Q + n^Q)`` (eqs. (6)-(7)); also (clipped, clip decisions) per client."""
         if self.variant == "v2":
             res = per_sample_clipped_grad(ctx.model, v, b_q.x, b_q.y, b_q.chosen, self.clip_norm)
-            noisy = ctx.add_noise("inner", res.grad, clients, step) / b_q.denominator.unsqueeze(1)
+            noisy = ctx.add_noise("inner", res.grad, clients, step)
             stats = (((res.norms > self.clip_norm) * b_q.chosen).sum(1), b_q.count)
         else:
             g, norms = clip_rows(batch_gradient(ctx.model, v, b_q.x, b_q.y, b_q.mean_weight), self.clip_norm)
             noisy = ctx.add_noise("inner", g, clients, step)
             stats = ((norms > self.clip_norm).to(v.dtype), torch.ones_like(norms))
+        if step == 0:
+            record_release(ctx, "inner", clients, noisy)
+            self._inner_release = noisy
+        if self.variant == "v2":
+            noisy = noisy / b_q.denominator.unsqueeze(1)
         return v - self.inner_lr * noisy, stats
 
     def outer_step(self, ctx: RoundContext, clients: np.ndarray, v: torch.Tensor, theta: torch.Tensor,
@@ -309,6 +344,10 @@ class DPPFL(Algorithm):
             g2, norms = clip_rows(batch_gradient(ctx.model, theta, b_s.x, b_s.y, b_s.mean_weight), root)
             stats = ((norms > root).to(v.dtype), torch.ones_like(norms))
         meta = ctx.add_noise("outer", self.apply_g1(ctx, clients, v, b_q, g2, step), clients, step)
+        if step == 0:
+            record_release(ctx, "outer", clients, meta)
+            if self._inner_release is not None and len(self._inner_release) == len(meta):
+                record_release(ctx, "local", clients, torch.cat([self._inner_release, meta], dim=1))
         if self.variant == "v2":
             meta = meta / b_s.denominator.unsqueeze(1)
         return v - self.outer_lr * meta, stats

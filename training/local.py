@@ -13,6 +13,8 @@ Mini-batches (``batch_size`` B: B samples per client uniformly without replaceme
 Poisson sampling, each sample independently, normalised by the expected size ``q n_i`` as in DP-SGD) are
 drawn from population streams keyed by (round, step), so a client gets the same batches whatever chunk
 it is trained in.  ``weight_decay`` adds ``lambda/2 ||w||^2`` (data-independent, so never clipped).
+``feature_clip`` X scales every input with ``||x|| > X`` to norm X before the model sees it (a per-record
+map: the provable sensitivity's data-independent smoothness, ``fedbound.training.sensitivity``).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class LocalSGD:
     prox_mu: float = 0.0
     weight_decay: float = 0.0
     per_sample_clip: float | None = None
+    feature_clip: float | None = None
 
     def run(self, model: Model, start: torch.Tensor, batch: ClientBatch, *, streams: Streams, round_: int,
             clients: Sequence[int] | np.ndarray, num_clients: int, anchor: torch.Tensor | None = None,
@@ -92,6 +95,9 @@ class LocalSGD:
         for step in range(self.steps):
             x, y, weight = select_minibatch(streams, ("batch", round_, step), num_clients, clients, batch,
                                             self.batch_size, self.sample_rate)
+            if self.feature_clip is not None:
+                norms = torch.linalg.vector_norm(x.flatten(2), dim=2).clamp(min=self.feature_clip)
+                x = x * (self.feature_clip / norms).reshape(*norms.shape, *([1] * (x.ndim - 2)))
             if self.per_sample_clip is not None:
                 g = per_sample_clipped_grad(model, w, x, y, weight, self.per_sample_clip, out=buffer).grad
             else:

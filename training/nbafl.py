@@ -34,12 +34,18 @@ from fedbound.training.local import LocalSGD
 from fedbound.training.participation import all_clients, uniform_subset
 from fedbound.training.sensitivity import check_provable_step
 
-__all__ = ["NbAFL", "provable_clip"]
+__all__ = ["NbAFL", "provable_clip", "provable_feature_clip"]
 
 
 def provable_clip(setting: Mapping[str, Any]) -> float | None:
     """The per-sample gradient clip ``C_g`` when the setting asks for ``sensitivity = "provable"``."""
     return float(setting["C_g"]) if setting.get("sensitivity") == "provable" else None
+
+
+def provable_feature_clip(setting: Mapping[str, Any]) -> float | None:
+    """The declared input-norm bound ``feature_norm`` (inputs clipped to it) in provable mode."""
+    given = setting.get("feature_norm") if provable_clip(setting) is not None else None
+    return None if given is None else float(given)
 
 
 class NbAFL(Algorithm):
@@ -66,12 +72,13 @@ class NbAFL(Algorithm):
         from fedbound.training.config import local_sgd
 
         return cls(rounds, setting["C"], local_sgd(train, 0.002, prox_mu=setting["mu"],
-                                                   per_sample_clip=provable_clip(setting)),
+                                                   per_sample_clip=provable_clip(setting),
+                                                   feature_clip=provable_feature_clip(setting)),
                    setting.get("K"), provable=provable_clip(setting) is not None)
 
     def init_algo_state(self, ctx: RoundContext) -> dict[str, Any]:
         if self.provable:
-            check_provable_step(ctx.model, ctx.data, self.local)
+            check_provable_step(ctx.model, self.local)
         return {}
 
     def participants(self, ctx: RoundContext) -> np.ndarray:

@@ -13,23 +13,29 @@ trial with the target changed, and run every hook including ``server_update`` on
 the broadcast an adversary sees is the mechanism's own.  The canary search (:func:`probe` with ``crafted``)
 adds records an adversary would craft (:func:`crafted_records`) to the natural flips and swaps.
 
-Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the data side is
-:func:`smoothness_bound`): full-batch local gradient descent with every per-sample gradient clipped to ``C_g``
-(``LocalSGD(per_sample_clip=C_g)``), ``tau`` steps of size ``eta`` from the received model, on a one-output
-linear model (binary logistic regression, ridge regression), moves the model by at most ``2 tau eta C_g / m``
-when one of the client's ``m`` records is replaced, provided ``eta <= 2 / L`` with ``L`` the smoothness of the
-shared records' objective (:func:`smoothness_bound`).
+Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the step-size side is
+:func:`smoothness_ceiling`): full-batch local gradient descent with every per-sample gradient clipped to
+``C_g`` (``LocalSGD(per_sample_clip=C_g)``) and every input clipped to a declared norm ``X``
+(``LocalSGD(feature_clip=X)``), ``tau`` steps of size ``eta`` from the received model, on a one-output linear
+model (binary logistic regression, ridge regression), moves the model by at most ``2 tau eta C_g / m`` when
+one of the client's ``m`` records is replaced, provided ``eta <= 2 / L`` with ``L = kappa (X^2 + 1) + mu +
+lambda`` (:func:`smoothness_ceiling`), which bounds the smoothness of every client's objective whatever its
+records.  ``L`` depends on no record: whether training starts (:func:`check_provable_step`) and the
+sensitivity are the same on every pair of neighbouring datasets (an ``L`` computed from the data, the
+adversary's record included, would let one large-norm record stop the run: a release of its own).
+:func:`smoothness_bound` is the data's own (smaller) smoothness, for diagnostics only.
 
 Proof (three lines).  (1) For a one-output linear model record j's loss is ``psi_j(x_j^T w)`` with
-``psi_j`` convex; clipping its gradient clamps ``psi_j'``, which stays monotone and ``kappa ||x_j||^2``-
-Lipschitz, so the clipped step is a gradient step on a convex, L-smooth surrogate (plus the convex prox
-and weight-decay terms).  (2) Write ``F_D = F_shared + h_i / m`` and ``F_D' = F_shared + h_i' / m``: the
-shared map ``w -> w - eta grad F_shared(w)`` is non-expansive for ``eta <= 2 / L`` (Hardt, Recht & Singer
-2016, Lemma 3.7), and the two clipped record gradients differ by at most ``2 C_g``, so the distance grows
-by at most ``2 eta C_g / m`` per step from 0.  (3) After ``tau`` steps it is at most ``2 tau eta C_g / m``;
-clipping the model to norm ``C`` is a projection (non-expansive) and keeps both models in the C-ball, so
-the upload moves by at most ``min(2C, 2 tau eta C_g / m)``.  With ``tau = 1`` step (2) needs no convexity:
-both copies start from the same model, so ``eta 2 C_g / m`` holds exactly for any model.
+``psi_j`` convex and ``x_j`` the clipped input (``||x~_j||^2 <= X^2 + 1``); clipping its gradient clamps
+``psi_j'``, which stays monotone and ``kappa ||x~_j||^2``-Lipschitz, so the clipped step is a gradient step
+on a convex, L-smooth surrogate (plus the convex prox and weight-decay terms).  (2) Write ``F_D = F_shared
++ h_i / m`` and ``F_D' = F_shared + h_i' / m``: the shared map ``w -> w - eta grad F_shared(w)`` is
+non-expansive for ``eta <= 2 / L`` (Hardt, Recht & Singer 2016, Lemma 3.7), and the two clipped record
+gradients differ by at most ``2 C_g``, so the distance grows by at most ``2 eta C_g / m`` per step from 0.
+(3) After ``tau`` steps it is at most ``2 tau eta C_g / m``; clipping the model to norm ``C`` is a
+projection (non-expansive) and keeps both models in the C-ball, so the upload moves by at most
+``min(2C, 2 tau eta C_g / m)``.  With ``tau = 1`` step (2) needs no convexity: both copies start from the
+same model, so ``eta 2 C_g / m`` holds exactly for any model.
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Replacement", "Neighbour", "neighbours", "client_uploads", "ProbeResult", "probe", "shifts",
            "label_flips", "crafted_records", "loss_directions", "TrialRuns", "federated_trials",
-           "record_release", "smoothness_bound", "convex_one_output", "check_provable_step"]
+           "record_release", "smoothness_bound", "smoothness_ceiling", "convex_one_output",
+           "check_provable_step"]
 
 
 @dataclass(frozen=True)
@@ -461,11 +468,27 @@ def smoothness_bound(model: Model, x: torch.Tensor, prox_mu: float = 0.0, weight
     return float(kappa * torch.linalg.eigvalsh(gram)[-1]) + float(prox_mu) + float(weight_decay)
 
 
-def check_provable_step(model: Model, data: ClientData, local: object) -> None:
-    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises on every client: full
-    batches, per-sample clipping, and for more than one step of a one-output linear model ``eta <= 2/L``
-    (:func:`smoothness_bound`; module docstring).  More than one step of any other model is covered by the
-    model-norm bound 2C only, which the plan then uses."""
+def smoothness_ceiling(model: Model, feature_norm: float, prox_mu: float = 0.0, weight_decay: float = 0.0
+                       ) -> float:
+    """``L = kappa (X^2 + 1) + mu + lambda``: a smoothness bound of a one-output linear model's local
+    objective on ANY records with inputs clipped to norm ``X = feature_norm`` (``x~ = (x, 1)``, so
+    ``lambda_max(mean x~ x~^T) <= max ||x~||^2 <= X^2 + 1``; module docstring).  ParameterError for any
+    other model or a feature norm outside (0, inf)."""
+    kappa = convex_one_output(model)
+    if kappa is None:
+        raise ParameterError("model for the provable multi-step sensitivity", model.name,
+                             "logreg with one output (ridge) or two classes (binary logistic)")
+    if not (np.isfinite(feature_norm) and feature_norm > 0):
+        raise ParameterError("feature_norm", feature_norm, "(0, inf)")
+    return kappa * (float(feature_norm) ** 2 + 1.0) + float(prox_mu) + float(weight_decay)
+
+
+def check_provable_step(model: Model, local: object) -> None:
+    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises: full batches,
+    per-sample clipping, and for more than one step of a one-output linear model inputs clipped to a
+    declared norm X and ``eta <= 2/L`` with L the data-independent :func:`smoothness_ceiling` (module
+    docstring).  No record is read, so the decision is the same on neighbouring datasets.  More than one
+    step of any other model is covered by the model-norm bound 2C only, which the plan then uses."""
     if getattr(local, "per_sample_clip", None) is None:
         raise ConfigError("sensitivity = \"provable\" needs per-sample gradient clipping in local training "
                           "(C_g)")
@@ -474,11 +497,14 @@ def check_provable_step(model: Model, data: ClientData, local: object) -> None:
                           "batch_size = 0")
     if local.steps <= 1 or convex_one_output(model) is None:
         return
-    worst = max(smoothness_bound(model, data.x[i, :int(n)], local.prox_mu, local.weight_decay)
-                for i, n in enumerate(data.sizes))
-    if local.lr > 2.0 / worst:
+    if getattr(local, "feature_clip", None) is None:
+        raise ConfigError(f"sensitivity = \"provable\" with {local.steps} local steps of a linear model "
+                          "needs feature_norm, the declared bound on every input's norm (inputs are clipped "
+                          "to it): the step-size condition eta <= 2/L must not depend on the data")
+    ceiling = smoothness_ceiling(model, local.feature_clip, local.prox_mu, local.weight_decay)
+    if local.lr > 2.0 / ceiling:
         raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = "
-                          f"{2.0 / worst:.4g}] for sensitivity = \"provable\" with {local.steps} local "
+                          f"{2.0 / ceiling:.4g}] for sensitivity = \"provable\" with {local.steps} local "
                           "steps: gradient descent is non-expansive only for eta <= 2/L (Hardt, Recht "
-                          "& Singer 2016, Lemma 3.7); L is the largest client's smoothness computed"
-                          " from its data")
+                          f"& Singer 2016, Lemma 3.7); L = kappa (X^2 + 1) + mu + lambda with the declared "
+                          f"feature_norm X = {local.feature_clip:g}")

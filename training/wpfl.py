@@ -63,6 +63,7 @@ from fedbound.training.models import Model
 from fedbound.training.participation import scheduled
 from fedbound.training.pfl_baselines import chunks, pl_gradient, rule
 from fedbound.training.quantization import coded_bits, dithered_gaussian, quantize, quantize_index, transmit
+from fedbound.training.sensitivity import record_release
 
 __all__ = ["WPFL", "WPFLSchedule", "jain_index", "evaluate_each_on_test", "PL_CLIENTS"]
 
@@ -255,8 +256,7 @@ class WPFL(Algorithm):
         if self.dithered:  # the dithering baseline: exact Gaussian noise made by the quantizer itself
             sigma = ctx.sigma("uplink", clients)
             ctx.noise_std.setdefault("uplink", []).extend(sigma.tolist())
-            chosen = self.schedule.clients[ctx.round]
-            ber = self.schedule.uplink_ber[ctx.round][np.searchsorted(chosen, clients)]
+            ber = self.uplink_ber(ctx, clients)
             received, wrong, bits = dithered_gaussian(clipped, sigma, self.bits, ber,
                                                       self._rngs(ctx, "uplink_dither", ctx.round, clients))
             ctx.log("uplink_element_errors", wrong)
@@ -264,13 +264,14 @@ class WPFL(Algorithm):
             self.rule.uploaded(ctx, clients, received)
             return received
         noisy = ctx.add_noise("uplink", clipped, clients)
+        record_release(ctx, "uplink_noised", clients, noisy)
         if not self.quantized:  # the "perfect Gaussian" baseline: no quantization, no channel
             ctx.log("uplink_element_errors", 0.0)
             self.rule.uploaded(ctx, clients, noisy)
             return noisy
         half = self.clip_norm + 3.0 * ctx.sigma("uplink", clients).to(torch.float64)
         chosen = self.schedule.clients[ctx.round]
-        ber = self.schedule.uplink_ber[ctx.round][np.searchsorted(chosen, clients)]
+        ber = self.uplink_ber(ctx, clients)
         rngs = self._rngs(ctx, "uplink_bits", ctx.round, clients)
         bits_q, bits_o = coded_bits(quantize_index(noisy, half, self.bits), self.bits)
         share = len(chosen)
@@ -298,6 +299,11 @@ class WPFL(Algorithm):
         return self.rule.eval_models(ctx)
 
     # --- pieces --------------------------------------------------------------------------------------------
+    def uplink_ber(self, ctx: RoundContext, clients: np.ndarray) -> np.ndarray:
+        """The bit error rate of each uploading client's subchannel this round (the schedule's)."""
+        chosen = self.schedule.clients[ctx.round]
+        return self.schedule.uplink_ber[ctx.round][np.searchsorted(chosen, clients)]
+
     @staticmethod
     def _rngs(ctx: RoundContext, stage: str, round_: int, clients: np.ndarray) -> list[np.random.Generator]:
         return [ctx.streams.numpy(stage, round_, int(c)) for c in clients]

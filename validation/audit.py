@@ -123,6 +123,24 @@ class AuditViews:
     levels: tuple[str, ...] = ("record",)
     releases: Mapping[str, str] = field(default_factory=dict)
     release_std: Mapping[str, Callable[[Any, int, int], np.ndarray]] = field(default_factory=dict)
+    release_sensitivity: Mapping[str, Callable[[Any, int], float]] = field(default_factory=dict)
+    """``{view name: f(ledger plan, target) -> sensitivity}`` of a release that is not one stage's (e.g.
+    two stages side by side: the root of the sum of their squares); default: the view's stage's."""
+    prepare_target: Callable[[Any, int], Any] | None = None
+    """``prepare`` for an entry that needs the audited client too (e.g. to send every copy through its
+    channel); used instead of ``prepare`` when given."""
+    ledger: Callable[[Any], Any] = _same
+    """The plan the ledger reads under the audit's replacement relation (default: as planned; a paper
+    whose ledger counts add/remove neighbours doubles its sensitivity: replace = remove + add)."""
+    shift_checked: bool = True
+    """Compare each view's noise-free shift with the sensitivity the ledger assumes (False where a release
+    adapts to an earlier noisy release of the same round, e.g. a step taken at a noised model: its
+    noise-free shift is not what one release's sensitivity bounds)."""
+    checked_releases: Mapping[str, str] = field(default_factory=dict)
+    """``{stage: release name}``: check that stage's noise (std: the plan's stage sigma of the target) on
+    the residual of the release from the noise-free one on D.  The residual's variance is the noise's plus
+    any variation of the release between trials (e.g. Poisson sampling), so the check can miss low noise
+    but never flags correct noise."""
 
     def __post_init__(self) -> None:
         if not self.levels or not set(self.levels) <= set(LEVELS):
@@ -435,7 +453,9 @@ def _view_audit(view: Any, views: AuditViews, s: _Setup, runs: Any, clean: Any, 
     paper = reported.get("paper", {}).get(view.group_name)
     lb = epsilon_lower_bound(out_s, in_s, s.plan.delta, alpha=alpha)
     fit = gaussian_fit(out_s, in_s, s.plan.delta)
-    sens = obs.weight * float(s.ledger_plan.stage_sensitivity(view.stage)[s.target])
+    sens = obs.weight * (views.release_sensitivity[view.name](s.ledger_plan, s.target)
+                         if view.name in views.release_sensitivity
+                         else float(s.ledger_plan.stage_sensitivity(view.stage)[s.target]))
     shift_norm = float(np.linalg.norm(shift, axis=1).max())
     exceeded = deterministic and shift_norm > sens * (1 + 1e-4) + 1e-9
     return ViewAudit(view.name, view.kind, lb.epsilon, tight, paper, tight, fit.mu, fit.epsilon,
@@ -453,6 +473,10 @@ def _noise_checks(views: AuditViews, s: _Setup, runs: Any, clean: Any, rounds: i
     plan, target = s.plan, s.target
     trials = runs.uploads.shape[1] // 2
     found: dict[str, tuple[Any, np.ndarray]] = {}
+    for stage, name in views.checked_releases.items():
+        if name in runs.releases:  # an algorithm variant may not make it (nothing to check)
+            found[stage] = (runs.releases[name] - clean.releases[name][:, :1],
+                            plan.stage_matrix(stage)[:rounds, target] * scale)
     for view in plan.views:
         if view.name in views.releases:
             if view.name in views.release_std:  # declared: the release is noised with exactly that std
@@ -512,7 +536,7 @@ def _audit_at(s: _Setup, views: AuditViews, prepared: Any, change: Any, starts: 
 
     broadcast = any(v.kind == "broadcast" and v.name not in views.releases for v in s.plan.views)
     alpha = ALPHA / len(s.plan.views)
-    deterministic = _deterministic(prepared)
+    deterministic = _deterministic(prepared) and views.shift_checked
     rng = np.random.default_rng(derive_seed(seed, "audit", "presence"))
     runs, clean = _run_pair(s, prepared, change, starts, trials, noise_scale,
                             derive_seed(seed, "audit", "nominal") & 0x7FFFFFFF, broadcast)
@@ -583,8 +607,9 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         s = _round_one(rec, setting, train, rounds)
-        s.ledger_plan = _at_level(s.plan, level, s.data.sizes)
-        prepared = views.prepare(s.algorithm)
+        s.ledger_plan = _at_level(views.ledger(s.plan), level, s.data.sizes)
+        prepared = (views.prepare(s.algorithm) if views.prepare_target is None
+                    else views.prepare_target(s.algorithm, s.target))
         starts = _trajectory(s, rounds)
         change, found = _CANARIES[level](canary, s, prepared, starts, probe_records, canary_record,
                                          derive_seed(base, "audit", "canary") & 0x7FFFFFFF)

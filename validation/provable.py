@@ -3,8 +3,10 @@
 :func:`provable_setting` fills the setting keys ``fedbound.bounds.provable`` reads from the run itself:
 ``tau`` = ``[train] local_steps``, ``eta`` = the local learning rate, and ``model_norm_bound`` = true when
 the run trains a model other than a one-output linear one for more than one step (then only the model-norm
-bound ``2C`` is proven, ``fedbound.training.sensitivity``).  :func:`sensitivity_clip` is the clip ``C_eff``
-whose ``2 C_eff / m_i`` is the plan's sensitivity (the paper's ``C`` in paper mode).
+bound ``2C`` is proven, ``fedbound.training.sensitivity``).  More than one step of a one-output linear model
+needs ``feature_norm`` (inputs clipped to it): the step-size condition then reads no record, so whether the
+run trains and its sensitivity are the same on neighbouring datasets.  :func:`sensitivity_clip` is the clip
+``C_eff`` whose ``2 C_eff / m_i`` is the plan's sensitivity (the paper's ``C`` in paper mode).
 """
 
 from __future__ import annotations
@@ -46,7 +48,13 @@ def provable_setting(setting: Mapping[str, Any], train: Mapping[str, Any], defau
             train_key = "local_steps" if key == "tau" else "lr"
             raise ConfigError(f"[{section}] {key} = {given} differs from the run's [train] {train_key} = "
                               f"{value}: the provable sensitivity must describe the training actually run")
-    out.update(run, model_norm_bound=run["tau"] > 1 and not _one_output_linear(train))
+    linear = run["tau"] > 1 and _one_output_linear(train)
+    if linear and setting.get("feature_norm") is None:
+        raise ConfigError(f"[{section}] sensitivity = \"provable\" with [train] local_steps = {run['tau']} "
+                          "of a linear model needs feature_norm, the declared bound on every input's norm "
+                          "(local training clips inputs to it; the step-size condition eta <= 2/L must not "
+                          "depend on the data)")
+    out.update(run, model_norm_bound=run["tau"] > 1 and not linear)
     return out
 
 

@@ -9,7 +9,7 @@ MAX_LOCAL_STEPS = 100_000
 
 
 def provable_fields(with_mode: bool = True) -> tuple[Any, ...]:
-    """``sensitivity`` (unless the paper declares its own), ``C_g``, ``tau``, ``eta``."""
+    """``sensitivity`` (unless the paper declares its own), ``C_g``, ``feature_norm``, ``tau``, ``eta``."""
     from fedbound.config import Field
 
     mode = (Field("sensitivity", str, None, "unset or 'paper': the paper's sensitivity 2C/m; 'provable': "
@@ -18,6 +18,10 @@ def provable_fields(with_mode: bool = True) -> tuple[Any, ...]:
                   choices=("paper", "provable"), optional=True),)
     return (*(mode if with_mode else ()),
             Field("C_g", float, None, "per-sample gradient clip of local training (sensitivity = provable)",
+                  low=0.0, low_open=True, high=1e12, optional=True),
+            Field("feature_norm", float, None, "declared bound X on every input's norm; local training clips "
+                  "inputs to it (sensitivity = provable, more than one step of a linear model: the step-size "
+                  "condition eta <= 2/L uses L = kappa (X^2 + 1) + mu + lambda, independent of the data)",
                   low=0.0, low_open=True, high=1e12, optional=True),
             Field("tau", int, None, "local steps per round the provable sensitivity covers (fedbound train: "
                   "[train] local_steps)", low=1, high=MAX_LOCAL_STEPS, optional=True),

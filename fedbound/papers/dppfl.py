@@ -93,6 +93,7 @@ PAPER = Paper(
     planner="fedbound.scheduling.dppfl:plan",
     plots="fedbound.validation.plots_dppfl:PLOTS",
     recipe="fedbound.validation.train_dppfl:RECIPE",
+    audit="fedbound.validation.audit_dppfl:AUDIT",
     defaults=ANALYSIS_DEFAULTS,
     aliases={"U": "N"},
     # spec 000 Sec. 8 setting C (q = 1: sigma*(T) = sigma*(1) sqrt(T), so plans and plots are quick)

@@ -102,6 +102,7 @@ PAPER = Paper(
     planner="fedbound.scheduling.wpfl:plan",
     plots="fedbound.validation.plots_wpfl:PLOTS",
     recipe="fedbound.validation.train_wpfl:RECIPE",
+    audit="fedbound.validation.audit_wpfl:AUDIT",
     defaults=BOUND_DEFAULTS,
     example={"N": 20, "K": 10, "T": 20, "C": 3.0, "eps": 1.0, "delta": 0.001, "tau_max": 0.01},
     aliases={"T0": "T", "eps_Q": "eps", "delta_Q": "delta"},
