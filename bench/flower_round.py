@@ -12,6 +12,8 @@ rounds.  Three ways to run the same rounds, with identical numbers (tests/test_d
 Per-round wall times are the engine's own ``wall_time`` column (participants -> aggregate -> server noise
 -> ledger), so data loading and evaluation are outside them.  ``batched`` and ``flower_inprocess`` are run
 interleaved (A B A B, fresh run directories), the ratio taken per repetition.
+
+``--agreement``: the measurement behind "same numbers as fedbound's simulator" (README "Deploy on Flower").
 """
 
 from __future__ import annotations
@@ -35,12 +37,112 @@ def _round_walls(run_dir: Path) -> list[float]:
     return table[table.client.isna()]["wall_time"].tolist()
 
 
+AGREEMENT = {  # the example configs, long ones cut to a few rounds (CRD still cuts T inside the run)
+    "nbafl": ("nbafl", "nbafl_mnist.toml", []),
+    "nbafl_K20": ("nbafl", "nbafl_mnist.toml", ["nbafl.K=20", "nbafl.T=5"]),
+    "udp": ("udp", "udp_mnist.toml", ["udp.T=10"]),
+    "udp_crd": ("udp", "udp_crd_mnist.toml", ["udp.T=15"]),
+}
+
+
+def _measured_noise(paper: str, config: Path, overrides: list[str]) -> dict[str, float]:
+    """Per stage, the std of the noise on uploads (clients 0-4, round 1: upload minus the same client's
+    noiseless upload) and on the server's update, over the plan's std."""
+    import numpy as np
+    import torch
+
+    from fedbound.deploy.flower_client import client_update
+    from fedbound.deploy.flower_session import client_side, run_config
+    from fedbound.training.engine import RoundContext, RunState
+    from fedbound.training.noise import Streams
+    from fedbound.validation.runner import build_run, prepare_run
+
+    prep = prepare_run(paper, config, overrides)
+    built = build_run(prep)
+    plan = built.plan
+    side = client_side(run_config(prep, plan, "unused"))
+    start = torch.zeros(side.model.n_params)
+    out = {}
+    for stage in plan.sigma:
+        if stage == "server":
+            sigma = float(plan.stage_sigma("server", 0)[0])
+            if sigma > 0:
+                state = RunState(round=0, rounds=plan.rounds, global_params=start, plan=plan)
+                ctx = RoundContext(0, state, side.model, side.data, Streams(prep.train["seed"]), side.options,
+                                   None)
+                noise = built.algorithm.server_update(ctx, torch.zeros(side.model.n_params))
+                out["server"] = float(noise.double().std()) / sigma
+            continue
+        draws = []
+        for client in range(5):
+            sigma = float(plan.stage_sigma(stage, 0, np.array([client]))[0])
+            noisy, _ = client_update(side, 0, client, start, {stage: sigma})
+            clean, _ = client_update(side, 0, client, start, {stage: 0.0})
+            draws.append(((noisy - clean).double() / sigma).numpy())
+        out[stage] = float(np.concatenate(draws).std())
+    return out
+
+
+def agreement(seeds: int = 3) -> None:
+    """Flower (Ray simulation engine, seed 0) against fedbound train (seeds 0 .. seeds-1) on the example
+    configs: per-round ledger epsilon difference, loss difference against the seeds' spread, noise std."""
+    import numpy as np
+
+    from fedbound.deploy.flower_app import run_app
+    from fedbound.deploy.flower_session import run_config
+    from fedbound.validation.runner import build_run, prepare_run, train_from_config
+
+    warnings.simplefilter("ignore")
+    tmp = Path(tempfile.mkdtemp(prefix="fedbound-flower-agreement-"))
+    results = {}
+    for name, (paper, file, overrides) in AGREEMENT.items():
+        config = REPO / "examples" / file
+        overrides = [*overrides, "train.probe_records=0"]
+        trains = []
+        for seed in range(seeds):
+            out = tmp / f"{name}_train{seed}"
+            train_from_config(paper, config, overrides, out=out, seed=seed)
+            table = pd.read_csv(out / "metrics.csv")
+            trains.append(table[table.client.isna()].reset_index(drop=True))
+        prep = prepare_run(paper, config, overrides)
+        t0 = time.perf_counter()
+        run_app(run_config(prep, build_run(prep).plan, tmp / f"{name}_flower"))
+        wall = time.perf_counter() - t0
+        table = pd.read_csv(tmp / f"{name}_flower" / "metrics.csv")
+        flower = table[table.client.isna()].reset_index(drop=True)
+        ref = trains[0]
+        rounds = min(len(t) for t in trains)
+        spread = np.ptp(np.stack([t["loss"].to_numpy()[:rounds] for t in trains]), axis=0)
+        dloss = np.abs(flower["loss"].to_numpy() - ref["loss"].to_numpy())
+        results[name] = {
+            "config": f"examples/{file} {' '.join(overrides)}", "rounds": len(flower),
+            "rounds_train_seed0": len(ref), "flower_wall_s": wall,
+            "max_abs_epsilon_diff": float(np.max(np.abs(flower["epsilon_spent"] - ref["epsilon_spent"]))),
+            "max_abs_epsilon_paper_diff": float(np.max(np.abs(flower["epsilon_spent_paper"]
+                                                              - ref["epsilon_spent_paper"]))),
+            "final_epsilon": float(flower["epsilon_spent"].iloc[-1]),
+            "final_epsilon_flower_rdp": (None if "epsilon_flower" not in flower
+                                         else float(flower["epsilon_flower"].iloc[-1])),
+            "max_abs_loss_diff": float(dloss.max()),
+            "seed_spread_of_loss_min_over_rounds": float(spread.min()),
+            "max_loss_diff_over_spread": float(np.max(dloss[:rounds] / spread)),
+            "noise_std_over_plan": _measured_noise(paper, config, overrides),
+        }
+        print(name, results[name], flush=True)
+    write_result("flower_agreement", {"seeds": seeds, "results": results})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray simulation run")
+    parser.add_argument("--agreement", action="store_true", help="instead: Flower vs fedbound train on the "
+                        "example configs, 3 seeds (bench/results/flower_agreement.json)")
     args = parser.parse_args()
+    if args.agreement:
+        agreement()
+        return
     from fedbound.deploy.flower_app import run_app
     from fedbound.deploy.flower_client import client_app
     from fedbound.deploy.flower_local import InProcessGrid

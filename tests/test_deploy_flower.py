@@ -268,3 +268,19 @@ def test_cli_without_flower_prints_the_install_hint(tmp_path, capsys, monkeypatc
     assert err == ("error: fedbound flower needs Flower: install the flower extra: "
                    "pip install 'fedbound[flower]'")
     assert not (tmp_path / "a").exists()
+
+
+def test_no_layer_imports_the_deploy_bridge():
+    """DESIGN.md: deploy/ sits on top: accounting, bounds, scheduling, training, validation never
+    import it."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    bad = []
+    for layer in ("accounting", "bounds", "scheduling", "training", "validation"):
+        for path in sorted((root / layer).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                bad += [f"{path.name} imports {n}" for n in names if n.startswith("fedbound.deploy")]
+    assert not bad, bad
