@@ -212,6 +212,11 @@ def serve(grid: Any, cfg: Mapping[str, Any]) -> Any:
     flower_eps = [r["epsilon_flower"] for r in result.state.rows
                   if r.get("client") is None and r.get("epsilon_flower") is not None]
     result.summary["epsilon_flower"] = flower_eps[-1] if flower_eps else None
+    plan = runner.state.plan
+    groups = sorted({v.group_name for v in plan.views if v.kind == "broadcast"}) if plan is not None else []
+    last = [r for r in result.state.rows if r.get("client") is None]
+    if groups and last:  # fedbound's epsilon of the same releases Flower's accountant counts
+        result.summary["epsilon_broadcast"] = {g: last[-1].get(f"epsilon_{g}") for g in groups}
     done = finish_run(prep, built, result, Path(run_dir), time.perf_counter() - t0)
     return done
 

@@ -118,6 +118,8 @@ def test_flower_run_gives_the_numbers_of_fedbound_train(tmp_path, paper, text):
     assert summary.get("crd_discounts") == ref.summary.get("crd_discounts")
     if paper == "udp":
         assert summary["rounds_done"] < 6  # CRD cut T through the run, on the Flower side too
+    else:  # the K-of-N broadcast: fedbound's RDP accountant and Flower's (dp-accounting) agree
+        assert summary["epsilon_flower"] == pytest.approx(summary["epsilon_broadcast"]["downlink"], rel=1e-4)
 
 
 def test_uploads_carry_the_planned_noise_std(tmp_path):
