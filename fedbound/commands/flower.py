@@ -69,7 +69,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             from fedbound.deploy.flower_session import check_recommendation
 
             notes += check_recommendation(paper, config, overrides, plan)
-        run_dir = target if run else Path("runs") / f"{paper}_{stem}_flower"
+        run_dir = (target if run else Path("runs") / f"{paper}_{stem}_flower").resolve()
         cfg = run_config(prep, plan, run_dir, timeout)
         plan_rows = [(k, v) for k, v in cfg.items() if k.startswith("plan.")]
         if not run:
