@@ -28,7 +28,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                              show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
-        out: Annotated[Path | None, typer.Option("--out", help="The app directory to write (default "
+        out: Annotated[str | None, typer.Option("--out", help="The app directory to write (default "
                                                  "flower_<paper>_<config>); with --run the run directory "
                                                  "(default runs/<paper>_<config>_flower).")] = None,
         run: Annotated[bool, typer.Option("--run", help="Run the app locally on Flower's simulation engine "
@@ -47,14 +47,17 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """Write PAPER's plan on CONFIG as a Flower app, or run it (--run)."""
         from fedbound.deploy.flower_app import require_flower, run_app, write_app
         from fedbound.deploy.flower_session import recommended_overrides, run_config
+        from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.registry import get
         from fedbound.validation.runner import build_run, prepare_run
 
         get(paper, "train")
         require_flower()
+        if out is not None and not out.strip():
+            raise ConfigError("--out = '' names no folder: give the folder to write")
         stem = Path(config).stem
-        target = out if out is not None else (Path("runs") / f"{paper}_{stem}_flower" if run
+        target = Path(out) if out is not None else (Path("runs") / f"{paper}_{stem}_flower" if run
                                               else Path(f"flower_{paper}_{stem}"))
         overrides = list(set_ or [])
         notes: list[str] = []
