@@ -13,31 +13,7 @@ pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
 from fedbound.cli import main  # noqa: E402
-
-TINY = """
-[nbafl]
-N = 4
-m = 40
-C = 20.0
-K = 3
-eps = 60.0
-delta = 0.01
-L = 1
-T = 3
-Theta = 2.0
-l = 0.1
-beta = 1.0
-rho = 1.0
-B = 1.0
-mu = 4.0
-
-[train]
-dataset = "digits"
-model = "logreg"
-local_steps = 2
-lr = 0.2
-probe_records = 0
-"""
+from fedbound.tests.test_deploy_flower import NBAFL as TINY  # noqa: E402
 
 
 def _rounds(path):
