@@ -98,18 +98,25 @@ def _rounds(run_dir: Path) -> pd.DataFrame:
     return table[table.client.isna()].reset_index(drop=True)
 
 
-@pytest.mark.parametrize("paper, text", [("nbafl", NBAFL), ("udp", UDP_CRD)])
-def test_flower_run_gives_the_numbers_of_fedbound_train(tmp_path, paper, text):
+@pytest.mark.parametrize("paper, text, overrides", [("nbafl", NBAFL, []), ("nbafl", NBAFL, ["nbafl.K=4"]),
+                                                     ("udp", UDP_CRD, [])],
+                         ids=["nbafl-K3of4", "nbafl-all4-server-noise", "udp-crd"])
+def test_flower_run_gives_the_numbers_of_fedbound_train(tmp_path, paper, text, overrides):
     """Same plan, same seed: the engine's batched run and the Flower run (one message per client) agree on
     every round's participants, noise std, ledger epsilon (exactly) and loss (float32 summation order)."""
     config = _config(tmp_path, text, paper)
     with pytest.warns(Warning):
-        ref = train_from_config(paper, config, out=tmp_path / "train")
+        ref = train_from_config(paper, config, overrides, out=tmp_path / "train")
     with pytest.warns(Warning):
-        run, _ = _flower(paper, config, tmp_path / "flower")
+        run, _ = _flower(paper, config, tmp_path / "flower", overrides=overrides)
     a, b = _rounds(tmp_path / "flower"), _rounds(tmp_path / "train")
     assert len(a) == len(b) == ref.summary["rounds_done"] >= 3
-    for col in ("participants", "epsilon_spent", "epsilon_spent_paper", "sigma_uplink", "sigma"):
+    if overrides:  # all 4 clients, T = 3 > L sqrt(N) = 2: NbAFL's server adds sigma_D (Theorem 1, eq. (10))
+        assert (a["sigma_server"] > 0).all()
+    for col in ("participants", "epsilon_spent", "epsilon_spent_paper", "sigma_uplink", "sigma_server",
+                "sigma"):
+        if col not in b:
+            continue
         np.testing.assert_array_equal(a[col].to_numpy(), b[col].to_numpy(), err_msg=col)
     np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-5)
     assert (a["loss"].diff().dropna() != 0).all()  # training moved the model
@@ -118,7 +125,7 @@ def test_flower_run_gives_the_numbers_of_fedbound_train(tmp_path, paper, text):
     assert summary.get("crd_discounts") == ref.summary.get("crd_discounts")
     if paper == "udp":
         assert summary["rounds_done"] < 6  # CRD cut T through the run, on the Flower side too
-    else:  # the K-of-N broadcast: fedbound's RDP accountant and Flower's (dp-accounting) agree
+    elif not overrides:  # the K-of-N broadcast: fedbound's RDP accountant and Flower's (dp-accounting) agree
         assert summary["epsilon_flower"] == pytest.approx(summary["epsilon_broadcast"]["downlink"], rel=1e-4)
 
 
