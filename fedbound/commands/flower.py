@@ -95,7 +95,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             rows += [("eps budget (delta)", f"{s['eps_budget']:g} ({s['delta']:g})"),
                      ("eps spent, tight accountant", s["epsilon_spent"]),
                      ("eps spent, paper's accountant", s["epsilon_spent_paper"]),
-                     ("eps of the broadcast: fedbound's ledger", s.get("epsilon_broadcast") or "-"),
+                     ("eps of the broadcast: fedbound's ledger",
+                      ", ".join(f"{g} {v:.6g}" for g, v in (s.get("epsilon_broadcast") or {}).items()
+                                if v is not None) or "-"),
                      ("eps of the broadcast: Flower's RdpAccountant", s.get("epsilon_flower") or "-")]
         rows += [*plan_rows, ("resumed from round", s["resumed_from_round"]), ("run directory", s["run_dir"])]
         print_table(f"fedbound flower {paper} --run", ["quantity", "value"], rows)
