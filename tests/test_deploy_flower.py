@@ -296,3 +296,22 @@ def test_no_layer_imports_the_deploy_bridge():
                          else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
                 bad += [f"{path.name} imports {n}" for n in names if n.startswith("fedbound.deploy")]
     assert not bad, bad
+
+
+def test_dppfl_runs_on_flower_and_wpfl_is_refused(tmp_path):
+    """DP-PFL (inner and outer DP-SGD stages, noise keyed per local step) gives fedbound train's numbers
+    on Flower; WPFL, whose clients start from per-client models the server keeps, is refused."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    sets = ["dppfl.T=2", "train.probe_records=0"]
+    train_from_config("dppfl", examples / "dppfl_ridge.toml", sets, out=tmp_path / "train")
+    prep = prepare_run("dppfl", examples / "dppfl_ridge.toml", sets)
+    cfg = run_config(prep, build_run(prep).plan, tmp_path / "flower")
+    assert {"plan.sigma-inner", "plan.sigma-outer"} <= set(cfg)
+    serve(InProcessGrid(client_app(), prep.num_clients, cfg), cfg)
+    a, b = _rounds(tmp_path / "flower"), _rounds(tmp_path / "train")
+    np.testing.assert_array_equal(a["epsilon_spent"], b["epsilon_spent"])
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-5)
+    wpfl = prepare_run("wpfl", examples / "wpfl_ridge.toml")
+    cfg = run_config(wpfl, build_run(wpfl).plan, tmp_path / "wpfl")
+    with pytest.raises(ConfigError, match="wpfl keeps per-client state on the server"):
+        serve(InProcessGrid(client_app(), wpfl.num_clients, cfg), cfg)
