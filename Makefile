@@ -1,7 +1,8 @@
 # fedbound: `make demo`, `make test`, `make bench` each work on a fresh machine in one command.
 # They create .venv when it is missing and install into it: torch==2.13.0 first (the CPU build that lies
 # on this machine's disk; an unpinned torch would pull a multi-GB CUDA build), then the project with its
-# `train`, `dev`, `explorer` and `ray` extras.  Re-installs only when pyproject.toml changes.
+# `train`, `dev`, `explorer`, `ray` and `flower` extras (flwr[simulation] 1.42 pins ray==2.55.1).
+# Re-installs only when pyproject.toml changes.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +17,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev,explorer,ray]'
+	$(PY) -m pip install --quiet -e '.[train,dev,explorer,ray,flower]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SUBPACKAGES = ["accounting", "bounds", "scheduling", "training", "validation", "commands", "tests"]
+SUBPACKAGES = ["accounting", "bounds", "scheduling", "training", "validation", "deploy", "commands", "tests"]
 
 
 @pytest.mark.slow
@@ -44,7 +44,8 @@ def test_every_source_folder_is_in_the_package_list():
 
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     declared = set(cfg["package-dir"].values())
-    for folder in ["fedbound", "accounting", "bounds", "scheduling", "training", "validation", "tests"]:
+    for folder in ["fedbound", "accounting", "bounds", "scheduling", "training", "validation", "deploy",
+                   "tests"]:
         for init in (REPO / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO).as_posix()
             assert rel in declared, f"{rel} is a package but not in [tool.setuptools.package-dir]"

@@ -1,0 +1,20 @@
+"""Bridges from a fedbound plan to the frameworks teams deploy on (DESIGN.md, "Layout": ``deploy/``).
+
+Contract: a bridge runs a paper's mechanism *as fedbound's engine defines it* (the registry's recipe:
+``fedbound.validation.train_<paper>``; its noise plan from the registry's ``noise()``), on the framework's
+transport, with fedbound's :class:`~fedbound.training.privacy.PrivacyLedger` accounting every round.  It
+re-implements no noise, clipping or accounting: the client side calls the algorithm's own ``local_update``
+and ``upload`` hooks, the server side drives :class:`~fedbound.training.engine.Runner` (participants,
+weights, budget check, server noise, ledger, metrics, checkpoint).  deploy/ imports scheduling, training
+and accounting, never the reverse.
+
+* :mod:`fedbound.deploy.flower_session`: the run configuration a Flower app carries, and what a client
+  and the server build from it;
+* :mod:`fedbound.deploy.flower_client`: the ClientApp (one client's update and noised upload per message);
+* :mod:`fedbound.deploy.flower_server`: the ServerApp (fedbound's Runner over Flower's Grid);
+* :mod:`fedbound.deploy.flower_app`: ``fedbound flower``: write the app directory, run it on Flower's
+  simulation engine.
+"""
+
+FLOWER_HINT = "fedbound flower needs Flower: install the flower extra: pip install 'fedbound[flower]'"
+"""The one-line install hint every Flower entry point gives when ``flwr`` is missing."""

@@ -1,0 +1,162 @@
+"""``fedbound flower``: a plan as a Flower app directory, and that app run on Flower's simulation engine.
+
+:func:`write_app` writes ``APP_DIR/pyproject.toml`` (``[tool.flwr.app.components]`` naming the ServerApp and
+ClientApp of :mod:`fedbound.deploy`; ``[tool.flwr.app.config]`` holding the run config of
+:mod:`fedbound.deploy.flower_session`: the plan's T, K, N, C, sigma per stage, seed, and the effective
+fedbound configuration), ``APP_DIR/fedbound_app/{server_app,client_app}.py`` and ``APP_DIR/fedbound.toml``
+(the same configuration, to read).  ``flwr run APP_DIR`` runs it.
+
+:func:`run_app` runs the same ServerApp and ClientApp in this process on Flower's simulation runtime (Ray
+backend: the only one flwr 1.42 ships) with one virtual SuperNode per client, and returns the run
+directory's summary (the same files as ``fedbound train``: metrics.csv, summary.json, config.toml).
+``flwr run`` in 1.42 submits to a SuperLink (it starts a detached local one for simulations) and returns
+before the run ends; running in-process instead is what lets ``fedbound flower --run`` report the run,
+raise its errors and leave no server behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from fedbound.errors import ConfigError
+
+__all__ = ["APP_MARKER", "write_app", "run_app", "require_flower"]
+
+APP_MARKER = ".fedbound-flower-app"
+"""File that marks a folder as written by ``fedbound flower`` (only such a folder is written again)."""
+
+_SERVER = '''"""ServerApp of this fedbound plan: fedbound's engine and ledger over Flower's Grid
+(fedbound.deploy.flower_server)."""
+
+from fedbound.deploy.flower_server import server_app
+
+app = server_app()
+'''
+
+_CLIENT = '''"""ClientApp of this fedbound plan: the paper's local update and noised upload
+(fedbound.deploy.flower_client)."""
+
+from fedbound.deploy.flower_client import client_app
+
+app = client_app()
+'''
+
+
+def require_flower() -> None:
+    """ConfigError with the one-line install hint when flwr is missing."""
+    import importlib.util
+
+    from fedbound.deploy import FLOWER_HINT
+
+    if importlib.util.find_spec("flwr") is None:
+        raise ConfigError(FLOWER_HINT)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a TOML basic string
+
+
+def _check_out(folder: Path, marker: str) -> None:
+    """Refuse, before any work, a --out that is empty, a file, a foreign non-empty folder or unwritable."""
+    if not str(folder).strip():
+        raise ConfigError("--out = '' names no folder: give the app directory to create")
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--out {str(folder)!r} is an existing file, not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / marker).is_file():
+        raise ConfigError(f"--out {str(folder)!r} is a non-empty folder fedbound flower did not write: "
+                          "choose an empty or new folder (fedbound never overwrites files it did not write)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / marker).write_text("written by fedbound flower\n")
+    except OSError as exc:
+        raise ConfigError(f"--out {str(folder)!r} cannot be written: {exc.strerror}") from None
+
+
+def write_app(cfg: dict[str, Any], app_dir: str | Path) -> Path:
+    """Write the Flower app of run config ``cfg`` (:func:`fedbound.deploy.flower_session.run_config`)."""
+    app_dir = Path(app_dir)
+    _check_out(app_dir, APP_MARKER)
+    name = f"fedbound-{cfg['fedbound.paper']}-app"
+    lines = [
+        "# A fedbound plan as a Flower app (fedbound flower). Run it: flwr run .",
+        "# The plan.* values are what the ServerApp checks against the plan fedbound computes from",
+        "# fedbound.config; change the plan there (or in the fedbound config) and write the app again.",
+        "[build-system]", 'requires = ["hatchling"]', 'build-backend = "hatchling.build"', "",
+        "[project]", f'name = "{name}"', 'version = "1.0.0"',
+        'description = "fedbound plan deployed on Flower: fedbound\'s engine and privacy ledger"',
+        "# fedbound[train,flower] must be installed where the SuperLink and SuperNodes run: Flower",
+        "# installs an app's dependencies from a package index into a fresh environment per run",
+        "# (it skips flwr itself).",
+        'dependencies = ["flwr[simulation]>=1.42,<1.43"]', "",
+        "[tool.hatch.build.targets.wheel]", 'packages = ["fedbound_app"]', "",
+        "[tool.flwr.app]", 'publisher = "fedbound"', "",
+        "[tool.flwr.app.components]", 'serverapp = "fedbound_app.server_app:app"',
+        'clientapp = "fedbound_app.client_app:app"', "",
+        "[tool.flwr.app.config]",
+    ]
+    lines += [f'"{key}" = {_toml(value)}' for key, value in cfg.items()]
+    package = app_dir / "fedbound_app"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text('"""A fedbound plan as a Flower app."""\n')
+    (package / "server_app.py").write_text(_SERVER)
+    (package / "client_app.py").write_text(_CLIENT)
+    (app_dir / "pyproject.toml").write_text("\n".join(lines) + "\n")
+    (app_dir / "fedbound.toml").write_text(cfg["fedbound.config"])
+    return app_dir
+
+
+def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client: float = 1.0,
+            verbose: bool = False) -> dict[str, Any]:
+    """Run the app of ``cfg`` on Flower's simulation runtime in this process; the run's summary.json."""
+    from fedbound.deploy.flower_server import serve
+    from fedbound.training import checkpoint as ckpt
+
+    require_flower()
+    import flwr.simulation
+    from flwr.app import Context
+    from flwr.clientapp import ClientApp  # noqa: F401  (imported for a clear error before Ray starts)
+    from flwr.serverapp import Grid, ServerApp
+
+    from fedbound.deploy.flower_client import client_app
+
+    n = int(cfg["plan.N"])
+    supernodes = n if supernodes is None else int(supernodes)
+    if supernodes != n:
+        raise ConfigError(f"--supernodes = {supernodes} is outside its valid range: the plan has N = {n} "
+                          f"clients and fedbound flower runs one SuperNode per client (--supernodes {n})")
+    run_dir = Path(cfg["fedbound.run-dir"])
+    ckpt.prepare_run_dir(run_dir, "fedbound flower")  # a bad --out fails now, before Ray starts
+    outcome: dict[str, Any] = {}
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        try:
+            outcome["run"] = serve(grid, {**cfg, **context.run_config})
+        except BaseException as exc:  # re-raised below, outside Flower's thread
+            outcome["error"] = exc
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0},
+               "init_args": {"logging_level": logging.ERROR, "log_to_driver": verbose,
+                             "include_dashboard": False}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # run_simulation's deprecation notice: see the module docstring
+        logging.getLogger("flwr").setLevel(logging.INFO if verbose else logging.ERROR)
+        flwr.simulation.run_simulation(server_app=server, client_app=client_app(cfg), num_supernodes=n,
+                                       backend_config=backend, verbose_logging=verbose)
+    if "error" in outcome:
+        raise outcome["error"]
+    if "run" not in outcome:
+        raise ConfigError("the Flower simulation ended without running the ServerApp "
+                          "(run again with --verbose)")
+    return outcome["run"].summary

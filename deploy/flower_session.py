@@ -1,0 +1,184 @@
+"""What a Flower app of fedbound carries in its run config, and what the server and a client build from it.
+
+The run config (Flower's ``[tool.flwr.app.config]``, flattened to ``context.run_config``) holds
+
+* ``fedbound.paper`` and ``fedbound.config``: the paper and the run's effective configuration (the TOML
+  text ``fedbound train`` writes as the run's ``config.toml``): everything the server and every client
+  rebuild the run from through the paper's registered recipe;
+* ``fedbound.run-dir``: where the server keeps the checkpoint, metrics.csv and summary.json;
+  ``fedbound.round-timeout``: seconds the server waits for a round's uploads;
+* ``plan.*``: the plan, readable by whoever deploys it: ``plan.T``, ``plan.K``, ``plan.N``, ``plan.C``,
+  ``plan.seed`` and one ``plan.sigma-<stage>`` per noise stage (round 1's std; per-client and per-round
+  values are in the messages).  The server recomputes the plan from ``fedbound.config`` and refuses to run
+  when a ``plan.*`` value was edited away from it (:func:`check_plan_keys`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import tempfile
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedbound.errors import ConfigError
+
+__all__ = ["ClientSide", "plan_keys", "check_plan_keys", "run_config", "prepared", "client_side",
+           "config_text", "recommended_overrides", "check_recommendation"]
+
+
+def config_text(prep: Any) -> str:
+    """The effective configuration of a prepared run as TOML (what ``fedbound.config`` holds)."""
+    from fedbound.training import config as tc
+
+    return tc.dump_toml(prep.sections(), f"effective configuration of a fedbound flower app ({prep.algo})")
+
+
+@functools.lru_cache(maxsize=4)
+def _config_file(text: str) -> str:
+    digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    path = Path(tempfile.gettempdir()) / f"fedbound-flower-{digest}.toml"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return str(path)
+
+
+def _get(cfg: Mapping[str, Any], key: str) -> Any:
+    if key not in cfg:
+        raise ConfigError(f"the Flower run config has no {key!r}: write the app with `fedbound flower PAPER "
+                          "CONFIG --out APP_DIR`")
+    return cfg[key]
+
+
+def prepared(cfg: Mapping[str, Any]) -> Any:
+    """:func:`fedbound.validation.runner.prepare_run` of the run config's paper and configuration."""
+
+    return _prepared(str(_get(cfg, "fedbound.paper")), str(_get(cfg, "fedbound.config")))
+
+
+@functools.lru_cache(maxsize=4)
+def _prepared(paper: str, text: str) -> Any:
+    from fedbound.validation.runner import prepare_run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return prepare_run(paper, _config_file(text))
+
+
+def plan_keys(prep: Any, plan: Any) -> dict[str, Any]:
+    """The ``plan.*`` entries of the run config for a prepared run and its noise plan (None: not private)."""
+    setting, train = prep.setting, prep.train
+    keys: dict[str, Any] = {"plan.T": int(prep.rounds), "plan.N": int(prep.num_clients),
+                            "plan.K": int(setting.get("K") or prep.num_clients),
+                            "plan.seed": int(train["seed"])}
+    if setting.get("C") is not None:
+        keys["plan.C"] = float(setting["C"])
+    if plan is not None:
+        keys["plan.T"] = int(plan.rounds)
+        keys["plan.eps"], keys["plan.delta"] = float(plan.eps), float(plan.delta)
+        for stage in plan.sigma:
+            keys[f"plan.sigma-{stage}"] = float(np.max(plan.stage_sigma(stage, 0)))
+    return keys
+
+
+def check_plan_keys(cfg: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+    """ConfigError when a ``plan.*`` value of the run config differs from the plan fedbound computes."""
+    for key, want in expected.items():
+        if key in cfg and not np.isclose(float(cfg[key]), float(want), rtol=1e-9, atol=0.0):
+            raise ConfigError(f"the Flower run config has {key} = {cfg[key]!r}, but the plan fedbound "
+                              f"computes for its fedbound.config is {want!r}: change the plan in the "
+                              "fedbound config and write the app again "
+                              "(fedbound flower PAPER CONFIG --out APP_DIR)")
+
+
+def run_config(prep: Any, plan: Any, run_dir: str | Path, round_timeout: float = 600.0) -> dict[str, Any]:
+    """The flat run config of a Flower app for a prepared run (module docstring)."""
+    return {"fedbound.paper": prep.algo, "fedbound.config": config_text(prep),
+            "fedbound.run-dir": str(run_dir), "fedbound.round-timeout": float(round_timeout),
+            **plan_keys(prep, plan)}
+
+
+@dataclass
+class ClientSide:
+    """What a client builds from the run config: its data (all partitions; a client trains on its row),
+    the model, the algorithm and the engine options.  No noise plan: the sigma's come in each message."""
+
+    prep: Any
+    data: Any
+    model: Any
+    algorithm: Any
+    options: Any
+
+
+def client_side(cfg: Mapping[str, Any]) -> ClientSide:
+    """The client's build for a run config (cached: a SuperNode process serves many messages)."""
+    return _client_side(str(_get(cfg, "fedbound.paper")), str(_get(cfg, "fedbound.config")))
+
+
+@functools.lru_cache(maxsize=2)
+def _client_side(paper: str, text: str) -> ClientSide:
+    from fedbound.training import config as tc
+
+    prep = _prepared(paper, text)
+    rec, train = prep.recipe, prep.train
+    options = tc.run_options(train)
+    setup = tc.build_data(train, prep.num_clients, rec.min_client_size(prep.setting),
+                          tc.resolve_device(train["device"]))
+    data = setup.data.to(options.device, options.dtype)
+    return ClientSide(prep, data, setup.model, rec.algorithm(prep.setting, train, prep.rounds), options)
+
+
+def _paper_overrides(paper: Any, overrides: list[str]) -> list[str]:
+    """The ``--set`` overrides that address the paper's own section (the planner reads only that)."""
+    section = paper.config_section
+    out = []
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        head, _, tail = key.rpartition(".")
+        if (head in ("", section.name)) and tail in section:
+            out.append(item)
+    return out
+
+
+def recommended_overrides(paper_name: str, config: Any, overrides: list[str]) -> tuple[list[str], list[str]]:
+    """``--set`` overrides that deploy the planner's recommendation (``fedbound plan``:
+    ``fedbound.planning.plan_for(...).recommendation``): its T and K where the setting leaves them unset,
+    and tight noise; with notes saying what was taken."""
+    from fedbound.planning import plan_for
+    from fedbound.registry import get
+
+    paper = get(paper_name, "train")
+    setting = paper.load_setting(config, _paper_overrides(paper, overrides))
+    rec = plan_for(paper, setting).recommendation
+    section = paper.config_section
+    extra, notes = ["train.noise=\"tight\""], []
+    for key, value in (("T", rec.T), ("K", rec.K)):
+        if value is not None and key in section and setting.values.get(key) is None:
+            extra.append(f"{section.name}.{key}={int(value)}")
+            notes.append(f"{key} = {int(value)} from the planner's recommendation ({rec.accounting})")
+    return extra, notes
+
+
+def check_recommendation(paper_name: str, config: Any, overrides: list[str], plan: Any) -> list[str]:
+    """Notes where the noise plan the recipe builds differs from the recommendation's sigma per stage."""
+    from fedbound.planning import plan_for
+    from fedbound.registry import get
+
+    if plan is None:
+        return []
+    paper = get(paper_name, "train")
+    rec = plan_for(paper, paper.load_setting(config, _paper_overrides(paper, overrides))).recommendation
+    notes = []
+    for stage, want in rec.sigma.items():
+        if stage in plan.sigma and want is not None:
+            got = float(np.max(plan.stage_sigma(stage, 0)))
+            if not np.isclose(got, float(want), rtol=1e-6):
+                notes.append(f"the deployed sigma {stage} = {got:.6g} differs from the recommendation's "
+                             f"{float(want):.6g} (fedbound plan {paper_name}): the deployed one is the "
+                             "recipe's")
+    return notes
