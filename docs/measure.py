@@ -1,7 +1,7 @@
 """Measure what the docs' Measured page shows, and write it into docs/measured/NAME.json.
 
-Usage: ``python docs/measure.py [NAME ...]`` (default: every entry of MEASUREMENTS; about a minute and a half
-on 2 cores).  Each entry runs one benchmark script of bench/ (each measures ours against a baseline in the
+Usage: ``python docs/measure.py [NAME ...]`` (default: every entry of MEASUREMENTS; a quarter of an hour on 2
+cores).  Each entry runs one benchmark script of bench/ (each measures ours against a baseline in the
 same run, interleaved), reads the JSON it writes in bench/results/, and keeps its numbers with the date, the
 machine and the exact command.  The docs hook (docs/hooks/fedbound_docs.py) renders these files; prose never
 types a measured number.
@@ -25,6 +25,10 @@ OUT = REPO / "docs" / "measured"
 MEASUREMENTS = {
     "accounting": ("Calibrating a grid of privacy targets", ["bench/accounting.py", "--opacus-points", "50"]),
     "plan": ("How fast `fedbound plan` answers", ["bench/plan.py"]),
+    "training": ("The training engine against per-client loops", ["bench/training.py", "--quick"]),
+    "opacus_compare": ("One DP-SGD step against Opacus", ["bench/opacus_compare.py", "--quick"]),
+    "sweep": ("A batched sweep against runs one after another", ["bench/sweep.py", "--quick"]),
+    "explorer": ("The explorer's live update", ["bench/explorer.py"]),
 }
 
 

@@ -65,7 +65,7 @@ def theorems(name: str) -> str:
     out = [f"Rendered from `{paper.theorems}` (`THEOREMS`, {len(module.THEOREMS)} entries): the sympy "
            "expressions fedbound evaluates, not a transcription."]
     for key, theorem in module.THEOREMS.items():
-        out.append(f"\n**`{key}`**: {theorem.doc} ({theorem.source})\n")
+        out.append(f"\n**`{key}`**: {_escape(f'{theorem.doc} ({theorem.source})')}\n")
         out.append(f"$$\n{theorem.latex()}\n$$")
         conditions = [_escape(f"{c.name} ({c.severity}): {c.message}") for c in theorem.conditions("paper")]
         if conditions:
@@ -75,7 +75,9 @@ def theorems(name: str) -> str:
 
 def _escape(text: str) -> str:
     """Plain text as markdown: the characters markdown would read as markup escaped."""
-    return re.sub(r"([*_|<>`\\])", r"\\\1", text)
+    import html
+
+    return re.sub(r"([*_|`\\])", r"\\\1", html.escape(text, quote=False))
 
 
 def verdicts(name: str) -> str:
