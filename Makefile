@@ -1,7 +1,7 @@
 # fedbound: `make demo`, `make test`, `make bench` each work on a fresh machine in one command.
 # They create .venv when it is missing and install into it: torch==2.13.0 first (the CPU build that lies
 # on this machine's disk; an unpinned torch would pull a multi-GB CUDA build), then the project with its
-# `train`, `dev`, `explorer`, `ray` and `flower` extras (flwr[simulation] 1.42 pins ray==2.55.1).
+# `train`, `dev`, `explorer`, `ray`, `flower` and `docs` extras (flwr[simulation] 1.42 pins ray==2.55.1).
 # Re-installs only when pyproject.toml changes.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -11,13 +11,13 @@ FEDBOUND := $(VENV)/bin/fedbound
 STAMP := $(VENV)/.fedbound-installed
 DEMO_OUT ?= out/demo
 
-.PHONY: install test demo bench lint clean
+.PHONY: install test demo bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev,explorer,ray,flower]'
+	$(PY) -m pip install --quiet -e '.[train,dev,explorer,ray,flower,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,6 +27,12 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+
+# The documentation site (docs/, mkdocs.yml) into site/, strict: a broken link, a missing reference, a failing
+# notebook cell or a directive without its input fails the build.  The notebook is executed afresh each time.
+docs: $(STAMP)
+	rm -rf .cache/mkdocs-jupyter
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The front door, told as one story (2 min 7 s on 2 idle CPU cores): plan NbAFL -> measure its constants and
 # validate the plan on the embedded data -> one figure of every paper reproduced and judged -> one HTML page
@@ -102,4 +108,4 @@ bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info out
+	rm -rf $(VENV) build dist *.egg-info out site .cache

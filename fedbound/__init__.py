@@ -1,6 +1,7 @@
 """fedbound: differentially private federated learning, from theorems to deployable decisions.
 
-Subpackages (one import namespace over the repository's top-level folders, see DESIGN.md):
+Subpackages (one import namespace over the repository's top-level folders; see the docs' design page,
+docs/design.md):
 
 * ``fedbound.accounting``  noise std <-> (eps, delta): classic, analytic Gaussian, RDP, PLD
 * ``fedbound.bounds``      one module per paper: noise formulas and convergence bounds as data

@@ -65,8 +65,8 @@ def test_against_30_digit_quadrature(alpha, q, z):
 
 
 def test_dp_accounting_fractional_orders_are_only_upper_bounds():
-    """The DESIGN.md trap: dp-accounting 0.6 sums |terms| at fractional orders (an upper bound) and drops
-    orders <= 1.5 at small sigma (inf); our values are exact there."""
+    """The trap docs/design.md warns of: dp-accounting 0.6 sums |terms| at fractional orders (an upper
+    bound) and drops orders <= 1.5 at small sigma (inf); our values are exact there."""
     orders = [1.25, 1.5, 2.5, 4.5]
     ours = rdp_subsampled_gaussian(orders, 0.1, 0.7)
     theirs = _dp_accounting_rdp(0.1, 0.7, orders)

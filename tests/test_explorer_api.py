@@ -244,3 +244,18 @@ def test_serve_rejects_a_bad_port_in_one_line(capsys):
     assert main(["serve", "--port", "70000"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--port" in err and "70000" in err and "\n" not in err
+
+
+def test_the_page_opens_on_a_planning_paper_and_its_variant_control_is_not_a_config_key():
+    """Without ?paper= the page opens on the paper README and the docs walk through, which must be registered
+    and plan; the formula-variant selector's label must not read like a paper's config key (DP-PFL has a
+    ``variant`` key of its own, shown as a field of the setting)."""
+    import re
+    from importlib import resources
+
+    static = resources.files("fedbound.explorer") / "static"
+    start = re.search(r'const START_PAPER = "(\w+)"', (static / "explorer.js").read_text()).group(1)
+    assert "plan" in registry.get(start).supports
+    label = re.search(r'<label for="variant">([^<]+)</label>', (static / "index.html").read_text()).group(1)
+    keys = {k for p in registry.papers().values() for k in p.config_section.keys()}
+    assert "variant" in keys and label.strip() not in keys

@@ -1,4 +1,4 @@
-"""The dependency rule of DESIGN.md, checked on the source.
+"""The dependency rule of the design page (docs/design.md), checked on the source.
 
 accounting <- bounds <- scheduling <- validation, training <- validation; the face (fedbound/: CLI, registry,
 output, config) on top; errors and checks the floor."""

@@ -1,4 +1,4 @@
-"""The codebase stays ruff-clean (DESIGN.md conventions); a style slip fails here, not in review."""
+"""The codebase stays ruff-clean (docs/design.md, "Conventions"); a style slip fails here, not in review."""
 
 import shutil
 import subprocess

@@ -125,6 +125,32 @@ def test_errata_come_from_the_papers_page(name):
     assert text is not None and "errat" in text.lower()
 
 
+@pytest.mark.parametrize("name", list(papers()))
+def test_errata_render_as_tables_with_whole_rows_and_no_nested_heading(name):
+    """Every row of a page's errata table has as many cells as its header (a bare |D_i| would split one), and
+    the section carries no heading of its own (the report's section heading is the only one)."""
+    from html.parser import HTMLParser
+
+    from fedbound.validation.report import _errata_section
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.tags = [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            if tag == "tr":
+                self.rows.append(0)
+            elif tag in ("td", "th"):
+                self.rows[-1] += 1
+
+    parsed = Rows()
+    parsed.feed(_errata_section(papers()[name]))
+    assert not {"h1", "h2", "h3", "h4"} & set(parsed.tags)
+    assert len(set(parsed.rows)) <= 1, parsed.rows
+
+
 def test_a_missing_results_folder_is_a_one_line_error(tmp_path):
     res = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
     assert res.exit_code != 0 and "is not a folder" in str(res.exception)

@@ -209,6 +209,9 @@ def errata_markdown(paper_name: str) -> str | None:
         return None
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("#")
                 or (lines[i].startswith("**") and i > start + 2 and not lines[i - 1].strip())), len(lines))
+    # the report's section already has its own heading: a page's "## Errata ..." heading becomes the same bold
+    # lead-in line the other pages use, so no paper's errata nest at another level
+    lines[start] = re.sub(r"^#+\s*(.*?)\s*$", r"**\1**", lines[start])
     return "\n".join(lines[start:end])
 
 

@@ -368,13 +368,17 @@ async function loadPaper(name, query) {
   await update();
 }
 
+// The paper the page opens on when the URL names none: the one README and the docs' getting-started page walk
+// through (the registry's order would open on whichever paper registers first).
+const START_PAPER = "nbafl";
+
 async function init() {
   const { body } = await getJSON("/api/papers");
   for (const p of body.papers) page.papers[p.name] = p;
   const names = body.papers.filter((p) => p.supports.includes("plan")).map((p) => p.name);
   fillSelect($("paper"), names, null);
   const query = new URLSearchParams(location.search);
-  const start = names.includes(query.get("paper")) ? query.get("paper") : names[0];
+  const start = [query.get("paper"), START_PAPER].find((n) => names.includes(n)) ?? names[0];
   $("paper").addEventListener("change", () => loadPaper($("paper").value, null));
   $("variant").addEventListener("change", changed);
   $("vs").addEventListener("change", changed);
