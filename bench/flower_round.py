@@ -55,7 +55,7 @@ def _measured_noise(paper: str, config: Path, overrides: list[str]) -> dict[str,
     from fedbound.deploy.flower_session import client_side, run_config
     from fedbound.training.engine import RoundContext, RunState
     from fedbound.training.noise import Streams
-    from fedbound.validation.runner import build_run, prepare_run
+    from fedbound.validation.recipes.runner import build_run, prepare_run
 
     prep = prepare_run(paper, config, overrides)
     built = build_run(prep)
@@ -90,7 +90,7 @@ def agreement(seeds: int = 3) -> None:
 
     from fedbound.deploy.flower_app import run_app
     from fedbound.deploy.flower_session import run_config
-    from fedbound.validation.runner import build_run, prepare_run, train_from_config
+    from fedbound.validation.recipes.runner import build_run, prepare_run, train_from_config
 
     warnings.simplefilter("ignore")
     tmp = Path(tempfile.mkdtemp(prefix="fedbound-flower-agreement-"))
@@ -148,7 +148,7 @@ def main() -> None:
     from fedbound.deploy.flower_local import InProcessGrid
     from fedbound.deploy.flower_server import serve
     from fedbound.deploy.flower_session import run_config
-    from fedbound.validation.runner import build_run, prepare_run, train_from_config
+    from fedbound.validation.recipes.runner import build_run, prepare_run, train_from_config
 
     overrides = [f"nbafl.T={args.rounds}", "train.probe_records=0"]
     warnings.simplefilter("ignore")

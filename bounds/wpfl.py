@@ -226,7 +226,7 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
 # Claims (spec 004 Sec. 5): S1-S5, S7-S16, S19-S21 and the F32 identity.  S6, S17, S18 and S22 concern the
 # channel model and the optimisers: fedbound.scheduling.wpfl.CLAIMS.  S23 (accuracy first rises then falls
 # with T0, Figs. 2-4) is an experimental observation, not a statement about a formula: `fedbound train` and
-# the policy comparison of fedbound.validation.train_wpfl measure it.
+# the policy comparison of fedbound.validation.recipes.wpfl measure it.
 # ---------------------------------------------------------------------------------------------------------
 from fedbound.bounds.claims import Claim, Computed, Region  # noqa: E402
 

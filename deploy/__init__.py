@@ -1,7 +1,7 @@
 """Bridges from a fedbound plan to the frameworks teams deploy on (DESIGN.md, "Layout": ``deploy/``).
 
 Contract: a bridge runs a paper's mechanism *as fedbound's engine defines it* (the registry's recipe:
-``fedbound.validation.train_<paper>``; its noise plan from the registry's ``noise()``), on the framework's
+``fedbound.validation.recipes.<paper>``; its noise plan from the registry's ``noise()``), on the framework's
 transport, with fedbound's :class:`~fedbound.training.privacy.PrivacyLedger` accounting every round.  It
 re-implements no noise, clipping or accounting: the client side calls the algorithm's own ``local_update``
 and ``upload`` hooks, the server side drives :class:`~fedbound.training.engine.Runner` (participants,

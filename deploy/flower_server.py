@@ -178,7 +178,7 @@ def serve(grid: Any, cfg: Mapping[str, Any]) -> Any:
     from fedbound.deploy.flower_session import check_plan_keys, plan_keys, prepared
     from fedbound.training import checkpoint as ckpt
     from fedbound.training.engine import Runner
-    from fedbound.validation.runner import build_run, finish_run
+    from fedbound.validation.recipes.runner import build_run, finish_run
 
     prep = prepared(cfg)
     timeout = float(cfg.get("fedbound.round-timeout", 600.0))

@@ -56,14 +56,14 @@ def _get(cfg: Mapping[str, Any], key: str) -> Any:
 
 
 def prepared(cfg: Mapping[str, Any]) -> Any:
-    """:func:`fedbound.validation.runner.prepare_run` of the run config's paper and configuration."""
+    """:func:`fedbound.validation.recipes.runner.prepare_run` of the run config's paper and configuration."""
 
     return _prepared(str(_get(cfg, "fedbound.paper")), str(_get(cfg, "fedbound.config")))
 
 
 @functools.lru_cache(maxsize=4)
 def _prepared(paper: str, text: str) -> Any:
-    from fedbound.validation.runner import prepare_run
+    from fedbound.validation.recipes.runner import prepare_run
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -21,9 +21,10 @@ no enum, no test list).  For a paper with CLI name ``NAME``:
    (:class:`fedbound.scheduling.results.Plan`): the recommendation first (the design that minimises the
    bound under noise whose accounting provably meets (eps, delta), and the bound it predicts), then the
    paper's own answer and the differences.
-3. optionally ``validation/plots_NAME.py`` -- ``PLOTS = {vs: draw}`` where ``draw(ax, settings, variant)``
-   draws on a matplotlib axis and returns the title; and ``validation/train_NAME.py`` -- ``RECIPE``
-   (:class:`fedbound.validation.runner.Recipe`) for ``fedbound train NAME``.
+3. optionally ``validation/reproduce/plots_NAME.py`` -- ``PLOTS = {vs: draw}`` where
+   ``draw(ax, settings, variant)`` draws on a matplotlib axis and returns the title; and
+   ``validation/recipes/NAME.py`` -- ``RECIPE`` (:class:`fedbound.validation.recipes.runner.Recipe`) for
+   ``fedbound train NAME``.
 4. ``fedbound/papers/NAME.py`` -- the registration: ``PAPER = Paper(...)`` with the name, seed id, title,
    authors, venue, the config :class:`~fedbound.config.Section` ``[NAME]`` (keys with domain, default and
    meaning, in the shared vocabulary below) and references (``"module:attribute"`` strings, imported only
@@ -118,9 +119,9 @@ class Paper:
     ``example``: a complete setting (with ``defaults``) that plans and plots: the paper's own experiment,
     used by the tests over the registry and as the explorer's starting point.  ``audit``: a reference to
     the paper's :class:`fedbound.validation.audit.AuditViews` (``fedbound audit PAPER``; needs ``recipe``).
-    ``validation``: reference to the paper's :class:`fedbound.validation.entry.Validation` (``fedbound
-    estimate`` / ``validate``: which constants its bound needs and how to evaluate it at measured ones).
-    ``reproduce``: reference to the paper's figure claims for ``fedbound reproduce`` (a tuple of
+    ``validation``: reference to the paper's :class:`fedbound.validation.estimate.paper_entry.Validation`
+    (``fedbound estimate`` / ``validate``: which constants its bound needs and how to evaluate it at measured
+    ones). ``reproduce``: reference to the paper's figure claims for ``fedbound reproduce`` (a tuple of
     :class:`fedbound.validation.reproduce.Target` and ``Uncovered`` entries).
     """
 

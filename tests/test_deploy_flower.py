@@ -23,7 +23,7 @@ from fedbound.deploy.flower_local import InProcessGrid  # noqa: E402
 from fedbound.deploy.flower_server import RoundRefused, flower_epsilon, serve  # noqa: E402
 from fedbound.deploy.flower_session import client_side, run_config  # noqa: E402
 from fedbound.errors import ConfigError  # noqa: E402
-from fedbound.validation.runner import build_run, prepare_run, train_from_config  # noqa: E402
+from fedbound.validation.recipes.runner import build_run, prepare_run, train_from_config  # noqa: E402
 
 NBAFL = """
 [nbafl]

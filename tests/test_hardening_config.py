@@ -11,7 +11,7 @@ from fedbound.config import Field, Section, load_config
 from fedbound.errors import ConfigError, ParameterError
 from fedbound.tests.test_training_cli import TINY_NBAFL
 from fedbound.training import config as tc
-from fedbound.validation.runner import train_from_config
+from fedbound.validation.recipes.runner import train_from_config
 
 SETTING = Section("nbafl", (Field("N", int, low=1), Field("eps", float, low=0, low_open=True),
                             Field("variant", str, "a")))

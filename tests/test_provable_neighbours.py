@@ -71,7 +71,7 @@ def test_the_decision_to_train_is_the_same_on_neighbouring_datasets():
 
 
 def test_the_sensitivity_does_not_read_the_records():
-    from fedbound.validation.train_nbafl import nbafl_plan
+    from fedbound.validation.recipes.nbafl import nbafl_plan
 
     setting = {"N": 1, "m": M, "C": 1.0, "eps": 3.0, "delta": 0.01, "L": 1, "T": 1, "mu": MU, "K": None,
                "sensitivity": "provable", "C_g": C_G, "tau": 10, "eta": 0.39, "feature_norm": X,
@@ -116,7 +116,7 @@ def test_bound_holds_with_outliers_among_the_shared_records():
 
 def test_missing_feature_norm_is_a_config_error_before_any_record_is_read():
     from fedbound.training.config import TRAIN_SECTION
-    from fedbound.validation.provable import provable_setting
+    from fedbound.validation.audit.provable import provable_setting
 
     raw = {"local_steps": 10, "lr": 0.39, "dataset": "synthetic_logistic", "synthetic_samples": 200,
            "synthetic_dim": DIM, "model": "logreg"}

@@ -212,7 +212,7 @@ def test_plots_draw_labelled_lines():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fedbound.validation.plots_wpfl import PLOTS
+    from fedbound.validation.reproduce.plots_wpfl import PLOTS
 
     s = {**SETTING, "N": 6, "K": 3, "T": 2}
     for vs, draw in PLOTS.items():

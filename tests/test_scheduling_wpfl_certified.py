@@ -24,7 +24,7 @@ def _plan(s: dict, check: bool = False):
 
 
 def test_the_plans_T_is_the_runs_rounds():  # issue 23 item 8
-    from fedbound.validation.train_wpfl import wpfl_schedule
+    from fedbound.validation.recipes.wpfl import wpfl_schedule
 
     s = _setting("wpfl_mnist.toml")
     plan = _plan(s)
@@ -38,7 +38,7 @@ def test_the_plans_T_is_the_runs_rounds():  # issue 23 item 8
 def test_vacuous_design_is_said_first():  # issue 23 item 8
     s = _setting("wpfl_mnist.toml")
     plan = _plan(s)
-    from fedbound.validation.train_wpfl import wpfl_schedule
+    from fedbound.validation.recipes.wpfl import wpfl_schedule
 
     run = wpfl_schedule(s, plan.recommendation.sigma["uplink"])
     r, e = run.rounds, s["eps_P"]

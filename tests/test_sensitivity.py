@@ -182,7 +182,7 @@ def _small_nbafl(tmp_path, **nbafl):
 
 
 def test_train_probes_and_warns_in_paper_mode_not_in_provable_mode(tmp_path):
-    from fedbound.validation.runner import train_from_config
+    from fedbound.validation.recipes.runner import train_from_config
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -199,7 +199,7 @@ def test_train_probes_and_warns_in_paper_mode_not_in_provable_mode(tmp_path):
 
 
 def test_provable_tau_eta_must_describe_the_run(tmp_path):
-    from fedbound.validation.runner import train_from_config
+    from fedbound.validation.recipes.runner import train_from_config
 
     with pytest.raises(ConfigError, match=r"\[nbafl\] tau = 3 differs from the run's \[train\] local_steps"):
         train_from_config("nbafl", _small_nbafl(tmp_path, tau=3), out=tmp_path / "c")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fedbound.errors import ConfigError
-from fedbound.validation.runner import prepare_run
+from fedbound.validation.recipes.runner import prepare_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -29,8 +29,8 @@ from fedbound.training.local import LocalSGD
 from fedbound.training.nbafl import NbAFL
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan, View
-from fedbound.validation import train_adaptive as ta
-from fedbound.validation.runner import train_from_config
+from fedbound.validation.recipes import adaptive as ta
+from fedbound.validation.recipes.runner import train_from_config
 
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "adaptive_mnist.toml"

@@ -16,7 +16,7 @@ from fedbound.training.local import LocalSGD
 from fedbound.training.models import build_model
 from fedbound.training.multirun import BatchJob, _classes, concat_batches, run_batch
 from fedbound.training.noise import Streams
-from fedbound.validation.runner import build_run, prepare_run
+from fedbound.validation.recipes.runner import build_run, prepare_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RTOL = 1e-5

@@ -15,9 +15,9 @@ from fedbound.cli import main
 from fedbound.config import load_config
 from fedbound.errors import ConfigError
 from fedbound.training.config import TRAIN_SECTION
-from fedbound.validation.runner import train_from_config
-from fedbound.validation.train_nbafl import nbafl_plan
-from fedbound.validation.train_udp import udp_plan
+from fedbound.validation.recipes.nbafl import nbafl_plan
+from fedbound.validation.recipes.runner import train_from_config
+from fedbound.validation.recipes.udp import udp_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -126,7 +126,7 @@ def test_an_unknown_paper_or_one_without_a_recipe_is_a_clear_error(tiny, capsys,
 
 
 def test_every_recipe_is_found_through_the_registry():
-    from fedbound.validation.runner import implemented, recipe
+    from fedbound.validation.recipes.runner import implemented, recipe
 
     assert {"nbafl", "udp", "dppfl", "adaptive", "wpfl"} <= set(implemented())
     for algo in implemented():

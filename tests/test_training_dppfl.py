@@ -27,8 +27,8 @@ from fedbound.training.engine import RoundContext, RunOptions, RunState, run
 from fedbound.training.federation import ClientData
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan, View
-from fedbound.validation.runner import train_from_config
-from fedbound.validation.train_dppfl import dppfl_plan
+from fedbound.validation.recipes.dppfl import dppfl_plan
+from fedbound.validation.recipes.runner import train_from_config
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dppfl_mnist.toml"
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)

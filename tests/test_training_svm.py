@@ -11,7 +11,7 @@ from fedbound.errors import ConfigError
 from fedbound.training.clipping import per_sample_clipped_grad, per_sample_clipped_grad_vmap
 from fedbound.training.data import load_dataset, read_csv_table
 from fedbound.training.models import build_model
-from fedbound.validation.runner import train_from_config
+from fedbound.validation.recipes.runner import train_from_config
 
 
 def test_svm_hinge_loss_by_hand():

@@ -8,8 +8,8 @@ import pytest
 from fedbound.bounds import udp
 from fedbound.errors import ConfigError
 from fedbound.tests.test_training_cli import TINY_UDP
-from fedbound.validation.runner import train_from_config
-from fedbound.validation.train_udp import udp_plan
+from fedbound.validation.recipes.runner import train_from_config
+from fedbound.validation.recipes.udp import udp_plan
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_per_client_budgets_are_refused_for_training(cfg):
 def test_lei_multipliers_by_hand():
     """T = 10, decay 0.5: k = 0.05, multipliers 1, .95, ..., and sum 1/m^2 = 1 + 1.108 + 1.235 + 1.384
     + 1.5625 + 1.778 = 8.07 <= 10, while the next (1/0.7^2 = 2.04) would pass 10: six rounds."""
-    from fedbound.validation.train_udp import lei_multipliers
+    from fedbound.validation.recipes.udp import lei_multipliers
 
     np.testing.assert_allclose(lei_multipliers(10, 0.5), [1.0, 0.95, 0.9, 0.85, 0.8, 0.75], rtol=1e-12)
     # a decay near 0 is original UDP (any decay > 0 overspends by a little in round T); a huge one reaches
@@ -83,7 +83,7 @@ def test_lei_multipliers_by_hand():
 
 @pytest.mark.parametrize("T,decay", [(3, 0.5), (40, 0.5), (40, 1.0), (200, 0.3), (25, 3.0)])
 def test_lei_spends_at_most_and_nearly_what_original_udp_spends(T, decay):
-    from fedbound.validation.train_udp import LEI_FLOOR, lei_multipliers
+    from fedbound.validation.recipes.udp import LEI_FLOOR, lei_multipliers
 
     m = lei_multipliers(T, decay)
     spent = np.sum(m**-2.0)

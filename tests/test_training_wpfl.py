@@ -28,8 +28,8 @@ from fedbound.training.plan import NoisePlan, View
 from fedbound.training.privacy import PrivacyLedger
 from fedbound.training.quantization import flip_bits, index_value, quantize, quantize_index, transmit
 from fedbound.training.wpfl import WPFL, WPFLSchedule, jain_index
-from fedbound.validation.runner import train_from_config
-from fedbound.validation.train_wpfl import wpfl_plan
+from fedbound.validation.recipes.runner import train_from_config
+from fedbound.validation.recipes.wpfl import wpfl_plan
 
 F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "wpfl_mnist.toml"
@@ -388,7 +388,7 @@ def test_per_client_per_round_rates_from_the_schedule():
 
 def test_compare_policies_table(tmp_path):
     """One call trains the proposed schedule next to the baselines and reports the paper's three metrics."""
-    from fedbound.validation.train_wpfl import PAPER_IMPROVEMENTS, compare_policies
+    from fedbound.validation.recipes.wpfl import PAPER_IMPROVEMENTS, compare_policies
 
     out = compare_policies(EXAMPLE, ["T=2"], tmp_path, policies=("proposed", "round_robin"))
     rows = out["policies"]
@@ -413,7 +413,7 @@ def test_perfect_gaussian_baseline_skips_quantization_and_channel():
     assert glob["uplink_element_errors"].sum() == 0 and glob["downlink_element_errors"].sum() == 0
     assert np.unique(np.round(res.params.numpy(), 9)).size > 2**4
     assert torch.equal(res.state.client_state["received"][0], res.params)
-    from fedbound.validation.train_wpfl import sigma_for
+    from fedbound.validation.recipes.wpfl import sigma_for
 
     setting = {"N": 20, "T": 20, "C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3}
     assert sigma_for({**setting, "mechanism": "perfect_gaussian"}) == sigma_for(setting)
@@ -440,7 +440,7 @@ def test_dithered_quantizer_error_is_exactly_gaussian_whatever_the_input():
 def test_dithering_baseline_trains_with_the_tight_sigma():
     """mechanism = "dithering" (Fig. 2): the uploads carry exactly Gaussian noise made by the quantizer (no
     separate noise draw), the element errors of the channel apply, and its sigma is the tight calibration."""
-    from fedbound.validation.train_wpfl import sigma_for
+    from fedbound.validation.recipes.wpfl import sigma_for
 
     _, _, data, model = tiny_setup(num_clients=6, sizes=[10, 12, 9, 12, 11, 12])
     schedule = small_schedule(uplink=0.05, downlink=0.05)

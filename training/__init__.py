@@ -7,7 +7,7 @@ Read in this order: ``engine.py`` (the round, the algorithm interface, what is r
 the building blocks: ``models.py``, ``grads.py``, ``clipping.py``, ``local.py``, ``noise.py``,
 ``participation.py``, ``data.py``, ``partitions.py``, ``federation.py``, ``metrics.py``, ``checkpoint.py``,
 ``config.py`` (the ``[train]`` section).  Noise plans are built from configs by
-``fedbound.validation.train_<algo>`` recipes, which is also what ``fedbound train`` runs.
+``fedbound.validation.recipes.<algo>`` recipes, which is also what ``fedbound train`` runs.
 
 Imports torch; ``import fedbound`` alone does not.
 """

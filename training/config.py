@@ -5,7 +5,7 @@ clients, ...) sits in the algorithm's own section (``[nbafl]``, ``[udp]``, ...);
 partition, model, local optimiser, seed, device and evaluation.  :data:`TRAIN_SECTION` declares every key
 with its type, range and default; :func:`build_data`, :func:`build_model_for`, :func:`run_options` turn the
 validated table into engine objects.  Algorithm-specific construction lives in each algorithm module
-(``from_config``), called by that algorithm's recipe in ``fedbound.validation.train_<algo>``.
+(``from_config``), called by that algorithm's recipe in ``fedbound.validation.recipes.<algo>``.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ How plans come in
 
 A :class:`~fedbound.training.plan.NoisePlan` (sigma per stage per round, sensitivities, the budget, the
 views an adversary has and the accountants) is built *outside* training/, by the
-``fedbound.validation.train_<algo>`` recipes from a config through ``fedbound.bounds`` /
+``fedbound.validation.recipes.<algo>`` recipes from a config through ``fedbound.bounds`` /
 ``fedbound.accounting``, or by hand.  ``run(..., plan=None)`` trains without noise and without
 accounting.  Participation is decided each round by the algorithm (``participants``); a precomputed
 schedule is passed to the algorithm's constructor and read with ``participation.scheduled``.

@@ -12,7 +12,7 @@ What differs from FedAvg:
 * server: ``w_tilde = sum_i p_i w_i + N(0, sigma_D^2 I)`` (stage ``"server"``; ``sigma_D = 0`` when
   ``T <= L sqrt(N)``).
 
-The sigma's come from the noise plan (``fedbound.validation.train_nbafl.nbafl_plan``: F10, F11, F27).
+The sigma's come from the noise plan (``fedbound.validation.recipes.nbafl.nbafl_plan``: F10, F11, F27).
 The fraction of uploads that the clipping changed is logged as ``clipped_fraction``.
 With ``sensitivity = "provable"`` local training clips every per-sample gradient to ``C_g`` (the plan then
 uses the provable sensitivity of ``fedbound.bounds.provable``); its premises are checked before round 1

@@ -1,7 +1,7 @@
 """The noise plan: what the engine adds, where, and how the privacy of it is counted.
 
-A :class:`NoisePlan` is data, built outside ``training/`` (``fedbound.validation.train_<algo>`` recipes turn a
-config into one through ``fedbound.bounds`` / ``fedbound.accounting``) and handed to the engine.  It holds
+A :class:`NoisePlan` is data, built outside ``training/`` (``fedbound.validation.recipes.<algo>`` recipes turn
+a config into one through ``fedbound.bounds`` / ``fedbound.accounting``) and handed to the engine.  It holds
 
 * ``sigma``: per noise *stage* (``"uplink"``: each client's upload; ``"server"``: the server's top-up on the
   aggregate; ``"local"``: inside local DP-SGD steps; algorithms may name more), the Gaussian noise std per

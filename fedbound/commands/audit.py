@@ -131,7 +131,7 @@ def _write(result, out: Path) -> list[str]:
     """The figure and the JSON (with every score) beside it."""
     import json
 
-    from fedbound.validation.audit_plot import draw_audit
+    from fedbound.validation.audit.plot import draw_audit
 
     paths = draw_audit(result, out)
     target = Path(out).with_suffix(".json")

@@ -1,7 +1,8 @@
 """``fedbound estimate PAPER CONFIG``: the constants of a paper's bound, measured on the configured model.
 
 Generic over the registry: the paper's validation entry says which config keys its bound needs and which
-measured quantity sets each (fedbound.validation.entry); ``--write`` puts them into a copy of the config.
+measured quantity sets each (fedbound.validation.estimate.paper_entry); ``--write`` puts them into a copy of
+the config.
 """
 
 from __future__ import annotations

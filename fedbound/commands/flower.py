@@ -50,7 +50,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.registry import get
-        from fedbound.validation.runner import build_run, prepare_run
+        from fedbound.validation.recipes.runner import build_run, prepare_run
 
         get(paper, "train")
         require_flower()

@@ -110,7 +110,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         from fedbound.output import print_json
         from fedbound.registry import get
-        from fedbound.validation.plots import draw_figure
+        from fedbound.validation.reproduce.plots import draw_figure
 
         paper = get(paper_name, "plot")
         setting = _setting(paper, config, overrides)

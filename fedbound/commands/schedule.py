@@ -55,7 +55,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.registry import get
         from fedbound.scheduling.wpfl import radio_setting, schedule_rounds
-        from fedbound.validation.train_wpfl import compare_policies, full_setting
+        from fedbound.validation.recipes.wpfl import compare_policies, full_setting
 
         entry = get(paper)
         if entry.name not in SCHEDULED:

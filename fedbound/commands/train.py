@@ -68,7 +68,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.registry import get
-        from fedbound.validation.runner import train_from_config
+        from fedbound.validation.recipes.runner import train_from_config
 
         get(algo, "train")
 

@@ -1,7 +1,7 @@
 """``fedbound validate PAPER CONFIG --vs T``: the paper's bound at measured constants against training runs.
 
-Generic over the registry (each paper's validation entry, fedbound.validation.entry): measures the
-constants, sweeps ``--vs`` over ``--values`` with ``--seeds`` seeds each (fedbound.validation.sweep),
+Generic over the registry (each paper's validation entry, fedbound.validation.estimate.paper_entry): measures
+the constants, sweeps ``--vs`` over ``--values`` with ``--seeds`` seeds each (fedbound.validation.sweep),
 prints one line per verdict and writes validation.csv, validation.json and the figure.
 """
 
@@ -43,7 +43,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """Validate PAPER's bound against a sweep of training runs on CONFIG."""
         from fedbound.commands.train import _train_extra
         from fedbound.output import print_json, print_table
-        from fedbound.validation.validate import validate
+        from fedbound.validation.estimate.validate import validate
 
         with _train_extra():
             result = validate(paper, config, vs, values, seeds, out, executor=executor, address=address,

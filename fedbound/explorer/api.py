@@ -5,7 +5,7 @@
   the ``--set`` keys, turned into the same override strings and sent through the CLI's own code path
   (:func:`fedbound.commands.papers.build_plan`);
 * :func:`curve_json` is the paper's figure against one variable (``fedbound plot PAPER --vs X``) as data
-  (:func:`fedbound.validation.plots.figure_data`);
+  (:func:`fedbound.validation.reproduce.plots.figure_data`);
 * :func:`claims_json` is ``fedbound claims PAPER --json``, each counterexample with an explorer link where
   its point is a setting of the paper's config section;
 * :func:`form_json` gives each config key's numeric domain, so the page can build inputs and sliders.
@@ -157,7 +157,7 @@ def plan_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
 def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> dict[str, Any]:
     """The paper's figure against ``vs`` for the body's setting, as data (``fedbound plot NAME --vs VS``
     draws the same lines)."""
-    from fedbound.validation.plots import figure_data
+    from fedbound.validation.reproduce.plots import figure_data
 
     paper = _paper(name, "plot")
     sets = overrides(paper, body)

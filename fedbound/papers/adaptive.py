@@ -150,8 +150,8 @@ PAPER = Paper(
     claims=("fedbound.bounds.adaptive:CLAIMS", "fedbound.scheduling.adaptive:CLAIMS"),
     noise="fedbound.bounds.adaptive:noise",
     planner="fedbound.scheduling.adaptive:plan",
-    plots="fedbound.validation.plots_adaptive:PLOTS",
-    recipe="fedbound.validation.train_adaptive:RECIPE",
+    plots="fedbound.validation.reproduce.plots_adaptive:PLOTS",
+    recipe="fedbound.validation.recipes.adaptive:RECIPE",
     defaults=LOSS_DEFAULTS,
     aliases={"B": "C"},
     example={
@@ -164,7 +164,7 @@ PAPER = Paper(
         "parts": "20,20,20",
         "ratios": "0,1,2",
     },
-    audit="fedbound.validation.audit_adaptive:AUDIT",
-    validation="fedbound.validation.validate_adaptive:VALIDATION",
-    reproduce="fedbound.validation.reproduce_adaptive:FIGURES",
+    audit="fedbound.validation.audit.adaptive:AUDIT",
+    validation="fedbound.validation.estimate.validate_adaptive:VALIDATION",
+    reproduce="fedbound.validation.reproduce.adaptive:FIGURES",
 )

@@ -1,0 +1,154 @@
+"""Where a sweep's groups of runs train: ``"local"`` (this process, or a process pool with ``workers > 1``)
+or ``"ray"`` (a Ray cluster at ``address``, or a local Ray runtime; the optional ``ray`` extra).
+
+Every executor calls :func:`fedbound.validation.sweep.worker.train_group` on groups of specs, and every
+worker writes into the sweep folder itself (for Ray on several machines that folder must be on storage
+every node sees).  The progress bar counts runs done / running / failed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from fedbound.errors import ConfigError
+from fedbound.validation.sweep.worker import group_specs, train_group
+
+__all__ = ["EXECUTORS", "execute"]
+
+EXECUTORS = ("local", "ray")
+
+
+class _Progress:
+    """done / running / failed over a sweep's runs (a tqdm bar on stderr, or nothing)."""
+
+    def __init__(self, total: int, done: int, enabled: bool) -> None:
+        self.done, self.failed, self.running = done, 0, set()
+        self.bar = None
+        if enabled:
+            import sys
+
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
+                            dynamic_ncols=True)
+            self._show()
+
+    def __call__(self, event: str, key: str) -> None:
+        if event == "running":
+            self.running.add(key)
+        else:
+            self.running.discard(key)
+            if event in ("done", "failed"):
+                self.done += event == "done"
+                self.failed += event == "failed"
+                if self.bar is not None:
+                    self.bar.update(1)
+        self._show()
+
+    def _show(self) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"done={self.done} running={len(self.running)} failed={self.failed}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _split(groups: list[list], parts: int) -> list[list]:
+    """At least ``parts`` groups (when there are that many runs): the largest groups are halved."""
+    groups = [g for g in groups if g]
+    while len(groups) < parts and max(map(len, groups), default=0) > 1:
+        groups.sort(key=len)
+        big = groups.pop()
+        groups += [big[: len(big) // 2], big[len(big) // 2:]]
+    return groups
+
+
+def _pool_worker(out: str, specs: list, batch: bool, threads: int, every: float) -> dict[str, str]:
+    import torch
+
+    torch.set_num_threads(threads)
+    return train_group(out, specs, batch, checkpoint_every_s=every)
+
+
+def _local(groups: list[list], out: Path, workers: int, batch: bool, progress: _Progress, every: float
+           ) -> None:
+    if workers <= 1:
+        for group in groups:
+            train_group(out, group, batch, progress, every)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # torch's thread pools do not survive fork
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures = {}
+        for group in groups:
+            futures[pool.submit(_pool_worker, str(out), group, batch, threads, every)] = group
+            for spec in group:
+                progress("running", spec.key)
+        for future in as_completed(futures):
+            try:
+                status = future.result()
+            except Exception:  # noqa: BLE001 - a killed pool process: its runs stay unfinished
+                status = {spec.key: "busy" for spec in futures[future]}
+            for key, event in status.items():
+                progress(event, key)
+
+
+def _ray(groups: list[list], out: Path, workers: int | None, address: str | None, batch: bool,
+         progress: _Progress, every: float) -> None:
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise ConfigError("executor = 'ray' needs Ray: install the ray extra: pip install 'fedbound[ray]'"
+                          ) from None
+    started = not ray.is_initialized()
+    if started:
+        if address is None:
+            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1)(_pool_worker)
+        pending = {}
+        for group in groups:
+            pending[remote.remote(str(out.resolve()), group, batch, 1, every)] = group
+            for spec in group:
+                progress("running", spec.key)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            group = pending.pop(ready[0])
+            try:
+                status = ray.get(ready[0])
+            except Exception:  # noqa: BLE001 - a lost worker: its runs stay unfinished
+                status = {spec.key: "busy" for spec in group}
+            for key, event in status.items():
+                progress(event, key)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def execute(specs: Sequence, out: Path, *, executor: str, workers: int | None, address: str | None,
+            batch: bool, progress: bool, total: int, checkpoint_every_s: float = 5.0) -> None:
+    """Train ``specs`` (all unfinished) into ``out`` with the chosen executor (module docstring)."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"executor = {executor!r} is outside its valid range: one of "
+                          f"{', '.join(EXECUTORS)}")
+    if address is not None and executor != "ray":
+        raise ConfigError(f"address = {address!r} needs executor = 'ray'")
+    bar = _Progress(total, total - len(specs), progress)
+    try:
+        groups = group_specs(specs, batch)
+        if executor == "local":
+            n = workers or 1
+            _local(_split(groups, n) if n > 1 else groups, out, n, batch, bar, checkpoint_every_s)
+        else:
+            _ray(_split(groups, workers or os.cpu_count() or 1), out, workers, address, batch, bar,
+                 checkpoint_every_s)
+    finally:
+        bar.close()
