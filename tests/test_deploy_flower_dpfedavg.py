@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import norm
 
 pytest.importorskip("flwr")
@@ -112,12 +115,12 @@ def three_seeds(tmp_path_factory) -> tuple[list[pd.DataFrame], list[pd.DataFrame
     tmp = tmp_path_factory.mktemp("dpfedavg")
     config = _config(tmp)
     sim, flower = [], []
-    for seed in range(3):
+    for seed in (2, 1, 0):
         _train(config, tmp / f"train{seed}", seed)
         summary = _flower(config, tmp / f"flower{seed}", seed).summary
         sim.append(_rounds(tmp / f"train{seed}"))
         flower.append(_rounds(tmp / f"flower{seed}"))
-    return sim, flower, summary
+    return sim, flower, summary  # summary: seed 0's Flower run
 
 
 def test_flower_and_the_simulator_count_the_same_rounds_with_the_planned_noise(three_seeds):
@@ -145,11 +148,11 @@ def test_loss_curves_agree_within_the_spread_of_three_seeds(three_seeds):
     assert (np.abs(a.mean(axis=0) - b.mean(axis=0)) <= spread).all()
 
 
-def test_a_missing_client_refuses_the_round_and_the_rerun_adds_the_same_noise(tmp_path):
+def test_a_missing_client_refuses_the_round_and_the_rerun_adds_the_same_noise(tmp_path, three_seeds):
     """(c) fewer than K replies: refused before Flower's wrapper averages fewer updates; the rerun resumes,
     and Flower's noise, seeded per round from the run seed, makes it the uninterrupted run's numbers."""
     config = _config(tmp_path)
-    whole = _rounds(_flower(config, tmp_path / "whole").run_dir)
+    whole = three_seeds[1][-1]  # seed 0, uninterrupted
     asked: list[int] = []
 
     def drop(round_: int, client: int) -> bool:  # the first client asked in round 2 never replies
@@ -175,3 +178,23 @@ def test_cli_writes_the_dpfedavg_app_with_flowers_noise_multiplier(tmp_path, cap
     assert (tmp_path / "app" / "pyproject.toml").is_file()
     assert main(["flower", "dpfedavg", str(config), "--recommended", "--out", str(tmp_path / "x")]) == 2
     assert "deploy mechanism without fedbound's planner" in capsys.readouterr().err
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.floats(0.05, 5.0), st.integers(0, 2**31 - 1))
+def test_upload_clips_the_update_not_the_model(k, d, clip, seed):
+    """McMahan et al. 2018, Alg. 1: the upload is w + Delta / max(1, ||Delta|| / C), Delta = w_i - w."""
+    from types import SimpleNamespace
+
+    from fedbound.training.dpfedavg import DPFedAvg
+    from fedbound.training.local import LocalSGD
+
+    gen = torch.Generator().manual_seed(seed)
+    start = 3.0 * torch.randn(d, generator=gen, dtype=torch.float64)
+    local = start + torch.randn(k, d, generator=gen, dtype=torch.float64)
+    ctx = SimpleNamespace(global_params=start, log=lambda name, value: None)
+    up = DPFedAvg(1, clip, LocalSGD(), k).upload(ctx, np.arange(k), local)
+    for row, loc in zip(up, local, strict=True):
+        delta = (loc - start).numpy()
+        want = start.numpy() + delta * min(1.0, clip / np.linalg.norm(delta))
+        np.testing.assert_allclose(row.numpy(), want, rtol=1e-12, atol=1e-12)
