@@ -31,8 +31,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedbound.errors import FedboundError
-
 __all__ = ["WEIGHT_KEY", "flower_strategy", "aggregate"]
 
 WEIGHT_KEY = "fedbound-uniform-weight"
@@ -54,18 +52,20 @@ def aggregate(runner: Any, replies: list[Any]) -> None:
     from flwr.app import ArrayRecord
     from flwr.supercore.differential_privacy import compute_stdv
 
+    from fedbound.deploy.flower_server import RoundRefused
+
     ctx, algorithm, plan = runner.ctx, runner.algorithm, runner.state.plan
     algorithm.server_noise = False
     k, clip = len(ctx.participants), algorithm.clip_norm
     if len(replies) != k or k != algorithm.clients_per_round:
-        raise FedboundError(f"round {ctx.round + 1}: {len(replies)} replies for K = "
+        raise RoundRefused(f"round {ctx.round + 1}: {len(replies)} replies for K = "
                             f"{algorithm.clients_per_round} sampled clients: refused")
     sigma = float(plan.stage_sigma("server", ctx.round)[0]) if plan is not None else 0.0
     strategy = flower_strategy(sigma, clip, k) if sigma > 0 else None
     if strategy is not None:
         added = float(compute_stdv(strategy.noise_multiplier, clip, k))
         if not np.isclose(added, sigma, rtol=1e-9, atol=0.0):
-            raise FedboundError(f"round {ctx.round + 1}: Flower's wrapper would add std {added:g}, the plan "
+            raise RoundRefused(f"round {ctx.round + 1}: Flower's wrapper would add std {added:g}, the plan "
                                 f"says sigma = {sigma:g}: refused")
     start = ctx.global_params.detach().cpu().numpy()
     for reply in replies:

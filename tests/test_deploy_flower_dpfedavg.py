@@ -168,6 +168,19 @@ def test_a_missing_client_refuses_the_round_and_the_rerun_adds_the_same_noise(tm
     np.testing.assert_allclose(cut["loss"], whole["loss"], rtol=1e-6)
 
 
+def test_a_plan_short_of_noise_is_stopped_by_the_ledger_before_the_budget(tmp_path, monkeypatch):
+    """(d) with 0.9 sigma the third round would exceed eps = 30: the ledger (not mocked) stops the Flower
+    run after round 2, with no more than eps spent."""
+    import fedbound.deploy.dpfedavg as mech
+
+    calibrated = mech.dpfedavg_sigma
+    monkeypatch.setattr(mech, "dpfedavg_sigma", lambda setting: 0.9 * calibrated(setting))
+    run = _flower(_config(tmp_path), tmp_path / "run")
+    assert run.summary["rounds_done"] == 2
+    assert _rounds(tmp_path / "run")["epsilon_spent"].iloc[-1] <= 30.0
+    assert any("fedbound flower stopped before" in w for w in run.summary["warnings"])
+
+
 def test_cli_writes_the_dpfedavg_app_with_flowers_noise_multiplier(tmp_path, capsys):
     config = _config(tmp_path)
     assert main(["flower", "dpfedavg", str(config), "--out", str(tmp_path / "app"), "--json"]) == 0
