@@ -181,6 +181,23 @@ def test_a_plan_short_of_noise_is_stopped_by_the_ledger_before_the_budget(tmp_pa
     assert any("fedbound flower stopped before" in w for w in run.summary["warnings"])
 
 
+def test_without_noise_flowers_fedavg_averages_uniformly_as_the_engine(tmp_path):
+    """(b) clients of unequal size (Dirichlet split), [train] private = false: Flower's FedAvg, weighting by
+    fedbound's uniform key instead of num-examples, gives the engine's losses (float32 order; weighting by
+    size would move them by 3e-3 relative)."""
+    config = _config(tmp_path)
+    sets = ["train.private=false", 'train.partition="dirichlet"']
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = train_from_config("dpfedavg", config, sets, out=tmp_path / "train", paper=MECHANISM)
+        prep = prepare_run("dpfedavg", config, sets, paper=MECHANISM)
+        cfg = run_config(prep, None, tmp_path / "flower")
+        serve(InProcessGrid(client_app(), prep.num_clients, cfg), cfg)
+    assert ref.summary["client_sizes_min"] < ref.summary["client_sizes_max"]
+    np.testing.assert_allclose(_rounds(tmp_path / "flower")["loss"], _rounds(tmp_path / "train")["loss"],
+                               rtol=1e-6)  # float32 summation order
+
+
 def test_cli_writes_the_dpfedavg_app_with_flowers_noise_multiplier(tmp_path, capsys):
     config = _config(tmp_path)
     assert main(["flower", "dpfedavg", str(config), "--out", str(tmp_path / "app"), "--json"]) == 0
