@@ -13,7 +13,9 @@ and accounting, never the reverse.
 * :mod:`fedbound.deploy.flower_client`: the ClientApp (one client's update and noised upload per message);
 * :mod:`fedbound.deploy.flower_server`: the ServerApp (fedbound's Runner over Flower's Grid);
 * :mod:`fedbound.deploy.flower_app`: ``fedbound flower``: write the app directory, run it on Flower's
-  simulation engine.
+  simulation engine;
+* :mod:`fedbound.deploy.mechanisms`: mechanisms deployed besides the registry's papers (central DP-FedAvg:
+  :mod:`fedbound.deploy.dpfedavg`, its Flower server side :mod:`fedbound.deploy.flower_dpfedavg`).
 """
 
 FLOWER_HINT = "fedbound flower needs Flower: install the flower extra: pip install 'fedbound[flower]'"

@@ -15,6 +15,8 @@ is what fedbound's ledger counts.  Here each round is the engine's round, with F
 3. fewer replies than participants: the round is refused (:class:`RoundRefused`), nothing is aggregated or
    counted, and the last checkpoint stays.  A client that reports a noise std other than the plan's is
    refused the same way;
+   A deploy mechanism with a Flower strategy of its own (central DP-FedAvg:
+   :mod:`fedbound.deploy.flower_dpfedavg`) aggregates the checked replies with it instead;
 4. ``Runner.end_round``: the server's noise (NbAFL's sigma_D) through the algorithm's ``server_update``,
    the ledger's commit (tight accountant: K-of-N without replacement, RDP / analytic Gaussian), metrics,
    CRD's change of T and sigma (UDP), the checkpoint.
@@ -112,8 +114,10 @@ def _node_map(grid: Any, num_clients: int, timeout: float) -> dict[int, int]:
 
 
 def _flower_round(grid: Any, runner: Any, participants: np.ndarray, nodes: Mapping[int, int],
-                  timeout: float) -> None:
-    """Send the round's train messages, check and aggregate the uploads (module docstring, step 2-3)."""
+                  timeout: float, aggregate: Any = None) -> None:
+    """Send the round's train messages, check and aggregate the uploads (module docstring, step 2-3);
+    ``aggregate(runner, replies)``: a mechanism's own aggregation of the replies (in participant order,
+    :func:`fedbound.deploy.mechanisms.flower_aggregation`) instead of the engine's weighted sum."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
     ctx, algorithm, plan = runner.ctx, runner.algorithm, runner.state.plan
@@ -154,6 +158,9 @@ def _flower_round(grid: Any, runner: Any, participants: np.ndarray, nodes: Mappi
             ctx.log("clipped", float(metrics["clipped"]))
         arrays = replies[conf["client"]].content["arrays"].to_numpy_ndarrays()
         uploads.append(torch.as_tensor(arrays[0], dtype=runner.options.dtype, device=runner.device))
+    if aggregate is not None:
+        aggregate(runner, [replies[conf["client"]] for conf, _ in messages])
+        return
     runner.aggregate = runner.aggregate + runner.w_t @ torch.stack(uploads)
 
 
@@ -176,6 +183,7 @@ def serve(grid: Any, cfg: Mapping[str, Any]) -> Any:
     """Run the configured plan over ``grid``; write the run directory; return the TrainRun (module doc)."""
     from fedbound.deploy.flower_client import check_deployable
     from fedbound.deploy.flower_session import check_plan_keys, plan_keys, prepared
+    from fedbound.deploy.mechanisms import flower_aggregation
     from fedbound.training import checkpoint as ckpt
     from fedbound.training.engine import Runner
     from fedbound.validation.recipes.runner import build_run, finish_run
@@ -188,6 +196,7 @@ def serve(grid: Any, cfg: Mapping[str, Any]) -> Any:
     check_plan_keys(cfg, plan_keys(prep, built.plan))
     check_deployable(built.algorithm)
     nodes = _node_map(grid, prep.num_clients, timeout)
+    aggregate = flower_aggregation(prep.algo)
     runner = Runner(built.algorithm, built.setup.model, built.setup.data, plan=built.plan,
                     options=built.options, test=built.setup.test, run_dir=run_dir, run_key=key)
     stopped = None
@@ -199,7 +208,7 @@ def serve(grid: Any, cfg: Mapping[str, Any]) -> Any:
             except PrivacyBudgetExceeded as exc:
                 stopped = f"fedbound flower stopped before {exc}"
                 break
-            _flower_round(grid, runner, participants, nodes, timeout)
+            _flower_round(grid, runner, participants, nodes, timeout, aggregate)
             runner.update_global()
             if runner.state.plan is not None:
                 _record_flower_epsilon(runner)

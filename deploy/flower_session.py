@@ -63,11 +63,12 @@ def prepared(cfg: Mapping[str, Any]) -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _prepared(paper: str, text: str) -> Any:
+    from fedbound.deploy.mechanisms import mechanism
     from fedbound.validation.recipes.runner import prepare_run
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return prepare_run(paper, _config_file(text))
+        return prepare_run(paper, _config_file(text), paper=mechanism(paper))
 
 
 def plan_keys(prep: Any, plan: Any) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
 
 
 def _papers() -> str:
-    from fedbound.registry import names
+    from fedbound.deploy.mechanisms import deployable_names
 
-    return ", ".join(names("train"))
+    return ", ".join(deployable_names())
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
@@ -47,13 +47,16 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """Write PAPER's plan on CONFIG as a Flower app, or run it (--run)."""
         from fedbound.deploy.flower_app import require_flower, run_app, write_app
         from fedbound.deploy.flower_session import recommended_overrides, run_config
+        from fedbound.deploy.mechanisms import lookup, mechanism
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
-        from fedbound.registry import get
         from fedbound.validation.recipes.runner import build_run, prepare_run
 
-        get(paper, "train")
+        lookup(paper)
         require_flower()
+        if recommended and mechanism(paper) is not None:
+            raise ConfigError(f"--recommended: {paper} is a deploy mechanism without fedbound's planner; "
+                              "give T and K in its config section")
         if out is not None and not out.strip():
             raise ConfigError("--out = '' names no folder: give the folder to write")
         stem = Path(config).stem
@@ -66,7 +69,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             overrides += extra
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prep = prepare_run(paper, config, overrides, seed=seed)
+            prep = prepare_run(paper, config, overrides, seed=seed, paper=mechanism(paper))
             plan = build_run(prep).plan
         if recommended:
             from fedbound.deploy.flower_session import check_recommendation

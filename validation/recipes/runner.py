@@ -179,13 +179,15 @@ class BuiltRun:
 
 
 def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *, seed: int | None = None,
-                device: str | None = None, design: str | None = None) -> PreparedRun:
+                device: str | None = None, design: str | None = None, paper: Any = None) -> PreparedRun:
     """Load and validate ``[ALGO]`` + ``[train]`` of ``config`` with ``overrides`` (``--set`` style), the
-    paper's defaults for unset setting keys, the rounds to train and the run key; builds nothing."""
+    paper's defaults for unset setting keys, the rounds to train and the run key; builds nothing.
+    ``paper``: an object with a registry paper's ``config_section``, ``defaults`` and ``load("recipe")``
+    for a mechanism outside the registry (``fedbound.deploy.mechanisms``); default the registry's ``algo``."""
     from fedbound.registry import get, names
     from fedbound.training import config as tc
 
-    paper = get(algo, "train")
+    paper = get(algo, "train") if paper is None else paper
     rec = paper.load("recipe")
     section = paper.config_section
     extra = list(overrides)
@@ -195,7 +197,8 @@ def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
         extra.append(f"train.device={json.dumps(device)}")
     with warnings.catch_warnings(record=True) as caught:  # alias notes go into the summary
         warnings.simplefilter("always")
-        cfg = load_config(config, [section, tc.TRAIN_SECTION], extra, known_sections=(*names(), "train"))
+        cfg = load_config(config, [section, tc.TRAIN_SECTION], extra,
+                          known_sections=(*names(), section.name, "train"))
     setting, train = dict(cfg[section.name]), dict(cfg["train"])
     assumed = tuple(k for k in paper.defaults if setting.get(k) is None)
     setting.update({k: paper.defaults[k] for k in assumed})
@@ -333,7 +336,8 @@ def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | P
 
 def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
                       out: str | Path | None = None, seed: int | None = None, device: str | None = None,
-                      progress: bool = False, overwrite: bool = False, design: str | None = None) -> TrainRun:
+                      progress: bool = False, overwrite: bool = False, design: str | None = None,
+                      paper: Any = None) -> TrainRun:
     """Train ``algo`` as configured; checkpoints, metrics (CSV + Parquet), summary and config in ``out``.
 
     ``design``: "recommended" (the plan's T, K and tight noise; the default when the config leaves T open)
@@ -344,7 +348,7 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     from fedbound.training import checkpoint as ckpt
     from fedbound.training.engine import run
 
-    prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design)
+    prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design, paper=paper)
     # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
     run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
                                    prep.key, overwrite)
