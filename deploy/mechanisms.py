@@ -1,11 +1,11 @@
 """Deploy-level mechanisms: what ``fedbound flower NAME`` deploys besides the registry's papers.
 
 The deploy code is registry-generic: it reads a paper's config section and recipe
-(``fedbound.validation.recipes.runner.prepare_run``) and runs the recipe's algorithm on Flower.  A
-mechanism that is no paper of the registry (no theorems, claims or figures: the completeness tests run over
-every registered paper) offers the same two things (:class:`fedbound.deploy.dpfedavg.Mechanism`) and is named here; where its
-server side is a Flower strategy rather than fedbound's own aggregation, :data:`FLOWER_AGGREGATION` names
-the function that aggregates a round's uploads (``fedbound.deploy.flower_server``).
+(``fedbound.validation.recipes.runner.prepare_run``) and runs the recipe's algorithm on Flower. A mechanism
+that is no paper of the registry (no theorems, claims or figures: the completeness tests run over every
+registered paper) offers the same two things (:class:`fedbound.deploy.dpfedavg.Mechanism`) and is named here;
+where its server side is a Flower strategy rather than fedbound's own aggregation, :data:`FLOWER_AGGREGATION`
+names the function that aggregates a round's uploads (``fedbound.deploy.flower_server``).
 """
 
 from __future__ import annotations
