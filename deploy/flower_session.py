@@ -29,7 +29,7 @@ import numpy as np
 from fedbound.errors import ConfigError
 
 __all__ = ["ClientSide", "plan_keys", "check_plan_keys", "run_config", "prepared", "client_side",
-           "config_text", "recommended_overrides", "check_recommendation"]
+           "config_text"]
 
 
 def config_text(prep: Any) -> str:
@@ -146,40 +146,3 @@ def _paper_overrides(paper: Any, overrides: list[str]) -> list[str]:
     return out
 
 
-def recommended_overrides(paper_name: str, config: Any, overrides: list[str]) -> tuple[list[str], list[str]]:
-    """``--set`` overrides that deploy the planner's recommendation (``fedbound plan``:
-    ``fedbound.planning.plan_for(...).recommendation``): its T and K where the setting leaves them unset,
-    and tight noise; with notes saying what was taken."""
-    from fedbound.planning import plan_for
-    from fedbound.registry import get
-
-    paper = get(paper_name, "train")
-    setting = paper.load_setting(config, _paper_overrides(paper, overrides))
-    rec = plan_for(paper, setting).recommendation
-    section = paper.config_section
-    extra, notes = ["train.noise=\"tight\""], []
-    for key, value in (("T", rec.T), ("K", rec.K)):
-        if value is not None and key in section and setting.values.get(key) is None:
-            extra.append(f"{section.name}.{key}={int(value)}")
-            notes.append(f"{key} = {int(value)} from the planner's recommendation ({rec.accounting})")
-    return extra, notes
-
-
-def check_recommendation(paper_name: str, config: Any, overrides: list[str], plan: Any) -> list[str]:
-    """Notes where the noise plan the recipe builds differs from the recommendation's sigma per stage."""
-    from fedbound.planning import plan_for
-    from fedbound.registry import get
-
-    if plan is None:
-        return []
-    paper = get(paper_name, "train")
-    rec = plan_for(paper, paper.load_setting(config, _paper_overrides(paper, overrides))).recommendation
-    notes = []
-    for stage, want in rec.sigma.items():
-        if stage in plan.sigma and want is not None:
-            got = float(np.max(plan.stage_sigma(stage, 0)))
-            if not np.isclose(got, float(want), rtol=1e-6):
-                notes.append(f"the deployed sigma {stage} = {got:.6g} differs from the recommendation's "
-                             f"{float(want):.6g} (fedbound plan {paper_name}): the deployed one is the "
-                             "recipe's")
-    return notes

@@ -206,7 +206,8 @@ def test_cli_writes_the_dpfedavg_app_with_flowers_noise_multiplier(tmp_path, cap
     assert out["plan"]["plan.sigma-server"] == pytest.approx(
         dpfedavg_sigma({"N": 4, "K": 2, "T": 3, "C": 0.2, "eps": 30.0, "delta": 0.001}), rel=1e-12)
     assert (tmp_path / "app" / "pyproject.toml").is_file()
-    assert main(["flower", "dpfedavg", str(config), "--recommended", "--out", str(tmp_path / "x")]) == 2
+    assert main(["flower", "dpfedavg", str(config), "--design", "recommended",
+                 "--out", str(tmp_path / "x")]) == 2
     assert "deploy mechanism without fedbound's planner" in capsys.readouterr().err
 
 

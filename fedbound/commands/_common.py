@@ -15,3 +15,7 @@ SetOverrides = Annotated[
 ]
 ConfigArg = Annotated[Path, typer.Argument(help="TOML config file (see examples/).", show_default=False)]
 ProgressFlag = Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")]
+DesignOpt = Annotated[str | None, typer.Option(
+    "--design", help="recommended: the plan's recommended design (its T, K, tight noise); paper: the "
+                     "config's values and the paper's formulas. Default: recommended when the config "
+                     "leaves T open, else paper.")]

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
+from fedbound.commands._common import ConfigArg, DesignOpt, JsonFlag, SetOverrides
 
 
 def _papers() -> str:
@@ -22,7 +22,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("flower", help="Deploy PAPER's plan on Flower: write a runnable Flower app (--out APP_DIR), "
                                 "or with --run run it on Flower's simulation engine and write the same run "
                                 "directory as fedbound train, fedbound's ledger accounting every round. "
-                                f"Papers: {_papers()}. Needs: pip install 'fedbound[flower]'.")
+                                f"Papers: {_papers()}. Needs the flower extra "
+                                "(pip install 'fedbound\\[flower]').")
     def flower(
         paper: Annotated[str, typer.Argument(metavar="PAPER", help=f"Paper: {_papers()}.",
                                              show_default=False)],
@@ -35,10 +36,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                           "(one virtual SuperNode per client).")] = False,
         supernodes: Annotated[int | None, typer.Option("--supernodes", help="SuperNodes of the simulation "
                                                        "(must equal the plan's N; default N).")] = None,
-        recommended: Annotated[bool, typer.Option("--recommended", help="Deploy the planner's recommendation "
-                                                  "(fedbound plan): its T and K where CONFIG leaves them "
-                                                  "unset, tight noise.")] = False,
-        seed: Annotated[int | None, typer.Option("--seed", help="Override [train] seed.")] = None,
+        design: DesignOpt = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="Override the \\[train] seed.")] = None,
         timeout: Annotated[float, typer.Option("--round-timeout", help="Seconds the server waits for a "
                                                "round's uploads.")] = 600.0,
         verbose: Annotated[bool, typer.Option("--verbose", help="Show Flower's and Ray's logs.")] = False,
@@ -46,7 +45,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """Write PAPER's plan on CONFIG as a Flower app, or run it (--run)."""
         from fedbound.deploy.flower_app import require_flower, run_app, write_app
-        from fedbound.deploy.flower_session import recommended_overrides, run_config
+        from fedbound.deploy.flower_session import run_config
         from fedbound.deploy.mechanisms import lookup, mechanism
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
@@ -54,9 +53,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         lookup(paper)
         require_flower()
-        if recommended and mechanism(paper) is not None:
-            raise ConfigError(f"--recommended: {paper} is a deploy mechanism without fedbound's planner; "
-                              "give T and K in its config section")
+        if design == "recommended" and mechanism(paper) is not None:
+            raise ConfigError(f"--design = 'recommended' is outside its valid range for {paper}: a deploy "
+                              "mechanism without fedbound's planner; give T and K in its config section")
         if out is not None and not out.strip():
             raise ConfigError("--out = '' names no folder: give the folder to write")
         stem = Path(config).stem
@@ -64,17 +63,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                               else Path(f"flower_{paper}_{stem}"))
         overrides = list(set_ or [])
         notes: list[str] = []
-        if recommended:
-            extra, notes = recommended_overrides(paper, config, overrides)
-            overrides += extra
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prep = prepare_run(paper, config, overrides, seed=seed, paper=mechanism(paper))
+            prep = prepare_run(paper, config, overrides, seed=seed, paper=mechanism(paper),
+                               design="paper" if mechanism(paper) is not None else design)
             plan = build_run(prep).plan
-        if recommended:
-            from fedbound.deploy.flower_session import check_recommendation
-
-            notes += check_recommendation(paper, config, overrides, plan)
         run_dir = (target if run else Path("runs") / f"{paper}_{stem}_flower").resolve()
         cfg = run_config(prep, plan, run_dir, timeout)
         plan_rows = [(k, v) for k, v in cfg.items() if k.startswith("plan.")]

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from fedbound.commands._common import ConfigArg, JsonFlag, ProgressFlag, SetOverrides
+from fedbound.commands._common import ConfigArg, DesignOpt, JsonFlag, ProgressFlag, SetOverrides
 
 
 @contextlib.contextmanager
@@ -54,10 +54,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Discard an existing checkpoint in the "
                                                 "run directory instead of resuming it.")] = False,
-        design: Annotated[str | None, typer.Option(
-            "--design", help="recommended: train the plan's recommended design (its T, K, tight noise); "
-                             "paper: the config's values and the paper's formulas. Default: recommended "
-                             "when the config leaves T open, else paper.")] = None,
+        design: DesignOpt = None,
         progress: ProgressFlag = True,
         json_: JsonFlag = False,
     ) -> None:
