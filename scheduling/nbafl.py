@@ -341,7 +341,7 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
                check: bool) -> tuple[Recommendation, Any]:
     """The design to deploy: the argmin over the open T of the bound that applies to the design (Theorem 2
     for K = N, Theorem 3 for K < N), evaluated with the noise it deploys (:mod:`.nbafl_design`)."""
-    found = nbd.optimal_design(s)
+    found = nbd.optimal_design(s, joint_k=True)
     d = found.design
     theta = float(s["Theta"])
     vacuous = d.bound >= theta
@@ -359,7 +359,8 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
     else:
         accounting = ("RDP of K-of-N sampling without replacement (Wang, Balle & Kasiviswanathan 2019) for "
                       "the server's broadcasts; exact Gaussian composition for the uploads")
-        why = (f"T = {d.T} minimises Theorem 3's bound of {PAPER} (eq. (17)) with K = {d.K} of N = {s['N']} "
+        why = (("(T, K) jointly: " if K is None else "") + f"T = {d.T} minimises Theorem 3's bound of "
+               f"{PAPER} (eq. (17)) with K = {d.K} of N = {s['N']} "
                "clients per round, evaluated with the aggregate noise each T deploys (RDP-calibrated "
                "K-of-N server noise, never below the uplink floor sigma_U/sqrt(K))")
     if vacuous:
@@ -373,7 +374,7 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
                 "the loss constants Theta, l, beta, rho, B, mu of the setting (Theorem 2 needs 0 < P < 1, "
                 "Theorem 3 0 < Q < 1)",
                 f"the adversary sees each client's uploads and the server's broadcasts ({PAPER}, Sec. III)")
-    rec = Recommendation(T=d.T, K=int(K) if K is not None else None,
+    rec = Recommendation(T=d.T, K=int(K) if K is not None else d.K,
                          sigma={"uplink": d.sigma_uplink, "server": d.sigma_server}, bound=d.bound,
                          accounting=accounting, why=why, premises=premises,
                          extra={"sigma_aggregate": d.sigma_aggregate, "theorem": d.theorem,
