@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
 
 __all__ = ["wor_rdp_pairs"]
 
@@ -64,8 +63,18 @@ def _log_a_int(alpha: int, logq: np.ndarray, z: np.ndarray, deltas: np.ndarray |
     return logsumexp(np.stack(terms, axis=1), axis=1)
 
 
-def _log_comb(n: float, k: np.ndarray | int) -> np.ndarray:
-    return gammaln(n + 1) - gammaln(np.asarray(k) + 1) - gammaln(n - np.asarray(k) + 1)
+def _log_comb(n: int, k: np.ndarray | int) -> np.ndarray:
+    """log C(n, k) for integer n, k (math.lgamma: `fedbound plan` imports no scipy)."""
+    lg = np.array([math.lgamma(v + 1.0) for v in range(n + 1)])
+    k = np.asarray(k)
+    return lg[n] - lg[k] - lg[n - k]
+
+
+def logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(a - m), axis=axis))
 
 
 def wor_rdp_pairs(orders: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray:

@@ -363,6 +363,11 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
                f"{PAPER} (eq. (17)) with K = {d.K} of N = {s['N']} "
                "clients per round, evaluated with the aggregate noise each T deploys (RDP-calibrated "
                "K-of-N server noise, never below the uplink floor sigma_U/sqrt(K))")
+    if K is None and d.K is not None:
+        warnings.append(f"K = {d.K} < N = {s['N']} is chosen by comparing Theorem 3 of {PAPER} (eq. "
+                        "(17)) with Theorem 2 (eq. (14)) for K = N; the two are not like-for-like (Theorem 3 "
+                        "at K = N does not reduce to Theorem 2: its noise lacks Theorem 2's sqrt(N) and "
+                        "Q > P), so K < N may win by that normalisation, not by scheduling; set K to fix it")
     if vacuous:
         why = (f"VACUOUS: every design searched has a bound >= the initial gap Theta = {theta:g}, so "
                f"{PAPER}'s theorem promises nothing for this privacy target; the design shown is the least "

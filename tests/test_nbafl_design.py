@@ -70,10 +70,16 @@ def test_item1_eps1_every_design_is_vacuous_and_the_plan_says_so_first():
     st = {**BASE, "eps": 1.0}
     T, val = _brute(st, 500)
     assert val > st["Theta"] and _thm2_deployed(3, st) == pytest.approx(2.459, abs=1e-3)
-    p = _plan(check=True, eps=1.0)
+    p = _plan(eps=1.0, K=50)  # K = N held fixed: Theorem 2's least vacuous design
     assert p.recommendation.extra["vacuous"] and p.certificate.vacuous
     assert p.warnings[0].startswith("vacuous") and p.recommendation.why.startswith("VACUOUS")
     assert p.recommendation.bound == pytest.approx(val, rel=1e-9) and p.recommendation.T == T
+    rec = _plan(eps=1.0).recommendation  # K open: the joint (T, K) optimum, here Theorem 3 at K = 49, T = 1
+    assert rec.extra["vacuous"] and (rec.T, rec.K) == (1, 49) and rec.bound < val
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+
+    z = _k_of_n_z(1.0, 0.01, 50, 49, 1, [float(o) for o in DEFAULT_ORDERS if o <= 32])
+    assert rec.bound == pytest.approx(_thm3_deployed(1, 49, {**BASE, "eps": 1.0}, z), rel=1e-5)
 
 
 def _k_of_n_z(eps, delta, N, K, T, orders):
@@ -144,7 +150,7 @@ def test_check_passes_on_20_random_settings():
               "delta": float(10 ** rng.uniform(-6, -2)), "N": int(rng.integers(5, 200)),
               "m": int(rng.integers(20, 1000)), "C": float(rng.uniform(1, 40)), "L": int(rng.integers(1, 4)),
               "mu": float(rng.uniform(3.5, 20))}
-        p = planner.plan(st, check=True)
+        p = planner.plan({**st, "K": st["N"]}, check=True)  # K = N held fixed: Theorem 2's T search
         cert = p.certificate
         assert cert.passed, (st, cert.line())
         assert all(c.tight or "<= L N" in " ".join(cert.notes) for c in cert.privacy), cert.line()
