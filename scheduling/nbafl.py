@@ -495,8 +495,17 @@ def _certificate(s: dict[str, Any], rec: Recommendation, found: Any, check: bool
                 if d.K is None else f"T in {T_dom[0]}..{T_dom[-1]}, K-of-N noise by calibrate_noise (RDP)")
         if d.K is not None and not agrees and x["T"] == rec.T:
             agrees = abs(fun - rec.bound) <= 1e-5 * max(1.0, abs(fun))  # two RDP calibrations, rtol 1e-6
+        if d.K is not None and s.get("K") is None and check:  # K open: the neighbours in K at the argmin's T
+            near = {K: (_independent_full(s, np.array([rec.T]))[0] if K >= s["N"] else
+                        _independent_k(s, K, np.array([rec.T]))[0] if nbd._thm3(s, K) is not None else np.inf)
+                    for K in (d.K - 1, d.K + 1) if K >= 1}
+            agrees = agrees and all(v >= fun * (1 - 1e-5) for v in near.values())
+            note += "; at that T, K = " + ", ".join(f"{K}: {v:.6g}" for K, v in near.items())
         opt_check = OptimumCheck(method, points, x, fun, bool(agrees), note)
-    else:
+    if d.K is None and s.get("K") is None:
+        notes.append("K < N (Theorem 3): excluded by the joint search's branch and bound (RDP brackets of "
+                     "every (K, T)); no independent check of those designs")
+    if T_dom is None:
         notes.append("K < N: the independent check (calibrate_noise at the argmin's neighbours) runs with "
                      "--check")
     eps, delta, C, m, N, L = (s[k] for k in ("eps", "delta", "C", "m", "N", "L"))
