@@ -440,7 +440,10 @@ def _joint(s: Mapping[str, Any], full: Design, T_fixed: int | None, orders: np.n
     if best[1] is None:
         return full, {"T": dom_T, "K": dom_K}, points, capped
     K = int(Ks[best[1]])
-    z = KofNCalibration(s["eps"], s["delta"], K / N, orders).calibrate(best[2], rtol)  # dp-accounting
+    cal = KofNCalibration(s["eps"], s["delta"], K / N, orders)  # the argmin's z by dp-accounting, from a
+    for zz in (best[3] * (1 + rtol / 2), best[3] / (1 + rtol / 2)):  # bracket seeded at the search's z
+        cal.epsilon(zz, np.array([best[2]]))
+    z = cal.calibrate(best[2], rtol)
     return _k_design(s, K, best[2], z), {"T": dom_T, "K": dom_K}, points, capped
 
 
