@@ -17,7 +17,11 @@ which the printed Theorem 2 drops (E8, the regime-aware reading).
 :func:`optimal_design` minimises over the open variables (T, and K when the user leaves it open) with a
 certificate: the T scan is exhaustive and stops only where the accumulated-noise term alone, which never
 decreases in T, exceeds the best bound found (:func:`fedbound.scheduling.certificate.scan_until_turned`);
-K < N (the config's K) by branch and bound on brackets of z_K(T), which is non-decreasing in T.
+K < N (the config's K) by branch and bound on brackets of z_K(T), which is non-decreasing in T.  With K
+open (``joint_k``), :func:`_joint` searches every (T, K), K = N by Theorem 2 and K < N by Theorem 3: one
+vectorised grid of the one-step K-of-N RDP (:mod:`fedbound.accounting.wor_rdp`) brackets z_K(T) for every
+(K, T) at once, branch and bound prunes, bisection with exact RDP refines the survivors, and the argmin's z
+is recalibrated by dp-accounting.
 """
 
 from __future__ import annotations
