@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.stats import norm
 
@@ -258,3 +260,17 @@ def test_joint_T_K_recommends_K_below_N_where_theorem_3_wins():
             for T in (rec.T - 1, rec.T, rec.T + 1)}
     assert rec.bound == pytest.approx(vals[rec.T], rel=1e-5) and vals[rec.T] <= min(vals.values())
     assert rec.bound < _brute(st)[1]  # better than the best K = N design (Theorem 2, deployed noise)
+
+
+@settings(max_examples=25, deadline=None)
+@given(q=st.floats(0.01, 1.0), z=st.floats(0.2, 30.0), n=st.integers(1, 4))
+def test_wor_rdp_pairs_shape_sign_and_monotone_in_z(q, z, n):
+    """One row per pair, one column per order; RDP >= 0, and more noise never raises it (WBK19 Thm 27)."""
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+    from fedbound.accounting.wor_rdp import wor_rdp_pairs
+
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= 32]
+    zs = z * 1.5 ** np.arange(n)
+    r = wor_rdp_pairs(orders, np.full(n, q), zs)
+    assert r.shape == (n, orders.size) and np.all(np.isfinite(r)) and np.all(r >= 0)
+    assert np.all(np.diff(r, axis=0) <= 1e-12 * np.maximum(r[:-1], 1.0))
