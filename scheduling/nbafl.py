@@ -341,7 +341,7 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
                check: bool) -> tuple[Recommendation, Any]:
     """The design to deploy: the argmin over the open T of the bound that applies to the design (Theorem 2
     for K = N, Theorem 3 for K < N), evaluated with the noise it deploys (:mod:`.nbafl_design`)."""
-    found = nbd.optimal_design(s)
+    found = nbd.optimal_design(s, joint_k=True)
     d = found.design
     theta = float(s["Theta"])
     vacuous = d.bound >= theta
@@ -359,9 +359,15 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
     else:
         accounting = ("RDP of K-of-N sampling without replacement (Wang, Balle & Kasiviswanathan 2019) for "
                       "the server's broadcasts; exact Gaussian composition for the uploads")
-        why = (f"T = {d.T} minimises Theorem 3's bound of {PAPER} (eq. (17)) with K = {d.K} of N = {s['N']} "
+        why = (("(T, K) jointly: " if K is None else "") + f"T = {d.T} minimises Theorem 3's bound of "
+               f"{PAPER} (eq. (17)) with K = {d.K} of N = {s['N']} "
                "clients per round, evaluated with the aggregate noise each T deploys (RDP-calibrated "
                "K-of-N server noise, never below the uplink floor sigma_U/sqrt(K))")
+    if K is None and d.K is not None:
+        warnings.append(f"K = {d.K} < N = {s['N']} is chosen by comparing Theorem 3 of {PAPER} (eq. "
+                        "(17)) with Theorem 2 (eq. (14)) for K = N; the two are not like-for-like (Theorem 3 "
+                        "at K = N does not reduce to Theorem 2: its noise lacks Theorem 2's sqrt(N) and "
+                        "Q > P), so K < N may win by that normalisation, not by scheduling; set K to fix it")
     if vacuous:
         why = (f"VACUOUS: every design searched has a bound >= the initial gap Theta = {theta:g}, so "
                f"{PAPER}'s theorem promises nothing for this privacy target; the design shown is the least "
@@ -373,7 +379,7 @@ def _recommend(s: dict[str, Any], paper: dict[str, Any], variant: str, warnings:
                 "the loss constants Theta, l, beta, rho, B, mu of the setting (Theorem 2 needs 0 < P < 1, "
                 "Theorem 3 0 < Q < 1)",
                 f"the adversary sees each client's uploads and the server's broadcasts ({PAPER}, Sec. III)")
-    rec = Recommendation(T=d.T, K=int(K) if K is not None else None,
+    rec = Recommendation(T=d.T, K=int(K) if K is not None else d.K,
                          sigma={"uplink": d.sigma_uplink, "server": d.sigma_server}, bound=d.bound,
                          accounting=accounting, why=why, premises=premises,
                          extra={"sigma_aggregate": d.sigma_aggregate, "theorem": d.theorem,
@@ -489,8 +495,17 @@ def _certificate(s: dict[str, Any], rec: Recommendation, found: Any, check: bool
                 if d.K is None else f"T in {T_dom[0]}..{T_dom[-1]}, K-of-N noise by calibrate_noise (RDP)")
         if d.K is not None and not agrees and x["T"] == rec.T:
             agrees = abs(fun - rec.bound) <= 1e-5 * max(1.0, abs(fun))  # two RDP calibrations, rtol 1e-6
+        if d.K is not None and s.get("K") is None and check:  # K open: the neighbours in K at the argmin's T
+            near = {K: (_independent_full(s, np.array([rec.T]))[0] if K >= s["N"] else
+                        _independent_k(s, K, np.array([rec.T]))[0] if nbd._thm3(s, K) is not None else np.inf)
+                    for K in (d.K - 1, d.K + 1) if K >= 1}
+            agrees = agrees and all(v >= fun * (1 - 1e-5) for v in near.values())
+            note += "; at that T, K = " + ", ".join(f"{K}: {v:.6g}" for K, v in near.items())
         opt_check = OptimumCheck(method, points, x, fun, bool(agrees), note)
-    else:
+    if d.K is None and s.get("K") is None:
+        notes.append("K < N (Theorem 3): excluded by the joint search's branch and bound (RDP brackets of "
+                     "every (K, T)); no independent check of those designs")
+    if T_dom is None:
         notes.append("K < N: the independent check (calibrate_noise at the argmin's neighbours) runs with "
                      "--check")
     eps, delta, C, m, N, L = (s[k] for k in ("eps", "delta", "C", "m", "N", "L"))

@@ -17,7 +17,11 @@ which the printed Theorem 2 drops (E8, the regime-aware reading).
 :func:`optimal_design` minimises over the open variables (T, and K when the user leaves it open) with a
 certificate: the T scan is exhaustive and stops only where the accumulated-noise term alone, which never
 decreases in T, exceeds the best bound found (:func:`fedbound.scheduling.certificate.scan_until_turned`);
-K < N (the config's K) by branch and bound on brackets of z_K(T), which is non-decreasing in T.
+K < N (the config's K) by branch and bound on brackets of z_K(T), which is non-decreasing in T.  With K
+open (``joint_k``), :func:`_joint` searches every (T, K), K = N by Theorem 2 and K < N by Theorem 3: one
+vectorised grid of the one-step K-of-N RDP (:mod:`fedbound.accounting.wor_rdp`) brackets z_K(T) for every
+(K, T) at once, branch and bound prunes, bisection with exact RDP refines the survivors, and the argmin's z
+is recalibrated by dp-accounting.
 """
 
 from __future__ import annotations
@@ -254,14 +258,17 @@ def _k_design(s: Mapping[str, Any], K: int, T: int, z: float) -> Design:
     return Design(T, K, deployed_bound_k(s, K, T, z), "Theorem 3 (eq. (17))", up, server, agg, z)
 
 
-def optimal_design(s: Mapping[str, Any]) -> DesignSearch:
+def optimal_design(s: Mapping[str, Any], joint_k: bool = False) -> DesignSearch:
     """The argmin over the open T of the bound that applies to the design, with the noise it deploys.
 
     ``s``: an NbAFL setting (spec 002 notation).  A T in it is held fixed.  K is the config's: unset means
     all N clients every round (the [nbafl] section's documented meaning), read by Theorem 2; K < N by
-    Theorem 3 (module docstring).
+    Theorem 3 (module docstring).  ``joint_k``: K unset is open instead, searched with T over 1..N
+    (:func:`_joint`).
     """
     N = int(s["N"])
+    if joint_k and s.get("K") is None:
+        return _joint_search(s)
     T_fixed = int(s["T"]) if s.get("T") is not None else None
     K = int(s["K"]) if s.get("K") is not None else N
     if K >= N:
@@ -296,3 +303,166 @@ def nb_infeasible(s: Mapping[str, Any], Ks: list[int]) -> Exception:
 
     return InfeasibleError(f"no NbAFL design at K = {Ks[0]} has a defined bound: Theorem 3 of NbAFL (Wei et "
                            "al. 2020), eq. (17), needs 0 < Q < 1 (alpha_2 < 0 needs K > B^2)")
+
+
+Z_GRID_RATIO = 1.03
+"""The joint search brackets every z_K(T) between neighbours of a geometric grid of this ratio."""
+JOINT_PAIRS_MAX = 50_000_000
+"""Most (K, T) pairs the joint search brackets at once (memory); past it the T range is capped (said)."""
+
+
+class _KGrid:
+    """Brackets of z_K(T) for every admissible K < N and every T, from one grid of z.
+
+    One-step RDP of K-of-N sampling is computed once per (K, z) (:func:`fedbound.accounting.wor_rdp.
+    wor_rdp_pairs`, vectorised); T rounds meet (eps, delta) at z iff min over orders of T rdp + offset <=
+    eps, i.e. iff T <= Tmax(K, z) = max over orders of (eps - offset) / rdp: one number per (K, z) says it
+    for every T.  z_K(T) lies in (G[j-1], G[j]] with j the first grid point whose Tmax reaches T.
+    """
+
+    def __init__(self, eps: float, delta: float, q: np.ndarray, orders: np.ndarray) -> None:
+        from fedbound.accounting.rdp import conversion_offset, kl_budget
+
+        self.eps, self.delta, self.q, self.orders = eps, delta, q, orders
+        self.off = np.asarray(conversion_offset(orders, np.asarray(delta)), float).reshape(-1)
+        self.kl = float(kl_budget(np.asarray(delta)))
+        self.G = np.geomspace(0.05, 2.0, int(math.ceil(math.log(40) / math.log(Z_GRID_RATIO))) + 1)
+        self.Tmax = self._tmax(self.G)
+
+    def rdp(self, q: np.ndarray, z: np.ndarray) -> np.ndarray:
+        from fedbound.accounting.wor_rdp import wor_rdp_pairs
+
+        return wor_rdp_pairs(self.orders, q, z)
+
+    def _tmax(self, G: np.ndarray) -> np.ndarray:
+        r = self.rdp(np.repeat(self.q, G.size), np.tile(G, self.q.size)).reshape(self.q.size, G.size, -1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(r > 0, np.maximum((self.eps - self.off) / r, self.kl / r * (1 - 1e-12)), np.inf)
+        return np.maximum.accumulate(np.max(t, axis=-1), axis=1)
+
+    def cover(self, T: int) -> None:
+        """Extend the grid upward until every K's z_K(T) is bracketed."""
+        while np.any(self.Tmax[:, -1] < T):
+            top = self.G[-1] * Z_GRID_RATIO ** np.arange(1, int(math.log(2) / math.log(Z_GRID_RATIO)) + 2)
+            self.G = np.concatenate([self.G, top])
+            self.Tmax = np.maximum.accumulate(np.concatenate([self.Tmax, self._tmax(top)], axis=1), axis=1)
+
+    def brackets(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi), shape (K's, len(T)): z_K(T) in (lo, hi]; lo 0 below the grid, hi inf above it."""
+        j = np.stack([np.searchsorted(row, T, side="left") for row in self.Tmax])
+        G0 = np.concatenate([[0.0], self.G, [np.inf]])
+        return G0[j], G0[j + 1]
+
+    def meets(self, k: np.ndarray, T: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """Whether T rounds at multiplier z meet (eps, delta) for the K's of index k (exact RDP, pairwise)."""
+        from fedbound.accounting.rdp import rdp_to_dp
+
+        r = self.rdp(self.q[k], z)
+        return np.atleast_1d(rdp_to_dp(self.orders, T[:, None] * r, self.delta)) <= self.eps
+
+
+def _joint(s: Mapping[str, Any], full: Design, T_fixed: int | None, orders: np.ndarray,
+           rtol: float = 1e-6) -> tuple[Design, dict[str, str], int, str]:
+    """Branch and bound over every (K, T), K < N by Theorem 3, against ``full`` (K = N, Theorem 2).
+
+    Each pair's bound is bracketed by the bounds at the ends of its z bracket (the bound grows with z);
+    pairs whose lower end is not below the best design found are pruned, the rest bisected in z (exact RDP)
+    until they are pruned or their z is known to ``rtol`` (that of :meth:`KofNCalibration.calibrate`).
+    """
+    N = int(s["N"])
+    th = {K: _thm3(s, K) for K in range(1, N)}
+    Ks = np.array([K for K, v in th.items() if v is not None], dtype=int)
+    best = (full.bound, None, full.T, math.nan)
+    if not Ks.size:
+        return full, {"K": f"{N} only (Theorem 3 needs 0 < Q < 1 at every K < N)"}, 0, ""
+    Q, a1, a0 = (np.array([th[int(K)][i] for K in Ks]) for i in range(3))
+    up = _uplink(s)
+    cst = 2 * s["C"] / (s["m"] * Ks)
+
+    def rb(k: np.ndarray, T: np.ndarray, z: np.ndarray) -> np.ndarray:
+        agg = np.maximum(z * cst[k], up / np.sqrt(Ks[k]))
+        frac = -np.expm1(T * np.log(Q[k])) / (1 - Q[k])
+        return Q[k] ** T * s["Theta"] + frac * _noise_term(a1[k], a0[k], s["beta"], agg / 2)
+
+    kk = np.arange(Ks.size)
+    floor_noise = _noise_term(a1, a0, s["beta"], up / np.sqrt(Ks) / 2)
+    if T_fixed is not None:
+        low = rb(kk, np.full(Ks.size, float(T_fixed)), np.zeros(Ks.size))
+    else:  # at the uplink floor's noise the bound is monotone in T: its inf is at T = 1 or T -> inf
+        low = np.minimum(rb(kk, np.ones(Ks.size), np.zeros(Ks.size)), floor_noise / (1 - Q))
+    alive = low < best[0]
+    n_floor_pruned = int(Ks.size - alive.sum())
+    Ks, Q, a1, a0, cst = Ks[alive], Q[alive], a1[alive], a0[alive], cst[alive]
+    if not Ks.size:
+        return full, {"K": f"1..{N} (K < N pruned by the uplink floor alone)"}, 0, ""
+    grid = _KGrid(float(s["eps"]), float(s["delta"]), Ks / N, orders)
+    kk = np.arange(Ks.size)
+    capped = ""
+    T_cap = T_fixed if T_fixed is not None else 64
+    while True:
+        Ts = np.array([T_fixed]) if T_fixed is not None else np.arange(1, T_cap + 1)
+        grid.cover(int(Ts[-1]))
+        lo, hi = grid.brackets(Ts)
+        kmat = np.broadcast_to(kk[:, None], lo.shape)
+        tmat = np.broadcast_to(Ts[None, :].astype(float), lo.shape)
+        upper = rb(kmat, tmat, hi)
+        i = np.unravel_index(np.argmin(upper), upper.shape)
+        if upper[i] < best[0]:
+            best = (float(upper[i]), int(kmat[i]), int(tmat[i]), float(hi[i]))
+        if T_fixed is not None:
+            break
+        last = -np.expm1(T_cap * np.log(Q)) / (1 - Q) * _noise_term(
+            a1, a0, s["beta"], np.maximum(lo[:, -1] * cst, up / np.sqrt(Ks)) / 2)
+        if np.all(last >= best[0]):  # the noise term never decreases in T: no T > T_cap can win
+            break
+        if T_cap >= T_SEARCH_MAX or 2 * T_cap * Ks.size > JOINT_PAIRS_MAX:
+            capped = f"T capped at {T_cap} (memory bound {JOINT_PAIRS_MAX:,} pairs / T_SEARCH_MAX)"
+            break
+        T_cap *= 2
+    points = int(lo.size)
+    lower = rb(kmat, tmat, lo)
+    sel = lower < best[0]
+    k, T, lo, hi = kmat[sel], tmat[sel], lo[sel], hi[sel]
+    while k.size:
+        ub, lb = rb(k, T, hi), rb(k, T, lo)
+        j = int(np.argmin(ub))
+        if ub[j] < best[0]:
+            best = (float(ub[j]), int(k[j]), int(T[j]), float(hi[j]))
+        keep = lb < best[0]
+        k, T, lo, hi, ub, lb = k[keep], T[keep], lo[keep], hi[keep], ub[keep], lb[keep]
+        todo = (hi > lo * (1 + rtol)) & (ub > lb)
+        if not todo.any():
+            break
+        k, T, lo, hi = k[todo], T[todo], lo[todo], hi[todo]
+        mid = np.where(lo > 0, np.sqrt(lo * np.minimum(hi, lo * 1e6)), hi / 4)
+        ok = grid.meets(k, T, mid)
+        lo, hi = np.where(ok, lo, mid), np.where(ok, mid, hi)
+    dom_T = f"{T_fixed} (set by the user)" if T_fixed is not None else \
+        f"1..{T_cap} (widened until every K's noise term alone exceeded the best bound)"
+    dom_K = (f"1..{N} (K = N by Theorem 2; K < N by Theorem 3, {n_floor_pruned} of {N - 1} pruned by the "
+             "uplink floor alone, the rest by branch and bound)")
+    if best[1] is None:
+        return full, {"T": dom_T, "K": dom_K}, points, capped
+    K = int(Ks[best[1]])
+    cal = KofNCalibration(s["eps"], s["delta"], K / N, orders)  # the argmin's z by dp-accounting, from a
+    for zz in (best[3] * (1 + rtol / 2), best[3] / (1 + rtol / 2)):  # bracket seeded at the search's z
+        cal.epsilon(zz, np.array([best[2]]))
+    z = cal.calibrate(best[2], rtol)
+    return _k_design(s, K, best[2], z), {"T": dom_T, "K": dom_K}, points, capped
+
+
+def _joint_search(s: Mapping[str, Any]) -> DesignSearch:
+    """The argmin over K in 1..N and the open T (:func:`_joint`), the order cap lifted where it binds."""
+    full = optimal_design(s)
+    T_fixed = int(s["T"]) if s.get("T") is not None else None
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= ORDER_CAP]
+    d, dom, points, capped = _joint(s, full.design, T_fixed, orders)
+    if d.K is not None and KofNCalibration(s["eps"], s["delta"], d.K / s["N"]).best_order(
+            d.z, d.T, DEFAULT_ORDERS) >= ORDER_CAP:
+        d, dom, points, capped = _joint(s, full.design, T_fixed, DEFAULT_ORDERS)
+    dom = {"T": full.domain["T"] if d.K is None else dom["T"], "K": dom["K"],
+           **({"T (K < N)": dom["T"]} if d.K is None and "T" in dom else {})}
+    search = ("K = N: " + full.search + "; K < N: branch and bound over every (K, T) on brackets of the RDP "
+              "noise multiplier z_K(T) from one vectorised grid of z (one-step RDP per (K, z), every T at "
+              "once), refined by bisection with exact RDP; the argmin's z recalibrated by dp-accounting")
+    return DesignSearch(d, dom, search, full.points + points, capped or full.capped, "")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.stats import norm
 
@@ -70,10 +72,16 @@ def test_item1_eps1_every_design_is_vacuous_and_the_plan_says_so_first():
     st = {**BASE, "eps": 1.0}
     T, val = _brute(st, 500)
     assert val > st["Theta"] and _thm2_deployed(3, st) == pytest.approx(2.459, abs=1e-3)
-    p = _plan(check=True, eps=1.0)
+    p = _plan(eps=1.0, K=50)  # K = N held fixed: Theorem 2's least vacuous design
     assert p.recommendation.extra["vacuous"] and p.certificate.vacuous
     assert p.warnings[0].startswith("vacuous") and p.recommendation.why.startswith("VACUOUS")
     assert p.recommendation.bound == pytest.approx(val, rel=1e-9) and p.recommendation.T == T
+    rec = _plan(eps=1.0).recommendation  # K open: the joint (T, K) optimum, here Theorem 3 at K = 49, T = 1
+    assert rec.extra["vacuous"] and (rec.T, rec.K) == (1, 49) and rec.bound < val
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+
+    z = _k_of_n_z(1.0, 0.01, 50, 49, 1, [float(o) for o in DEFAULT_ORDERS if o <= 32])
+    assert rec.bound == pytest.approx(_thm3_deployed(1, 49, {**BASE, "eps": 1.0}, z), rel=1e-5)
 
 
 def _k_of_n_z(eps, delta, N, K, T, orders):
@@ -144,9 +152,125 @@ def test_check_passes_on_20_random_settings():
               "delta": float(10 ** rng.uniform(-6, -2)), "N": int(rng.integers(5, 200)),
               "m": int(rng.integers(20, 1000)), "C": float(rng.uniform(1, 40)), "L": int(rng.integers(1, 4)),
               "mu": float(rng.uniform(3.5, 20))}
-        p = planner.plan(st, check=True)
+        p = planner.plan({**st, "K": st["N"]}, check=True)  # K = N held fixed: Theorem 2's T search
         cert = p.certificate
         assert cert.passed, (st, cert.line())
         assert all(c.tight or "<= L N" in " ".join(cert.notes) for c in cert.privacy), cert.line()
         T, val = _brute(st, 3 * int(cert.check.note.split("..")[1].split(",")[0]))
         assert p.recommendation.T == T and p.recommendation.bound == pytest.approx(val, rel=1e-9), st
+
+
+# --- issue 23, remaining gap: the joint (T, K) optimum with tight K-of-N noise (helper h23d) -------------
+
+_INT_ORDERS = [2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0]  # dp-accounting exact here
+
+
+def test_vectorised_wor_rdp_matches_dp_accounting():
+    """wor_rdp_pairs against dp-accounting's RdpAccountant (SampledWithoutReplacement), integer orders and
+    the Cor. 10 interpolation at fractional ones."""
+    from dp_accounting import dp_event
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
+
+    from fedbound.accounting.wor_rdp import wor_rdp_pairs
+
+    rng = np.random.default_rng(5)
+    orders = np.array([1.5, 2.0, 3.0, 4.5, 7.0, 10.0, 16.0, 20.0])
+    Ns = rng.integers(5, 200, 6)
+    Ks = np.array([rng.integers(1, n + 1) for n in Ns])
+    zs = np.exp(rng.uniform(np.log(0.3), np.log(10.0), 6))
+    got = wor_rdp_pairs(orders, Ks / Ns, zs)
+    for i, (n, k, z) in enumerate(zip(Ns, Ks, zs, strict=True)):
+        acc = RdpAccountant(list(orders), NeighboringRelation.REPLACE_ONE)
+        acc.compose(dp_event.SampledWithoutReplacementDpEvent(int(n), int(k), dp_event.GaussianDpEvent(z)))
+        assert got[i] == pytest.approx(np.asarray(acc._rdp), rel=1e-9, abs=1e-14), (n, k, z)
+
+
+def _q_alphas(st, K):
+    """Q of Theorem 3 from (84)-(85) (spec 002 F33); None unless alpha_2 < 0 and 0 < Q < 1."""
+    mu, rho, B = st["mu"], st["rho"], st["B"]
+    a2 = (rho * B**2 / 2 + rho * B + rho * B**2 / K + 2 * rho * B**2 / math.sqrt(K) + mu * B / math.sqrt(K)
+          - mu) / mu**2
+    Q = 1 + 2 * st["l"] * a2
+    return Q if a2 < 0 and 0 < Q < 1 else None
+
+
+def _z_kn(eps, delta, N, K, T):
+    """z of T rounds of K-of-N sampled Gaussians by dp-accounting's RdpAccountant at integer orders."""
+    from dp_accounting import dp_event
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
+
+    lo, hi = 0.05, 50.0
+    for _ in range(34):
+        mid = math.sqrt(lo * hi)
+        acc = RdpAccountant(_INT_ORDERS, NeighboringRelation.REPLACE_ONE)
+        e = acc.compose(dp_event.SampledWithoutReplacementDpEvent(N, K, dp_event.GaussianDpEvent(mid)),
+                        T).get_epsilon(delta)
+        lo, hi = (lo, mid) if e <= eps else (mid, hi)
+    return hi
+
+
+def test_joint_T_K_equals_brute_force_over_every_design():
+    """N = 10: the joint search's best K < N design equals a brute force over every (T, K) with z calibrated
+    by dp-accounting; no T beyond the brute range can win (interval lower bounds: Q^b Theta plus the
+    noise term at the interval's start, which never decreases in T); the plan leads with the overall argmin
+    (here K = N, Theorem 2)."""
+    import dataclasses
+
+    from fedbound.bounds import nbafl as nb
+    from fedbound.scheduling import nbafl_design as nbd
+
+    st = {**BASE, "N": 10, "m": 1000}
+    Ks = [K for K in range(1, 10) if _q_alphas(st, K) is not None]
+    assert Ks == [7, 8, 9]
+    T_top = 8
+    brute = {(T, K): _thm3_deployed(T, K, st, _z_kn(6.0, 0.01, 10, K, T)) for K in Ks
+             for T in range(1, T_top + 1)}
+    (T_b, K_b), v_b = min(brute.items(), key=lambda kv: kv[1])
+    assert 1 < T_b < T_top  # interior: the test checks a real trade-off
+    for K in Ks:  # T > T_top: on [a, b] the bound is >= Q^b Theta + the noise term at a (never decreasing)
+        Q = _q_alphas(st, K)
+        a, steps = T_top + 1, 0
+        while math.isfinite(a):  # the widest [a, b] this lower bound clears, then on from b + 1
+            noise = _thm3_deployed(a, K, {**st, "Theta": 0.0}, _z_kn(6.0, 0.01, 10, K, a))
+            b = math.inf if noise >= v_b else math.floor(math.log((v_b - noise) / st["Theta"]) / math.log(Q))
+            assert b >= a and steps < 40, (K, a, b)
+            a, steps = b + 1, steps + 1
+    s = {k: v for k, v in nb.with_tight_z(st, "paper").items() if k not in ("T", "K")}
+    full = nbd.optimal_design(s).design
+    d, dom, _, capped = nbd._joint(s, dataclasses.replace(full, bound=math.inf), None, np.array(_INT_ORDERS))
+    assert (d.T, d.K) == (T_b, K_b) and d.bound == pytest.approx(v_b, rel=1e-6) and not capped
+    p = _plan(N=10, m=1000)
+    T_full, v_full = _brute(st)
+    assert v_full < v_b and p.recommendation.K is None and p.recommendation.T == T_full
+    assert p.recommendation.bound == pytest.approx(v_full, rel=1e-9)
+
+
+def test_joint_T_K_recommends_K_below_N_where_theorem_3_wins():
+    """N = 100, eps = 6 (K unset): Theorem 3 at some K < N beats every K = N design; the recommendation is
+    that (T, K), its bound Theorem 3's with dp-accounting's z there, and no neighbour in T beats it."""
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+
+    st = {**BASE, "N": 100}
+    rec = _plan(**st).recommendation
+    assert rec.K is not None and rec.K < 100 and "Theorem 3" in rec.extra["theorem"]
+    orders = [float(o) for o in DEFAULT_ORDERS if o <= 32]
+    vals = {T: _thm3_deployed(T, rec.K, st, _k_of_n_z(6.0, 0.01, 100, rec.K, T, orders))
+            for T in (rec.T - 1, rec.T, rec.T + 1)}
+    assert rec.bound == pytest.approx(vals[rec.T], rel=1e-5) and vals[rec.T] <= min(vals.values())
+    assert rec.bound < _brute(st)[1]  # better than the best K = N design (Theorem 2, deployed noise)
+
+
+@settings(max_examples=25, deadline=None)
+@given(q=st.floats(0.01, 1.0), z=st.floats(0.2, 30.0), n=st.integers(1, 4))
+def test_wor_rdp_pairs_shape_sign_and_monotone_in_z(q, z, n):
+    """One row per pair, one column per order; RDP >= 0, and more noise never raises it (WBK19 Thm 27)."""
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+    from fedbound.accounting.wor_rdp import wor_rdp_pairs
+
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= 32]
+    zs = z * 1.5 ** np.arange(n)
+    r = wor_rdp_pairs(orders, np.full(n, q), zs)
+    assert r.shape == (n, orders.size) and np.all(np.isfinite(r)) and np.all(r >= 0)
+    assert np.all(np.diff(r, axis=0) <= 1e-12 * np.maximum(r[:-1], 1.0))
