@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedbound.accounting import _sgm
 from fedbound.checks import broadcast, check_finite, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError, ParameterError
 
@@ -91,6 +90,8 @@ def rdp_subsampled_gaussian(orders: ArrayLike, q: ArrayLike, noise_multiplier: A
     qf = np.repeat(qq.ravel(), o.size)
     zf = np.repeat(z.ravel(), o.size)
     with np.errstate(all="ignore"):
+        from fedbound.accounting import _sgm  # scipy, imported only here: the conversions need none
+
         rdp = np.maximum(_sgm.log_a(alpha, qf, zf) / (alpha - 1.0), 0.0)  # RDP >= 0; rounding may dip below
         out = t.reshape(-1, 1) * rdp.reshape(qq.size, o.size)
     out = check_finite("rdp", out, {"orders": o, "q": qq, "noise_multiplier": z, "steps": t})

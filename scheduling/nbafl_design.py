@@ -33,12 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.accounting.rdp import DEFAULT_ORDERS, rdp_sampled_without_replacement, rdp_to_dp
 from fedbound.bounds import nbafl as nb
 from fedbound.scheduling.certificate import scan_until_turned
 
 __all__ = ["Design", "deployed_bound_full", "deployed_bound_k", "optimal_design", "KofNCalibration",
            "T_SEARCH_MAX"]
+
+def _rdp() -> Any:
+    """fedbound.accounting.rdp, imported when first used (a cached plan imports neither scipy nor sympy)."""
+    from fedbound.accounting import rdp
+
+    return rdp
+
 
 ORDER_CAP = 32
 """K < N searches with the Renyi orders <= 32 (one-step RDP of K-of-N sampling costs O(order^2) in
@@ -107,23 +113,26 @@ class KofNCalibration:
     target), as :func:`fedbound.accounting.calibrate_noise` with method "rdp" would give up to ``rtol``.
     """
 
-    def __init__(self, eps: float, delta: float, q: float, orders: np.ndarray = DEFAULT_ORDERS) -> None:
-        self.eps, self.delta, self.q, self.orders = float(eps), float(delta), float(q), np.asarray(orders)
+    def __init__(self, eps: float, delta: float, q: float, orders: np.ndarray | None = None) -> None:
+        self.eps, self.delta, self.q = float(eps), float(delta), float(q)
+        self.orders = np.asarray(_rdp().DEFAULT_ORDERS if orders is None else orders)
         self._rdp: dict[float, np.ndarray] = {}
 
     def _one_step(self, z: float) -> np.ndarray:
         if z not in self._rdp:
-            self._rdp[z] = np.asarray(rdp_sampled_without_replacement(self.orders, self.q, z), dtype=float)
+            one_step = _rdp().rdp_sampled_without_replacement(self.orders, self.q, z)
+            self._rdp[z] = np.asarray(one_step, dtype=float)
         return self._rdp[z]
 
     def epsilon(self, z: float, T: np.ndarray) -> np.ndarray:
         T = np.atleast_1d(np.asarray(T, dtype=float))
-        return np.atleast_1d(rdp_to_dp(self.orders, T[:, None] * self._one_step(z)[None, :], self.delta))
+        rdp = T[:, None] * self._one_step(z)[None, :]
+        return np.atleast_1d(_rdp().rdp_to_dp(self.orders, rdp, self.delta))
 
     def best_order(self, z: float, T: int, orders: np.ndarray) -> float:
         """The Renyi order at which ``orders`` convert T rounds at multiplier z to the smallest eps."""
-        rdp = np.asarray(rdp_sampled_without_replacement(orders, self.q, z), dtype=float)
-        return float(rdp_to_dp(orders, T * rdp, self.delta, return_order=True)[1])
+        rdp = np.asarray(_rdp().rdp_sampled_without_replacement(orders, self.q, z), dtype=float)
+        return float(_rdp().rdp_to_dp(orders, T * rdp, self.delta, return_order=True)[1])
 
     def brackets(self, T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi): z_K(T) in (lo, hi] from every z evaluated so far (lo 0, hi inf where none says)."""
@@ -282,9 +291,10 @@ def optimal_design(s: Mapping[str, Any], joint_k: bool = False) -> DesignSearch:
         return DesignSearch(_full_design(s, scan.x), {"T": scan.domain, "K": k_dom},
                             "exhaustive scan in T, stopped where the accumulated-noise term alone (never "
                             "decreasing in T) exceeds the best bound", scan.points, scan.capped, "")
-    cal = KofNCalibration(s["eps"], s["delta"], K / N, DEFAULT_ORDERS[DEFAULT_ORDERS <= ORDER_CAP])
+    orders = _rdp().DEFAULT_ORDERS
+    cal = KofNCalibration(s["eps"], s["delta"], K / N, orders[orders <= ORDER_CAP])
     found = _best_T_at_k(s, K, math.inf, T_fixed, cal)
-    if found is not None and cal.best_order(found[2], found[0], DEFAULT_ORDERS) >= ORDER_CAP:
+    if found is not None and cal.best_order(found[2], found[0], _rdp().DEFAULT_ORDERS) >= ORDER_CAP:
         cal = KofNCalibration(s["eps"], s["delta"], K / N)  # the cap binds: every order, at ~50x the cost
         found = _best_T_at_k(s, K, math.inf, T_fixed, cal)
     if found is None:
@@ -355,10 +365,8 @@ class _KGrid:
 
     def meets(self, k: np.ndarray, T: np.ndarray, z: np.ndarray) -> np.ndarray:
         """Whether T rounds at multiplier z meet (eps, delta) for the K's of index k (exact RDP, pairwise)."""
-        from fedbound.accounting.rdp import rdp_to_dp
-
         r = self.rdp(self.q[k], z)
-        return np.atleast_1d(rdp_to_dp(self.orders, T[:, None] * r, self.delta)) <= self.eps
+        return np.atleast_1d(_rdp().rdp_to_dp(self.orders, T[:, None] * r, self.delta)) <= self.eps
 
 
 def _joint(s: Mapping[str, Any], full: Design, T_fixed: int | None, orders: np.ndarray,
@@ -455,11 +463,11 @@ def _joint_search(s: Mapping[str, Any]) -> DesignSearch:
     """The argmin over K in 1..N and the open T (:func:`_joint`), the order cap lifted where it binds."""
     full = optimal_design(s)
     T_fixed = int(s["T"]) if s.get("T") is not None else None
-    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= ORDER_CAP]
+    orders = _rdp().DEFAULT_ORDERS[_rdp().DEFAULT_ORDERS <= ORDER_CAP]
     d, dom, points, capped = _joint(s, full.design, T_fixed, orders)
     if d.K is not None and KofNCalibration(s["eps"], s["delta"], d.K / s["N"]).best_order(
-            d.z, d.T, DEFAULT_ORDERS) >= ORDER_CAP:
-        d, dom, points, capped = _joint(s, full.design, T_fixed, DEFAULT_ORDERS)
+            d.z, d.T, _rdp().DEFAULT_ORDERS) >= ORDER_CAP:
+        d, dom, points, capped = _joint(s, full.design, T_fixed, _rdp().DEFAULT_ORDERS)
     dom = {"T": full.domain["T"] if d.K is None else dom["T"], "K": dom["K"],
            **({"T (K < N)": dom["T"]} if d.K is None and "T" in dom else {})}
     search = ("K = N: " + full.search + "; K < N: branch and bound over every (K, T) on brackets of the RDP "
