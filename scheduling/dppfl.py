@@ -739,11 +739,33 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
                         sigma_exact=exact)
 
 
+def _at_user_T(s: Mapping[str, Any], variant: str) -> Optimum:
+    """A T the user sets, held fixed (issue 23): the bound at it with the tight sigma*(T) (Remark 1's
+    trade-off is not searched)."""
+    T = int(s["T"])
+    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
+    ev = bound_curve(s, T, sig, variant)
+    if not bool(np.asarray(ev.admissible)):
+        raise InfeasibleError(f"{SHORT}'s bound is not admissible at the T = {T} the setting gives")
+    return Optimum(x=T, fun=float(ev.value), success=True, message=f"T = {T} set by the user (held fixed)",
+                   method="T held fixed (set by the user)", bracket=(T, T),
+                   evidence={"searched": f"{T} (set by the user)", "T_max": T, "sigma_at_T_opt": sig,
+                             "user_T": True})
+
+
 def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, full: bool) -> Any:
     """The independent check of T*: brute force over every integer of the searched window at q = 1 (cheap
     sigma*(T)); a geometric grid otherwise (32 points, 400 with ``full``), which no point may beat."""
     from fedbound.scheduling.certificate import BRUTE_FORCE_POINTS, OptimumCheck, brute_force_argmin
 
+    if res.evidence.get("user_T"):  # held fixed: its bound recomputed from the theorem directly
+        T = int(res.x)
+        ev = dp.BOUNDS[s.get("bound", "nonconvex")]({**_values(s), "T": float(T), "sigma": (sig := float(
+            res.evidence["sigma_at_T_opt"])), "sigma_out": sig}, variant=variant)
+        fun = float(ev)
+        return OptimumCheck("recomputed at the user's T", 1, {"T": T}, fun,
+                            bool(abs(fun - float(res.fun)) <= 1e-9 * max(1.0, abs(fun))),
+                            note="T set by the user: nothing searched")
     top = int(res.evidence["T_max"])
     every = float(s["q_in"]) == 1.0 == float(s["q_out"]) and top <= BRUTE_FORCE_POINTS
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
@@ -769,7 +791,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     eq = "(32)" if name == "nonconvex" else "(31)"
     warnings: list[str] = []
     t_paper = optimal_T(s, variant, "paper")
-    t_tight = optimal_T(s, variant, "tight")
+    t_tight = optimal_T(s, variant, "tight") if "T" not in s else _at_user_T(s, variant)
     T_rec = int(t_tight.x)
     sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant)
     clip = optimal_clip(s, sig_in, variant)
@@ -780,7 +802,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     eps_spent, alpha, e_in, e_out = _eps_parts(s, T_rec, sig_in, sig_out)
     at_T = {**s, "T": T_rec, "C": C_rec}
     size = model_size(at_T, sig_in, variant)
+    user_T = bool(t_tight.evidence.get("user_T"))
     why = (
+        f"T = {T_rec} is set by the user (held fixed); sigma*(T) meets (eps, delta) = ({s['eps']:g}, "
+        f"{s['delta']:g}) at that T" if user_T else
         f"T* = {T_rec} minimises {SHORT} Theorem {3 if name == 'nonconvex' else 2}, eq. {eq}, at the noise "
         f"sigma*(T) that meets (eps, delta) = ({s['eps']:g}, {s['delta']:g}) for every T (Remark 1)"
     )
@@ -895,7 +920,12 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     vacuous = least >= level
     data["vacuous"] = vacuous
     thm = f"Theorem {3 if name == 'nonconvex' else 2} eq. {eq}"
-    if vacuous:
+    if vacuous and user_T:
+        warnings.insert(0, f"{SHORT}, {thm}: the bound is vacuous at the T = {T_rec} the setting gives "
+                           f"({least:.4g} >= {level:.4g}, {what}); leave T open to search")
+        rec = dataclasses.replace(rec, why=f"VACUOUS at the user's T: the bound is not below {level:.4g} "
+                                           f"({what}). " + rec.why)
+    elif vacuous:
         warnings.insert(0, f"{SHORT}, {thm}: the bound is vacuous for every T searched (least {least:.4g} "
                            f">= {level:.4g}, {what}): fedbound cannot recommend a design this bound supports")
         rec = dataclasses.replace(rec, why=f"VACUOUS: no T gives a bound below {level:.4g} ({what}); shown "
@@ -905,6 +935,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     privacy = (_reaccount(s, T_rec, sig_in, sig_out, C_rec, check),)
     domain = {"T": str(t_tight.evidence["searched"]),
               "C": ("the setting's C (the bound prefers C -> 0+)" if clip.at_lower_edge else
+                    "Lemma 4's exact candidate set at the noise of the user's T" if user_T else
                     "Lemma 4's exact candidate set at the noise of T* (not joint with T)"),
               "split": ("sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
                         else f"r = {ratio:.4g} (optimised)"),

@@ -38,7 +38,7 @@ def _brute_force_T(s: dict, T_top: int) -> tuple[int, float]:
 
 def test_T_search_widens_past_the_old_cap_of_400():  # issue 23 item 6
     s = _setting(None, Delta0=1000.0)
-    s.pop("T_max")
+    s.pop("T_max"), s.pop("T")  # T open: a T the setting gives is held fixed
     plan = _plan(s)
     T, value = _brute_force_T(s, 20_000)
     assert T > 400 and plan.data["T_opt"] == T
@@ -104,6 +104,7 @@ def test_vacuous_everywhere_is_said_first():  # issue 23 item 8
 @pytest.mark.parametrize("config", ["dppfl_ridge.toml", "dppfl_mnist.toml", "dppfl_cifar.toml"])
 def test_certificate_passes_on_the_examples(config):
     s = _setting(config)
+    s.pop("T")  # the example's T is held when given (test_a_T_the_user_sets_is_held_fixed); here it is open
     plan = _plan(s)
     cert = plan.certificate
     assert cert.passed, cert.line()
@@ -135,7 +136,7 @@ def test_certificate_passes_on_20_random_settings():
                      Delta0=float(10 ** rng.uniform(0, 3)),
                      S=int(rng.integers(1, 200)), m=int(rng.integers(10, 500)),
                      bound=str(rng.choice(["nonconvex", "convex"])))
-        s.pop("T_max")
+        s.pop("T_max"), s.pop("T")
         if s["bound"] == "convex":
             s.update(eta=0.02, beta=0.5, l=0.5)  # Lemma 6's l' > 0 and 0 < beta < 2/L'
         plan = _plan(s)
@@ -154,3 +155,21 @@ def test_pld_discretisation_for_a_one_percent_eps_error():
     coarse = pld_epsilon(2.0, 0.2, 4, 1e-5, discretization_for_target(1.0, 4))
     fine = pld_epsilon(2.0, 0.2, 4, 1e-5, 1e-4)  # pessimistic rounding: the coarse one is an upper bound
     assert fine <= coarse <= fine + 0.01 * 1.0
+
+
+def test_a_T_the_user_sets_is_held_fixed():  # issue 23: variables the user sets are held fixed
+    s = _setting(None, Delta0=1000.0)
+    s.pop("T_max")
+    T_user = int(s["T"])
+    plan = _plan(s)
+    rec, cert = plan.recommendation, plan.certificate
+    T_open, _ = _brute_force_T({k: v for k, v in s.items() if k != "T"}, 20_000)
+    assert T_open != T_user and rec.T == T_user  # the open optimum is elsewhere; the user's T is kept
+    vals = {k: v for k, v in s.items() if k in dp.NOTATION.params}
+    sigma = exact_gaussian_z(s["eps"], s["delta"]) * math.sqrt(2 * T_user * int(s.get("tau0", 1)))
+    want = float(dp.BOUNDS[s.get("bound", "nonconvex")]({**vals, "T": float(T_user), "sigma": sigma,
+                                                          "sigma_out": sigma}))
+    assert plan.data["bound_at_T_opt"] == pytest.approx(want, rel=1e-9)
+    assert rec.extra["noise_multiplier"] == pytest.approx(sigma, rel=1e-9)
+    assert cert.domain["T"] == f"{T_user} (set by the user)" and cert.passed
+    assert f"T = {T_user} is set by the user" in rec.why
