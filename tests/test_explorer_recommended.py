@@ -22,7 +22,7 @@ def _deployed_at(curve: dict, T: int) -> float:
 
 
 def _plan(name: str, body: dict):
-    sets = [f"{k}={v}" for k, v in {**get(name).example, **body}.items()]
+    sets = [f"{k}={v}" for k, v in {**get(name).example, **body}.items() if v is not None]
     return build_plan(name, None, sets).recommendation
 
 
@@ -47,3 +47,12 @@ def test_nbafl_at_eps_6_marks_the_plans_T_not_only_the_papers_T_star():
     assert curve["recommended"]["T"] == 50 == _plan("nbafl", {"eps": 6.0}).T
     assert any(n["text"] == "recommended T=50" for n in curve["notes"])
     assert any(n["text"] == "T*=5" for n in curve["notes"])  # the paper's T* stays, beside it
+
+
+@pytest.mark.parametrize(("name", "body"), [("dppfl", {}), ("dppfl", {"T": None})])
+def test_dppfl_curve_draws_the_recommended_design(name, body):
+    curve = curve_json(name, body, "T")
+    rec = _plan(name, body)
+    assert curve["recommended"]["T"] == rec.T
+    assert _deployed_at(curve, rec.T) == pytest.approx(rec.bound, rel=1e-9)
+    assert any(h["label"].startswith("vacuous above") for h in curve["hlines"])
