@@ -56,3 +56,11 @@ def test_dppfl_curve_draws_the_recommended_design(name, body):
     assert curve["recommended"]["T"] == rec.T
     assert _deployed_at(curve, rec.T) == pytest.approx(rec.bound, rel=1e-9)
     assert any(h["label"].startswith("vacuous above") for h in curve["hlines"])
+
+
+def test_adaptive_curve_draws_the_recommended_design():
+    curve = curve_json("adaptive", {}, "T")
+    rec = _plan("adaptive", {})
+    assert curve["recommended"]["T"] == rec.T
+    assert _deployed_at(curve, rec.T) == pytest.approx(rec.bound, rel=1e-9)
+    assert any("Theta" in h["label"] for h in curve["hlines"])
