@@ -64,3 +64,16 @@ def test_adaptive_curve_draws_the_recommended_design():
     assert curve["recommended"]["T"] == rec.T
     assert _deployed_at(curve, rec.T) == pytest.approx(rec.bound, rel=1e-9)
     assert any("Theta" in h["label"] for h in curve["hlines"])
+
+
+def test_wpfl_figures_are_drawn_at_the_recommended_sigma():
+    from fedbound.registry import get as paper
+
+    rec = _plan("wpfl", {})
+    T0 = int(paper("wpfl").example["T"])  # WPFL's axis is T0, uploads per client (held: the setting's)
+    curve = curve_json("wpfl", {}, "T")
+    assert curve["recommended"]["T"] == rec.T  # rounds the schedule takes for T0 uploads each
+    assert _deployed_at(curve, T0) == pytest.approx(rec.bound, rel=1e-9)
+    assert any(p["label"] == f"recommended T0 = {T0} ({rec.T} rounds)" for p in curve["points"])
+    lam = curve_json("wpfl", {}, "lam")
+    assert f"sigma_DP = {rec.sigma['uplink']:.3g}" in lam["title"]
