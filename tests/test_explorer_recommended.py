@@ -77,3 +77,12 @@ def test_wpfl_figures_are_drawn_at_the_recommended_sigma():
     assert any(p["label"] == f"recommended T0 = {T0} ({rec.T} rounds)" for p in curve["points"])
     lam = curve_json("wpfl", {}, "lam")
     assert f"sigma_DP = {rec.sigma['uplink']:.3g}" in lam["title"]
+
+
+def test_report_draws_the_same_figure_with_the_recommended_design():
+    from fedbound.validation.report import _bound_figure
+
+    html = _bound_figure(get("nbafl"))
+    rec = _plan("nbafl", {})
+    assert 'id="nbafl-bound-T"' in html and f"recommended T={rec.T}" in html and "deployed noise" in html
+    assert "(vacuous above)" in html and ("Θ" in html or "\\u0398" in html)
