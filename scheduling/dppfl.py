@@ -137,6 +137,7 @@ def optimal_T(
     T_max: int | None = None,
     ratio: float = 1.0,
     exhaustive: bool = False,
+    joint_C: bool = False,
 ) -> Optimum:
     """Integer T minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; seed 000 eqs. (12), (31), (32)).
 
@@ -155,8 +156,12 @@ def optimal_T(
     fixed = T_max is not None
     T_max = int(T_max or settings.get("T_max") or T_MAX_DEFAULT)
 
+    def at(sig: np.ndarray) -> Mapping[str, Any]:  # joint_C: each T's C*(sigma*(T)) (C profiled out)
+        return {**settings, "C": clip_profile(settings, sig, variant)} if joint_C else settings
+
     def f(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ev = bound_curve(settings, xs, sigma_curve(settings, xs, method, ratio), variant, ratio)
+        sig = sigma_curve(settings, xs, method, ratio)
+        ev = bound_curve(at(sig), xs, sig, variant, ratio)
         return np.asarray(ev.value, dtype=float), np.asarray(ev.admissible, dtype=bool)
 
     def masked(xs: np.ndarray) -> np.ndarray:
@@ -168,7 +173,7 @@ def optimal_T(
     if full and not fixed and not exhaustive:
         def floor(xs: np.ndarray) -> np.ndarray:
             sig = sigma_curve(settings, xs, method, ratio)
-            ev = bound_curve({**settings, "Delta0": 0.0}, xs, sig, variant, ratio)
+            ev = bound_curve({**at(sig), "Delta0": 0.0}, xs, sig, variant, ratio)
             return np.asarray(ev.value, dtype=float)
 
         scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX)
@@ -194,7 +199,8 @@ def optimal_T(
     T_star = int(res.x)
     top = hi if how.startswith("every integer") else T_max
     evidence = dict(res.evidence, sigma_at_T_opt=sig[T_star], noise_method=method, T_max=top,
-                    searched=how or res.message)
+                    searched=how or res.message, joint_C=joint_C,
+                    C_at_T_opt=float(np.ravel(at(np.array([sig[T_star]]))["C"])[0]))
     message = how or res.message
     x_cont = None
     name = settings.get("bound", "nonconvex")
@@ -269,6 +275,26 @@ def clip_candidates(settings: Mapping[str, Any], sigma: float, variant: str = "p
         cands.append(hi if slope <= 0 else min(max(1 / (4 * slope * slope), lo), hi))
     tiny = 1e-12 * max(1.0, hi)
     return np.array(sorted({c for c in cands if c > 0} | {tiny}))
+
+
+def clip_profile(settings: Mapping[str, Any], sigma: Any, variant: str = "paper") -> np.ndarray:
+    """The C the plan deploys at each noise multiplier in ``sigma``: :func:`optimal_clip`'s C* (exact over its
+    candidate set), or the setting's C where the infimum is C -> 0+ (not attained).  Every bound is
+    increasing in Xi and only Xi depends on C, so min over (T, C) = min over T of the bound at
+    C*(sigma*(T))."""
+    sig = np.atleast_1d(np.asarray(sigma, dtype=float))[:, None]
+    eta, L, B = float(settings["eta"]), float(settings["L"]), float(settings["B"])
+    a2, lo, hi = (1 + eta * L) ** 2, min((1 + eta * L) ** 2, B * B), max((1 + eta * L) ** 2, B * B)
+    theta1 = float(dp.NOISE_NORM.evaluate({"S": settings["S"], "sigma": 1.0, "C": 1.0},
+                                          variant=variant).value)
+    slopes = [eta * L * theta1 * sig] + ([eta * L * theta1 * sig - eta * L] if "tight" in variant.split("+")
+                                         else [])
+    fixed = [np.full_like(sig, c) for c in ([a2, B * B] + ([B] if "tight" in variant.split("+") else []))]
+    inner = [np.where(x <= 0, hi, np.clip(1 / (4 * np.where(x > 0, x, 1.0) ** 2), lo, hi)) for x in slopes]
+    cands = np.sort(np.concatenate([np.full_like(sig, 1e-12 * max(1.0, hi)), *fixed, *inner], axis=1), axis=1)
+    vals = np.broadcast_to(_xi(settings, np.where(cands > 0, cands, np.inf), sig, variant), cands.shape)
+    j = np.argmin(np.where(cands > 0, vals, np.inf), axis=1)  # the candidate set of :func:`optimal_clip`
+    return np.where(j == 0, float(settings["C"]), cands[np.arange(cands.shape[0]), j])
 
 
 def optimal_clip(settings: Mapping[str, Any], sigma: float, variant: str = "paper") -> Optimum:
@@ -771,7 +797,9 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
 
     def objective(T: np.ndarray) -> np.ndarray:
-        ev = bound_curve(s, T, sigma_curve(s, T, "tight", ratio), variant, ratio)
+        sig = sigma_curve(s, T, "tight", ratio)
+        at = {**s, "C": clip_profile(s, sig, variant)} if res.evidence.get("joint_C") else s
+        ev = bound_curve(at, T, sig, variant, ratio)
         return np.where(np.asarray(ev.admissible, bool), np.asarray(ev.value, dtype=float), np.inf)
 
     x, fun, points = brute_force_argmin(objective, {"T": Ts})
@@ -791,7 +819,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     eq = "(32)" if name == "nonconvex" else "(31)"
     warnings: list[str] = []
     t_paper = optimal_T(s, variant, "paper")
-    t_tight = optimal_T(s, variant, "tight") if "T" not in s else _at_user_T(s, variant)
+    t_tight = optimal_T(s, variant, "tight", joint_C=True) if "T" not in s else _at_user_T(s, variant)
     T_rec = int(t_tight.x)
     sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant)
     clip = optimal_clip(s, sig_in, variant)
@@ -936,7 +964,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     domain = {"T": str(t_tight.evidence["searched"]),
               "C": ("the setting's C (the bound prefers C -> 0+)" if clip.at_lower_edge else
                     "Lemma 4's exact candidate set at the noise of the user's T" if user_T else
-                    "Lemma 4's exact candidate set at the noise of T* (not joint with T)"),
+                    "Lemma 4's exact candidate set at every T's noise, jointly with T (C*(T) profiled out)"),
               "split": ("sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
                         else f"r = {ratio:.4g} (optimised)"),
               "S": "the setting's model (held)"}
@@ -945,7 +973,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     certificate = Certificate(domain=domain, search=t_tight.method,
                               check=_check_T(s, variant, ratio, t_tight, check), privacy=privacy,
                               vacuous=vacuous, capped=capped,
-                              notes=(f"the T search used C = {s['C']:g}; C* then minimises Lemma 4's Xi",))
+                              notes=("the T search profiles out C: at each T the bound is taken at "
+                                     f"C*(sigma*(T)) (the setting's C = {s['C']:g} where C* -> 0+)",))
     differences = _differences(s, data, t_paper, clip, split, name)
     optima = {"T": t_tight, "T_paper": t_paper, "C": clip, "S": size, "split": split}
     return Plan(
