@@ -14,7 +14,8 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
 * :func:`optimal_clip` (our derivation, spec 000 Sec. 3.8): Xi(C) at fixed sigma is piecewise linear +
   {+, -, 0} sqrt(C); its minimiser lies in the finite candidate set {0+, a^2, B^2, (B with ``tight``),
   1/(4 slope^2) clipped to [min(a^2, B^2), max(a^2, B^2)]}.  Exact: no grid.  C -> 0+ is an infimum
-  (reported as x = 0).
+  (reported as x = 0).  :func:`clip_profile` gives C* at every sigma at once, so ``plan`` minimises over
+  (T, C) jointly (``optimal_T(..., joint_C=True)``); a T the user sets is held fixed.
 * :func:`model_size`: the printed bound has no interior optimum in S (increasing in S with theta_exact; with
   the paper's Theta even S are worse than both odd neighbours, E14).  The flagged extension
   Psi(S) = a0 S^-kappa + Phi(S) (user-given a0, kappa) is minimised over the admissible sizes
