@@ -151,7 +151,9 @@ def optimal_T(
     root-finding on the sampled-Gaussian RDP) a 48-point geometric grid, widened until its argmin is below
     the window's top, then every integer between the argmin's grid neighbours: exact if Phi is unimodal
     (true on every tested grid, P18; not proven).  ``exhaustive``: every integer of [1, T_max].
-    ``evidence`` holds sigma*(T*), the window, Theorem 2's K(1) test and Theorem 3's q = 1 closed form."""
+    ``evidence`` holds sigma*(T*), the window, Theorem 2's K(1) test and Theorem 3's q = 1 closed form.
+    ``joint_C``: the bound at each T is taken at C*(sigma*(T)) (:func:`clip_profile`), so the argmin is over
+    (T, C) jointly (only Xi depends on C; the noise-only floor stays non-decreasing in T)."""
     from fedbound.scheduling.certificate import scan_until_turned
 
     fixed = T_max is not None
