@@ -14,7 +14,8 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
 * :func:`optimal_clip` (our derivation, spec 000 Sec. 3.8): Xi(C) at fixed sigma is piecewise linear +
   {+, -, 0} sqrt(C); its minimiser lies in the finite candidate set {0+, a^2, B^2, (B with ``tight``),
   1/(4 slope^2) clipped to [min(a^2, B^2), max(a^2, B^2)]}.  Exact: no grid.  C -> 0+ is an infimum
-  (reported as x = 0).
+  (reported as x = 0).  :func:`clip_profile` gives C* at every sigma at once, so ``plan`` minimises over
+  (T, C) jointly (``optimal_T(..., joint_C=True)``); a T the user sets is held fixed.
 * :func:`model_size`: the printed bound has no interior optimum in S (increasing in S with theta_exact; with
   the paper's Theta even S are worse than both odd neighbours, E14).  The flagged extension
   Psi(S) = a0 S^-kappa + Phi(S) (user-given a0, kappa) is minimised over the admissible sizes
@@ -137,6 +138,7 @@ def optimal_T(
     T_max: int | None = None,
     ratio: float = 1.0,
     exhaustive: bool = False,
+    joint_C: bool = False,
 ) -> Optimum:
     """Integer T minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; seed 000 eqs. (12), (31), (32)).
 
@@ -149,14 +151,20 @@ def optimal_T(
     root-finding on the sampled-Gaussian RDP) a 48-point geometric grid, widened until its argmin is below
     the window's top, then every integer between the argmin's grid neighbours: exact if Phi is unimodal
     (true on every tested grid, P18; not proven).  ``exhaustive``: every integer of [1, T_max].
-    ``evidence`` holds sigma*(T*), the window, Theorem 2's K(1) test and Theorem 3's q = 1 closed form."""
+    ``evidence`` holds sigma*(T*), the window, Theorem 2's K(1) test and Theorem 3's q = 1 closed form.
+    ``joint_C``: the bound at each T is taken at C*(sigma*(T)) (:func:`clip_profile`), so the argmin is over
+    (T, C) jointly (only Xi depends on C; the noise-only floor stays non-decreasing in T)."""
     from fedbound.scheduling.certificate import scan_until_turned
 
     fixed = T_max is not None
     T_max = int(T_max or settings.get("T_max") or T_MAX_DEFAULT)
 
+    def at(sig: np.ndarray) -> Mapping[str, Any]:  # joint_C: each T's C*(sigma*(T)) (C profiled out)
+        return {**settings, "C": clip_profile(settings, sig, variant)} if joint_C else settings
+
     def f(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ev = bound_curve(settings, xs, sigma_curve(settings, xs, method, ratio), variant, ratio)
+        sig = sigma_curve(settings, xs, method, ratio)
+        ev = bound_curve(at(sig), xs, sig, variant, ratio)
         return np.asarray(ev.value, dtype=float), np.asarray(ev.admissible, dtype=bool)
 
     def masked(xs: np.ndarray) -> np.ndarray:
@@ -168,7 +176,7 @@ def optimal_T(
     if full and not fixed and not exhaustive:
         def floor(xs: np.ndarray) -> np.ndarray:
             sig = sigma_curve(settings, xs, method, ratio)
-            ev = bound_curve({**settings, "Delta0": 0.0}, xs, sig, variant, ratio)
+            ev = bound_curve({**at(sig), "Delta0": 0.0}, xs, sig, variant, ratio)
             return np.asarray(ev.value, dtype=float)
 
         scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX)
@@ -194,7 +202,8 @@ def optimal_T(
     T_star = int(res.x)
     top = hi if how.startswith("every integer") else T_max
     evidence = dict(res.evidence, sigma_at_T_opt=sig[T_star], noise_method=method, T_max=top,
-                    searched=how or res.message)
+                    searched=how or res.message, joint_C=joint_C,
+                    C_at_T_opt=float(np.ravel(at(np.array([sig[T_star]]))["C"])[0]))
     message = how or res.message
     x_cont = None
     name = settings.get("bound", "nonconvex")
@@ -269,6 +278,26 @@ def clip_candidates(settings: Mapping[str, Any], sigma: float, variant: str = "p
         cands.append(hi if slope <= 0 else min(max(1 / (4 * slope * slope), lo), hi))
     tiny = 1e-12 * max(1.0, hi)
     return np.array(sorted({c for c in cands if c > 0} | {tiny}))
+
+
+def clip_profile(settings: Mapping[str, Any], sigma: Any, variant: str = "paper") -> np.ndarray:
+    """The C the plan deploys at each noise multiplier in ``sigma``: :func:`optimal_clip`'s C* (exact over its
+    candidate set), or the setting's C where the infimum is C -> 0+ (not attained).  Every bound is
+    increasing in Xi and only Xi depends on C, so min over (T, C) = min over T of the bound at
+    C*(sigma*(T))."""
+    sig = np.atleast_1d(np.asarray(sigma, dtype=float))[:, None]
+    eta, L, B = float(settings["eta"]), float(settings["L"]), float(settings["B"])
+    a2, lo, hi = (1 + eta * L) ** 2, min((1 + eta * L) ** 2, B * B), max((1 + eta * L) ** 2, B * B)
+    theta1 = float(dp.NOISE_NORM.evaluate({"S": settings["S"], "sigma": 1.0, "C": 1.0},
+                                          variant=variant).value)
+    slopes = [eta * L * theta1 * sig] + ([eta * L * theta1 * sig - eta * L] if "tight" in variant.split("+")
+                                         else [])
+    fixed = [np.full_like(sig, c) for c in ([a2, B * B] + ([B] if "tight" in variant.split("+") else []))]
+    inner = [np.where(x <= 0, hi, np.clip(1 / (4 * np.where(x > 0, x, 1.0) ** 2), lo, hi)) for x in slopes]
+    cands = np.sort(np.concatenate([np.full_like(sig, 1e-12 * max(1.0, hi)), *fixed, *inner], axis=1), axis=1)
+    vals = np.broadcast_to(_xi(settings, np.where(cands > 0, cands, np.inf), sig, variant), cands.shape)
+    j = np.argmin(np.where(cands > 0, vals, np.inf), axis=1)  # the candidate set of :func:`optimal_clip`
+    return np.where(j == 0, float(settings["C"]), cands[np.arange(cands.shape[0]), j])
 
 
 def optimal_clip(settings: Mapping[str, Any], sigma: float, variant: str = "paper") -> Optimum:
@@ -739,17 +768,41 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
                         sigma_exact=exact)
 
 
+def _at_user_T(s: Mapping[str, Any], variant: str) -> Optimum:
+    """A T the user sets, held fixed (issue 23): the bound at it with the tight sigma*(T) (Remark 1's
+    trade-off is not searched)."""
+    T = int(s["T"])
+    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
+    ev = bound_curve(s, T, sig, variant)
+    if not bool(np.asarray(ev.admissible)):
+        raise InfeasibleError(f"{SHORT}'s bound is not admissible at the T = {T} the setting gives")
+    return Optimum(x=T, fun=float(ev.value), success=True, message=f"T = {T} set by the user (held fixed)",
+                   method="T held fixed (set by the user)", bracket=(T, T),
+                   evidence={"searched": f"{T} (set by the user)", "T_max": T, "sigma_at_T_opt": sig,
+                             "user_T": True})
+
+
 def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, full: bool) -> Any:
     """The independent check of T*: brute force over every integer of the searched window at q = 1 (cheap
     sigma*(T)); a geometric grid otherwise (32 points, 400 with ``full``), which no point may beat."""
     from fedbound.scheduling.certificate import BRUTE_FORCE_POINTS, OptimumCheck, brute_force_argmin
 
+    if res.evidence.get("user_T"):  # held fixed: its bound recomputed from the theorem directly
+        T = int(res.x)
+        ev = dp.BOUNDS[s.get("bound", "nonconvex")]({**_values(s), "T": float(T), "sigma": (sig := float(
+            res.evidence["sigma_at_T_opt"])), "sigma_out": sig}, variant=variant)
+        fun = float(ev)
+        return OptimumCheck("recomputed at the user's T", 1, {"T": T}, fun,
+                            bool(abs(fun - float(res.fun)) <= 1e-9 * max(1.0, abs(fun))),
+                            note="T set by the user: nothing searched")
     top = int(res.evidence["T_max"])
     every = float(s["q_in"]) == 1.0 == float(s["q_out"]) and top <= BRUTE_FORCE_POINTS
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
 
     def objective(T: np.ndarray) -> np.ndarray:
-        ev = bound_curve(s, T, sigma_curve(s, T, "tight", ratio), variant, ratio)
+        sig = sigma_curve(s, T, "tight", ratio)
+        at = {**s, "C": clip_profile(s, sig, variant)} if res.evidence.get("joint_C") else s
+        ev = bound_curve(at, T, sig, variant, ratio)
         return np.where(np.asarray(ev.admissible, bool), np.asarray(ev.value, dtype=float), np.inf)
 
     x, fun, points = brute_force_argmin(objective, {"T": Ts})
@@ -769,7 +822,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     eq = "(32)" if name == "nonconvex" else "(31)"
     warnings: list[str] = []
     t_paper = optimal_T(s, variant, "paper")
-    t_tight = optimal_T(s, variant, "tight")
+    t_tight = optimal_T(s, variant, "tight", joint_C=True) if "T" not in s else _at_user_T(s, variant)
     T_rec = int(t_tight.x)
     sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant)
     clip = optimal_clip(s, sig_in, variant)
@@ -780,7 +833,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     eps_spent, alpha, e_in, e_out = _eps_parts(s, T_rec, sig_in, sig_out)
     at_T = {**s, "T": T_rec, "C": C_rec}
     size = model_size(at_T, sig_in, variant)
+    user_T = bool(t_tight.evidence.get("user_T"))
     why = (
+        f"T = {T_rec} is set by the user (held fixed); sigma*(T) meets (eps, delta) = ({s['eps']:g}, "
+        f"{s['delta']:g}) at that T" if user_T else
         f"T* = {T_rec} minimises {SHORT} Theorem {3 if name == 'nonconvex' else 2}, eq. {eq}, at the noise "
         f"sigma*(T) that meets (eps, delta) = ({s['eps']:g}, {s['delta']:g}) for every T (Remark 1)"
     )
@@ -895,7 +951,12 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     vacuous = least >= level
     data["vacuous"] = vacuous
     thm = f"Theorem {3 if name == 'nonconvex' else 2} eq. {eq}"
-    if vacuous:
+    if vacuous and user_T:
+        warnings.insert(0, f"{SHORT}, {thm}: the bound is vacuous at the T = {T_rec} the setting gives "
+                           f"({least:.4g} >= {level:.4g}, {what}); leave T open to search")
+        rec = dataclasses.replace(rec, why=f"VACUOUS at the user's T: the bound is not below {level:.4g} "
+                                           f"({what}). " + rec.why)
+    elif vacuous:
         warnings.insert(0, f"{SHORT}, {thm}: the bound is vacuous for every T searched (least {least:.4g} "
                            f">= {level:.4g}, {what}): fedbound cannot recommend a design this bound supports")
         rec = dataclasses.replace(rec, why=f"VACUOUS: no T gives a bound below {level:.4g} ({what}); shown "
@@ -905,7 +966,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     privacy = (_reaccount(s, T_rec, sig_in, sig_out, C_rec, check),)
     domain = {"T": str(t_tight.evidence["searched"]),
               "C": ("the setting's C (the bound prefers C -> 0+)" if clip.at_lower_edge else
-                    "Lemma 4's exact candidate set at the noise of T* (not joint with T)"),
+                    "Lemma 4's exact candidate set at the noise of the user's T" if user_T else
+                    "Lemma 4's exact candidate set at every T's noise, jointly with T (C*(T) profiled out)"),
               "split": ("sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
                         else f"r = {ratio:.4g} (optimised)"),
               "S": "the setting's model (held)"}
@@ -914,7 +976,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     certificate = Certificate(domain=domain, search=t_tight.method,
                               check=_check_T(s, variant, ratio, t_tight, check), privacy=privacy,
                               vacuous=vacuous, capped=capped,
-                              notes=(f"the T search used C = {s['C']:g}; C* then minimises Lemma 4's Xi",))
+                              notes=("the T search profiles out C: at each T the bound is taken at "
+                                     f"C*(sigma*(T)) (the setting's C = {s['C']:g} where C* -> 0+)",))
     differences = _differences(s, data, t_paper, clip, split, name)
     optima = {"T": t_tight, "T_paper": t_paper, "C": clip, "S": size, "split": split}
     return Plan(

@@ -199,7 +199,7 @@ def _certificate(s: Mapping[str, Any], co: Mapping[str, float], rec: Recommendat
     """The T scan, an independent check through ``udp.noise`` (the function training calls), and every
     client class's (eps, delta) re-accounted exactly for the deployed sigma."""
     T = rec.T
-    near = np.arange(max(1, T - 2), T + 3)
+    near = np.arange(max(1, T - 2), T + 3) if scan is not None else np.array([T])
 
     def one_by_one(T: np.ndarray) -> np.ndarray:  # the noise training asks for, T by T
         return np.array([bound_tight(s, co, int(t))[0] for t in T])
@@ -211,13 +211,18 @@ def _certificate(s: Mapping[str, Any], co: Mapping[str, float], rec: Recommendat
     x, fun, points = brute_force_argmin(one_by_one, {"T": near})
     agrees = x["T"] == T and abs(fun - rec.bound) <= 1e-9 * max(1.0, abs(fun))
     note = f"T in {near[0]}..{near[-1]} with sigma from fedbound.bounds.udp.noise"
-    if check:
+    if scan is None:
+        note = f"T = {T} set by the user: its bound recomputed with sigma from fedbound.bounds.udp.noise"
+        xw, funw, _ = brute_force_argmin(all_at_once, {"T": near})
+        agrees = agrees and abs(funw - fun) <= 1e-9 * max(1.0, abs(fun))
+    elif check:
         dom = np.arange(1, 2 * scan.stop + 1)
         xw, funw, points = brute_force_argmin(all_at_once, {"T": dom})
         agrees = agrees and xw["T"] == T and abs(funw - fun) <= 1e-9 * max(1.0, abs(fun))
         note += f"; every T in 1..{dom[-1]} at once (vectorised calibration)"
-    opt = OptimumCheck("brute force" if check else "brute force around the argmin", points, x, fun, agrees,
-                       note)
+    how = ("recomputed two ways at the user's T" if scan is None else
+           "brute force" if check else "brute force around the argmin")
+    opt = OptimumCheck(how, points, x, fun, agrees, note)
     idx, uniq = _classes(s)
     q = int(s.get("K") or s["N"]) / int(s["N"])
     sig = np.asarray(rec.sigma["uplink"])
@@ -229,10 +234,14 @@ def _certificate(s: Mapping[str, Any], co: Mapping[str, float], rec: Recommendat
             delta=d, eps_achieved=_eps_release(e, d, q, T, sigma / x_),
             method="exact: Binomial(T, q) mixture of analytic Gaussians (the server sees who uploads)",
             sigma_exact=float(um.sigma_exact(e, d, q, T, x_))))
-    return Certificate(domain={"T": scan.domain, "K": f"{int(s.get('K') or s['N'])} (set by the config)"},
-                       search="exhaustive scan in T, stopped where the accumulated term alone exceeds "
-                              "the best bound", check=opt, privacy=tuple(privacy),
-                       vacuous=bool(rec.bound is not None and rec.bound >= co["theta0"]), capped=scan.capped)
+    fixed = scan is None
+    return Certificate(domain={"T": f"{T} (set by the user)" if fixed else scan.domain,
+                               "K": f"{int(s.get('K') or s['N'])} (set by the config)"},
+                       search="nothing optimised: T set by the user, sigma calibrated exactly to it" if fixed
+                       else "exhaustive scan in T, stopped where the accumulated term alone exceeds the best "
+                            "bound", check=opt, privacy=tuple(privacy),
+                       vacuous=bool(rec.bound is not None and rec.bound >= co["theta0"]),
+                       capped="" if fixed else scan.capped)
 
 
 def _accountant_deltas(s: Mapping[str, Any], sigma: float, sens: float, T: int) -> dict[str, float]:
@@ -278,7 +287,8 @@ def _paper_warnings(
 
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
     """Which sigma and how many rounds for a UDP setting: the recommendation (tight accountant at the optimal
-    T of eq. (22)), then the paper's answer (eq. (10), Theorem 3) with the delta it really achieves."""
+    T of eq. (22); a T the user sets is held fixed), then the paper's answer (eq. (10), Theorem 3) with the
+    delta it really achieves."""
     udp.NOTATION.variant_names(variant)  # only "paper": ParameterError otherwise
     s = dict(settings)
     n = int(s["N"])
@@ -289,7 +299,13 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     arr = udp.client_arrays(s)
     t_opt = optimal_T(co)
     T_used = int(s["T"]) if s.get("T") else int(t_opt.x)
-    rec_opt, rec_sigma, scan = _optimal_T_scan(s, co)
+    if s.get("T"):  # the user's T is held fixed: only sigma is calibrated (to it)
+        scan = None
+        fun, rec_sigma = bound_tight(s, co, T_used)
+        rec_opt = Optimum(x=T_used, fun=fun, success=True, message=f"T = {T_used} set by the user",
+                          method="held fixed (set by the user)", at_lower_edge=T_used == 1)
+    else:
+        rec_opt, rec_sigma, scan = _optimal_T_scan(s, co)
     T_rec = int(rec_opt.x)
     sig = {
         m: udp.noise(s, T_used, m)["uplink"]
@@ -313,14 +329,17 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             f"{SHORT}, eq. (23): T = {T_used} lies beyond T_c = {udp.convexity_limit(co):.4g}, where "
             "(22) is concave in T (the paper's proof claims convexity)"
         )
-    optima: dict[str, Optimum] = {"T_opt": t_opt, "T_opt_tight": rec_opt}
+    optima: dict[str, Optimum] = {"T_opt": t_opt, "T_opt_tight" if scan is not None else "T_user": rec_opt}
     if s.get("T_grid"):
         grid = parse_grid(str(s["T_grid"]))
         optima["heuristic_search"] = heuristic_search_T(lambda T: udp.bound(T, co), grid)
     crd = _crd_summary(s, co, arr) if s.get("crd") else None
     why = (
-        f"T = {T_rec} minimises Theorem 2's bound (22) with the tight noise at every T (its privacy term is "
-        f"(L^2/2mu) x mean sigma_i^2); sigma is the smallest std whose {T_rec} rounds meet (eps_i, delta_i) "
+        (f"T = {T_rec} is set by the user (held fixed); the bound is Theorem 2's (22) with the tight noise "
+         "at that T" if scan is None else
+         f"T = {T_rec} minimises Theorem 2's bound (22) with the tight noise at every T (its privacy term is "
+         "(L^2/2mu) x mean sigma_i^2)")
+        + f"; sigma is the smallest std whose {T_rec} rounds meet (eps_i, delta_i) "
         "for every client under the exact accountant of what Algorithm 1 releases"
     )
     rec = Recommendation(
@@ -357,10 +376,16 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             deltas["release"],
             f"claimed {deltas['claimed']:g}; paper: its accountant (16); tight column: Algorithm 1's release",
         ),
-        Row("optimal T", int(t_opt.x), T_rec, "Theorem 3 (Wright omega); tight: same bound, tight noise"),
-        Row("bound at the optimal T", float(t_opt.fun), float(rec_opt.fun), "eq. (22)"),
+        Row("optimal T", int(t_opt.x), T_rec, "Theorem 3 (Wright omega); tight: same bound, tight noise"
+            if scan is not None else "Theorem 3 (Wright omega); tight column: the T set by the user"),
+        Row("bound at the optimal T", float(t_opt.fun), float(rec_opt.fun),
+            "eq. (22)" if scan is not None else f"eq. (22); tight column: at the user's T = {T_rec}"),
         Row("T_c (end of convexity)", udp.convexity_limit(co), None, "eq. (23) corrected"),
     )
+    if scan is not None:
+        data_tight = {"T_opt_tight": T_rec, "bound_at_T_opt_tight": float(rec_opt.fun)}
+    else:
+        data_tight = {}
     data = {
         "setting": {k_: (v.tolist() if isinstance(v, np.ndarray) else v) for k_, v in s.items()},
         "q": k / n,
@@ -376,10 +401,11 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         "T_opt_continuous": udp.optimal_T(co),
         "T_convexity_limit": udp.convexity_limit(co),
         "bound_at_T_opt": float(t_opt.fun),
-        "T_opt_tight": T_rec,
-        "bound_at_T_opt_tight": float(rec_opt.fun),
+        "T_recommended": T_rec,
+        "bound_at_T_recommended": float(rec_opt.fun),
         "coefficients": co,
         "crd": crd,
+        **data_tight,
     }
     if s.get("T"):
         data["bound_at_T"] = udp.bound(T_used, co)
@@ -407,7 +433,7 @@ def _differences(
         f"({100 * (paper / tight - 1):+.1f} %); with it delta is {deltas['release']:.3g} instead of "
         f"{deltas['claimed']:g} (Algorithm 1's release)"
     ]
-    if T_paper != rec.T:
+    if T_paper != rec.T and T_used != rec.T:
         out.append(
             f"the paper's optimal T is {T_paper} (Theorem 3 with eq. (10)'s noise); with the tight noise "
             f"it is {rec.T}"

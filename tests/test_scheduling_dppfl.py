@@ -162,7 +162,7 @@ def test_model_size_no_interior_optimum_and_the_extension():
 
 
 def test_plan_recommendation_first_and_json_keys():
-    p = sd.plan({**SCEN, "S": 159010, "N": 30, "T": 200, "bound": "nonconvex"})
+    p = sd.plan({**SCEN, "S": 159010, "N": 30, "bound": "nonconvex"})  # T open: optimised
     assert isinstance(p, Plan)
     d = p.to_dict()
     for key in ("noise_multiplier", "sigma_inner", "sigma_outer", "epsilon_inner", "epsilon_outer", "T_opt",
@@ -176,7 +176,9 @@ def test_plan_recommendation_first_and_json_keys():
     assert rec.bound == pytest.approx(92.34097, rel=1e-5)
     assert any("(227)" in w for w in p.warnings)
     assert not any(re.search(r"spec 0|\bE\d+\b", w) for w in (*p.warnings, *p.differences))
-    assert d["noise_multiplier_at_T"] == pytest.approx(3.34841371, rel=1e-6)
+    at = sd.plan({**SCEN, "S": 159010, "N": 30, "T": 200, "bound": "nonconvex"}).to_dict()
+    assert at["noise_multiplier_at_T"] == pytest.approx(3.34841371, rel=1e-6)
+    assert at["recommendation"]["T"] == 200  # a T the setting gives is held fixed (issue 23)
 
 
 def test_claims_of_the_optimisers_hold_where_declared():

@@ -36,9 +36,47 @@ def _brute_force_T(s: dict, T_top: int) -> tuple[int, float]:
     return int(Ts[i]), float(f[i])
 
 
+def _brute_force_TC(s: dict, T_top: int, n_C: int = 401, C_range=(0.01, 100.0)) -> tuple[int, float, float]:
+    """(T, C, bound) minimising the bound over every integer T in [1, T_top] and a log grid of n_C values of C
+    in C_range (sigma*(T) as in :func:`_brute_force_T`).  Where the grid's best C is its smallest (the bound
+    keeps falling as C -> 0+, not attainable), the setting's C is what a design deploys."""
+    Ts = np.arange(1, T_top + 1, dtype=float)[:, None]
+    Cs = np.geomspace(*C_range, n_C)[None, :]
+    sigma = exact_gaussian_z(s["eps"], s["delta"]) * np.sqrt(2 * Ts * int(s.get("tau0", 1)))
+    vals = {k: v for k, v in s.items() if k in dp.NOTATION.params}
+    bound = dp.BOUNDS[s.get("bound", "nonconvex")]
+    grid = np.broadcast_to(np.asarray(bound({**vals, "T": Ts, "C": Cs, "sigma": sigma, "sigma_out": sigma}),
+                                      dtype=float), (Ts.size, Cs.size))
+    at_C = np.asarray(bound({**vals, "T": Ts[:, 0], "sigma": sigma[:, 0], "sigma_out": sigma[:, 0]}),
+                      dtype=float)
+    j = np.argmin(grid, axis=1)
+    best = np.where(j == 0, at_C, grid[np.arange(Ts.size), j])
+    C = np.where(j == 0, float(s["C"]), Cs[0, j])
+    i = int(np.argmin(best))
+    return int(Ts[i, 0]), float(C[i]), float(best[i])
+
+
+def test_T_and_C_are_optimised_jointly():  # issue 23: the argmin over (T, C), not C after T
+    s = _setting(None, S=2, C=3.0, eps=8.0, Delta0=10.0)
+    s.pop("T_max"), s.pop("T")
+    plan = _plan(s)
+    T, C, value = _brute_force_TC(s, 1000, 2001)
+    assert plan.recommendation.T == T and plan.recommendation.extra["C"] == pytest.approx(C, rel=2e-3)
+    assert plan.recommendation.bound == pytest.approx(value, rel=1e-4) and plan.recommendation.bound <= value
+    T_seq, _ = _brute_force_T(s, 1000)  # the old way: T at the setting's C, then C at that T
+    assert T_seq != T
+    vals = {k: v for k, v in s.items() if k in dp.NOTATION.params}
+    sig = exact_gaussian_z(s["eps"], s["delta"]) * math.sqrt(2 * T_seq * int(s["tau0"]))
+    Cs = np.geomspace(0.01, 100.0, 2001)
+    seq = float(np.min(dp.BOUNDS[s["bound"]]({**vals, "T": float(T_seq), "C": Cs, "sigma": sig,
+                                              "sigma_out": sig})))
+    assert plan.recommendation.bound < seq * (1 - 1e-3)  # even with the best C at the old T
+    assert "jointly with T" in plan.certificate.domain["C"] and plan.certificate.passed
+
+
 def test_T_search_widens_past_the_old_cap_of_400():  # issue 23 item 6
     s = _setting(None, Delta0=1000.0)
-    s.pop("T_max")
+    s.pop("T_max"), s.pop("T")  # T open: a T the setting gives is held fixed
     plan = _plan(s)
     T, value = _brute_force_T(s, 20_000)
     assert T > 400 and plan.data["T_opt"] == T
@@ -104,6 +142,7 @@ def test_vacuous_everywhere_is_said_first():  # issue 23 item 8
 @pytest.mark.parametrize("config", ["dppfl_ridge.toml", "dppfl_mnist.toml", "dppfl_cifar.toml"])
 def test_certificate_passes_on_the_examples(config):
     s = _setting(config)
+    s.pop("T")  # the example's T is held when given (test_a_T_the_user_sets_is_held_fixed); here it is open
     plan = _plan(s)
     cert = plan.certificate
     assert cert.passed, cert.line()
@@ -135,14 +174,16 @@ def test_certificate_passes_on_20_random_settings():
                      Delta0=float(10 ** rng.uniform(0, 3)),
                      S=int(rng.integers(1, 200)), m=int(rng.integers(10, 500)),
                      bound=str(rng.choice(["nonconvex", "convex"])))
-        s.pop("T_max")
+        s.pop("T_max"), s.pop("T")
         if s["bound"] == "convex":
             s.update(eta=0.02, beta=0.5, l=0.5)  # Lemma 6's l' > 0 and 0 < beta < 2/L'
         plan = _plan(s)
         cert = plan.certificate
         assert cert.passed, cert.line()
-        T, value = _brute_force_T(s, max(2000, 3 * plan.data["T_opt"]))
-        assert plan.data["T_opt"] == T and plan.data["bound_at_T_opt"] == pytest.approx(value, rel=1e-9)
+        # (T, C) jointly, C on a coarse grid (step 6 %; test_T_and_C_are_optimised_jointly is the fine one)
+        _, _, value = _brute_force_TC(s, max(2000, 3 * plan.data["T_opt"]), 81, (0.1, 10.0))
+        assert plan.data["bound_at_T_opt"] <= value * (1 + 1e-12)
+        assert plan.data["bound_at_T_opt"] == pytest.approx(value, rel=3e-2)
         level = s["Delta0"] if s["bound"] == "convex" else s["tau0"] * ((1 + s["eta"] * s["L"]) * s["B"]) ** 2
         assert cert.vacuous == (min(value, plan.recommendation.bound) >= level)
 
@@ -154,3 +195,29 @@ def test_pld_discretisation_for_a_one_percent_eps_error():
     coarse = pld_epsilon(2.0, 0.2, 4, 1e-5, discretization_for_target(1.0, 4))
     fine = pld_epsilon(2.0, 0.2, 4, 1e-5, 1e-4)  # pessimistic rounding: the coarse one is an upper bound
     assert fine <= coarse <= fine + 0.01 * 1.0
+
+
+def test_a_T_the_user_sets_is_held_fixed():  # issue 23: variables the user sets are held fixed
+    s = _setting(None, Delta0=1000.0)
+    s.pop("T_max")
+    T_user = int(s["T"])
+    plan = _plan(s)
+    rec, cert = plan.recommendation, plan.certificate
+    T_open, _ = _brute_force_T({k: v for k, v in s.items() if k != "T"}, 20_000)
+    assert T_open != T_user and rec.T == T_user  # the open optimum is elsewhere; the user's T is kept
+    vals = {k: v for k, v in s.items() if k in dp.NOTATION.params}
+    sigma = exact_gaussian_z(s["eps"], s["delta"]) * math.sqrt(2 * T_user * int(s.get("tau0", 1)))
+    want = float(dp.BOUNDS[s.get("bound", "nonconvex")]({**vals, "T": float(T_user), "sigma": sigma,
+                                                          "sigma_out": sigma}))
+    assert plan.data["bound_at_T_opt"] == pytest.approx(want, rel=1e-9)
+    assert rec.extra["noise_multiplier"] == pytest.approx(sigma, rel=1e-9)
+    assert cert.domain["T"] == f"{T_user} (set by the user)" and cert.passed
+    assert f"T = {T_user} is set by the user" in rec.why
+
+
+def test_clip_profile_is_optimal_clip_at_every_noise():
+    s = _setting(None, S=2, C=3.0)
+    sig = np.geomspace(0.01, 100, 300)
+    for variant in ("paper", "tight"):
+        one = [s["C"] if (c := sd.optimal_clip(s, g, variant)).at_lower_edge else c.x for g in sig]
+        assert np.array_equal(sd.clip_profile(s, sig, variant), one)

@@ -108,3 +108,23 @@ def test_certificate_passes_on_20_random_settings():
         plan = _plan(s)
         assert plan.certificate.passed, plan.certificate.line()
         assert plan.recommendation.T == plan.data["rounds"] >= s["T"]
+
+
+def test_T0_K_and_C_the_user_sets_are_held():  # issue 23: variables the user sets are held fixed
+    from fedbound.validation.recipes.wpfl import wpfl_schedule
+
+    s = _setting("wpfl_mnist.toml", T=7, K=5, C=2.0)
+    rec, cert = (plan := _plan(s)).recommendation, plan.certificate
+    run = wpfl_schedule(s)  # the schedule training runs, for these T0, K, C
+    assert np.all((run.assignment >= 0).sum(axis=0) == 7) and rec.T == run.rounds
+    assert rec.extra["uploads_per_client"] == 7 and rec.K == 5 and cert.domain["T0"].startswith("7 uploads")
+    (priv,) = cert.privacy
+    assert priv.sigma == pytest.approx(rec.sigma["uplink"]) and "7 uploads" in priv.stage
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)  # sensitivity 2C = 4
+    acc.compose(dp_accounting.PoissonSampledDpEvent(s["q"], dp_accounting.GaussianDpEvent(
+        rec.sigma["uplink"] / 4.0)), 7)
+    assert acc.get_epsilon(s["delta"]) == pytest.approx(priv.eps_achieved, abs=5e-3)
+    assert acc.get_epsilon(s["delta"]) <= s["eps"]

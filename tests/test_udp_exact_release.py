@@ -87,3 +87,23 @@ def test_check_passes_on_20_random_settings():
         plan = sched.plan(s, check=True)
         assert plan.certificate.passed, (s, plan.certificate.line())
         assert all(p.tight for p in plan.certificate.privacy), plan.certificate.line()
+
+
+def test_a_T_the_user_sets_is_held_fixed_and_sigma_calibrated_to_it():
+    """Issue 23: a user-set T is held; sigma is the exact calibration at that T and the bound is (22) with it
+    (the oracle noise, not fedbound's); an open T is still optimised."""
+    s = {**QUESTION, "N": 20, "K": 8, "eps": 4.0}
+    T_open = sched.plan(s).recommendation.T
+    T_user = T_open + 17
+    plan = sched.plan({**s, "T": T_user}, check=True)
+    rec, sens, co = plan.recommendation, 2 * 0.5 * 1.0 / 80, sched.coeffs(s)
+    assert rec.T == T_user and plan.data["T_recommended"] == T_user
+    z = _z_oracle(4.0, 1e-3, 0.4, T_user)
+    assert rec.sigma["uplink"][0] == pytest.approx(z * sens, rel=1e-7)
+    A = math.exp(-co["c"] * T_user)
+    want = A * co["theta0"] + (1 - A) * (s["L"] ** 2 / (2 * s["mu"]) * (z * sens) ** 2 + co["b"])
+    assert rec.bound == pytest.approx(want, rel=1e-7)
+    cert = plan.certificate
+    assert cert.domain["T"] == f"{T_user} (set by the user)" and "set by the user" in cert.search
+    assert cert.passed and all(p.tight for p in cert.privacy)
+    assert "T_opt_tight" not in plan.data and "T_user" in plan.optima

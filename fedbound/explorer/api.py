@@ -156,7 +156,7 @@ def plan_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
 
 def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> dict[str, Any]:
     """The paper's figure against ``vs`` for the body's setting, as data (``fedbound plot NAME --vs VS``
-    draws the same lines)."""
+    draws the same lines), with the plan's ``recommended`` design (T, bound) on the T axis."""
     from fedbound.validation.reproduce.plots import figure_data
 
     paper = _paper(name, "plot")
@@ -169,9 +169,24 @@ def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> d
         setting = paper.load_setting(None, sets)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return to_jsonable({"paper": paper.name, **figure_data(plots, setting.values, vs, variant)})
+            data = figure_data(plots, setting.values, vs, variant)
+        rec = _recommended(name, sets, variant, vs)
+        return to_jsonable({"paper": paper.name, **data, "recommended": rec})
     except FedboundError as exc:
         raise _blame(exc, paper.config_section.keys()) from None
+
+
+def _recommended(name: str, sets: list[str], variant: str, vs: str) -> dict[str, Any] | None:
+    """The plan's recommended T and its bound for the curve's setting (the figure marks the same design and
+    draws its deployed-noise curve through it); None off the T axis or without a planner."""
+    if vs != "T" or not getattr(_paper(name), "planner", None):
+        return None
+    from fedbound.commands.papers import build_plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = build_plan(name, None, sets, variant).recommendation
+    return None if rec is None else {"T": rec.T, "bound": rec.bound}
 
 
 def counterexample_links(name: str) -> list[list[str | None]]:

@@ -78,7 +78,7 @@ def _plan_section(paper: Any) -> str:
              ("accounting", rec.get("accounting")), ("why", rec.get("why"))]
     body = [f"<p>The paper's own experiment ({esc(setting)}), as <code>fedbound plan {esc(paper.name)} "
             f"--set ... --json</code> answers it.</p>", "<h4>Recommendation</h4>",
-            table(["quantity", "value"], lines),
+            table(["quantity", "value"], lines), _bound_figure(paper),
             "<h4>The paper's answer and the tight one</h4>",
             table(["quantity", "paper", "tight", "note"],
                   [[r.get("quantity"), _value(r.get("paper")), _value(r.get("tight")), r.get("note")]
@@ -92,6 +92,54 @@ def _plan_section(paper: Any) -> str:
         items = "".join(f"<li>{esc(w)}</li>" for w in plan["warnings"])
         body.append(f"<h4>Warnings</h4><ul>{items}</ul>")
     return "".join(body)
+
+
+def _plain(label: str) -> str:
+    return label.replace(r"$\Theta$", "Θ").replace(r"$\epsilon$", "ε").replace("$", "")
+
+
+def _bound_figure(paper: Any) -> str:
+    """The paper's bound-vs-T figure for its example, interactive: the data of ``fedbound plot NAME --vs T``
+    and the explorer's ``/api/curve`` (the paper's curves, the deployed-noise curve, the recommended T, Theta
+    where the paper has one), so the page shows one bound per design."""
+    import warnings
+
+    import plotly.graph_objects as go
+
+    from fedbound.planning import example_overrides
+    from fedbound.validation.reproduce.plots import figure_data
+
+    plots = paper.load("plots") if paper.plots else {}
+    if "T" not in plots:
+        return ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        setting = paper.load_setting(None, example_overrides(paper)).values
+        d = figure_data(plots, setting, "T")
+    fig = go.Figure()
+    for c in d["curves"]:
+        fig.add_trace(go.Scatter(x=c["x"], y=c["y"], mode="lines", name=_plain(c["label"]),
+                                 line={"color": c["color"], "dash": c["dash"]}))
+    for pt in d["points"]:
+        fig.add_trace(go.Scatter(x=pt["x"], y=pt["y"], mode="markers", name=_plain(pt["label"]),
+                                 marker={"color": pt["color"], "size": 9}, showlegend=bool(pt["label"])))
+    for h in d["hlines"]:
+        fig.add_hline(y=h["y"], line={"color": h["color"], "dash": h["dash"]},
+                      annotation_text=_plain(h["label"]), annotation_position="top left")
+    for v in d["vlines"]:
+        fig.add_vline(x=v["x"], line={"color": v["color"], "dash": v["dash"]},
+                      annotation_text=_plain(v["label"]), annotation_position="top right")
+    for note in d["notes"]:
+        fig.add_annotation(x=note["x"], y=note["y"], text=_plain(note["text"]), showarrow=False,
+                           xanchor="left", yanchor="bottom", font={"size": 10})
+    fig.update_layout(title=_plain(d["title"]), xaxis_title=d["xlabel"], yaxis_title=d["ylabel"],
+                      height=420, margin={"t": 60}, template="plotly_white", xaxis_type=d["xscale"],
+                      yaxis_type=d["yscale"])
+    if d["ylim"]:
+        fig.update_yaxes(range=d["ylim"] if d["yscale"] == "linear" else None)
+    return "<h4>Bound against T: the recommended design</h4>" + fig.to_html(
+        full_html=False, include_plotlyjs=False, include_mathjax=False, div_id=f"{paper.name}-bound-T",
+        config={"displaylogo": False, "responsive": True})
 
 
 def _lines(doc: Mapping[str, Any]) -> list[str]:

@@ -59,9 +59,28 @@ def draw_T(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
         ax.plot(Ts, ba.BOUND({**v, "T": Ts}, variant=name), label=f"Theorem 2 ({name})")
     ax.plot(Ts, sa.tight_bound(s, p, m, mu, Ts), label="tight noise (eq. (48), injected noise)")
     ax.axvline(t_opt.x, linestyle=":", label=f"T* = {t_opt.x} (minimiser of eq. (46))")
+    _recommended(ax, settings, s, p, m, top)
     ax.set_xlabel("rounds T")
     ax.set_ylabel("bound on E[L(x_T) - L*]")
     return f"PADPFL: bound vs T (eps = {s['eps']:g}, mu = {mu:.3g})"
+
+
+def _recommended(ax: Any, settings: Mapping[str, Any], s: Mapping[str, Any], p: np.ndarray, m: np.ndarray,
+                 top: int) -> None:
+    """The plan's design on the figure (issue 23): the tight-noise bound at its mu (and planned weights)
+    through its T, marked, and Theta, above which the bound is vacuous."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = sa.plan(settings).recommendation
+    if s.get("weights") == "planned":
+        p = np.atleast_2d(rec.extra["p"])
+    Td = np.arange(1, max(top, rec.T) + 1, dtype=float)
+    ax.plot(Td, sa.tight_bound(s, p, m, rec.extra["mu"], Td), color="k", lw=1.6,
+            label=f"deployed noise (tight), mu = {rec.extra['mu']:.3g}")
+    ax.plot([rec.T], [rec.bound], "s", color="k", label=f"recommended T = {rec.T}")
+    ax.axhline(s["Theta"], color="grey", lw=0.8, ls=":", label=r"$\Theta$ (vacuous above)")
 
 
 def draw_eps(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:

@@ -53,10 +53,33 @@ def draw_T(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
         res = sched.optimal_T(at, variant, T_max=T_max)
         ax.plot([res.x], [res.fun], "o", color=ax.get_lines()[-1].get_color(), label=f"_T* = {res.x}")
         ax.annotate(f"T* = {res.x}", (res.x, res.fun), textcoords="offset points", xytext=(4, 6), fontsize=8)
+    _recommended(ax, s, variant, Ts)
     ax.set_xscale("log")
     ax.set_xlabel("rounds T")
     ax.set_ylabel("bound at sigma*(T)")
     return f"DP-PFL (Wei et al. 2023), {_bound_name(s)} at Theorem 1's sigma*(T): optimal T (Remark 1)"
+
+
+def _recommended(ax: Any, s: Mapping[str, Any], variant: str, Ts: np.ndarray) -> None:
+    """The plan's design on the figure (issue 23): the bound with the noise it deploys at every T (its C and
+    split, the tight sigma*(T)), its T marked, and the level above which the bound is vacuous."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = sched.plan(s, variant)
+    rec = plan.recommendation
+    ratio = float(plan.data["sigma_ratio"])
+    Td = np.unique(np.append(Ts, rec.T))
+    at = {**s, "C": rec.extra["C"]}
+    ax.plot(Td, _y(sched.bound_curve(at, Td, sched.sigma_curve(at, Td, "tight", ratio), variant, ratio)),
+            color="k", lw=1.6, label=f"deployed noise (tight), C = {rec.extra['C']:.3g}, eps = {s['eps']:g}")
+    if rec.bound is not None:
+        ax.plot([rec.T], [rec.bound], "s", color="k", label=f"recommended T = {rec.T}")
+        ax.annotate(f"recommended T = {rec.T}", (rec.T, rec.bound), textcoords="offset points",
+                    xytext=(4, -14), fontsize=8)
+    level, what = sched.trivial_level(s)
+    ax.axhline(level, color="grey", lw=0.8, ls=":", label=f"vacuous above ({what})")
 
 
 def draw_eps(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:

@@ -3,7 +3,8 @@
 Each ``draw(ax, settings, variant)`` draws labelled lines on a matplotlib axis and returns the title; the
 generic command makes the figure, the legend, PNG/SVG and the ``--json`` curves from the lines.
 
-* ``T``: Theorem 2's bound (22) with eq. (10)'s noise and with the tight noise, the optima marked.
+* ``T``: Theorem 2's bound (22) with eq. (10)'s noise and with the deployed (exact) noise, the paper's T* and
+  the plan's recommended T marked, Theta drawn.
 * ``eps``: the bound at the optimal T, paper and tight, against eps.
 * ``K``: the bound at the optimal T against the number of clients per round.
 * ``q``: sigma per client against q = K/N at the setting's T (paper (10), corrected, tight).
@@ -27,15 +28,19 @@ def _setting(settings: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 def _by_T(ax: Any, settings: Mapping[str, Any], variant: str) -> str:
+    """Eq. (22) with the paper's noise and with the noise the plan deploys (exact calibration at every T),
+    the paper's T* and the plan's recommended T (a user-set T is held, as in the plan) marked, Theta drawn."""
     co = sched.coeffs(settings)
     t_opt = sched.optimal_T(co)
-    rec, _ = sched.optimal_T_tight(settings, co)
-    hi = int(max(3 * max(int(t_opt.x), int(rec.x)), 20))
-    Ts = np.unique(np.linspace(1, hi, 60).round().astype(int))
+    rec = sched.plan(settings).recommendation
+    hi = int(max(3 * max(int(t_opt.x), rec.T), 20))
+    Ts = np.unique(np.append(np.linspace(1, hi, 60).round().astype(int), [int(t_opt.x), rec.T]))
     ax.plot(Ts, udp.bound(Ts, co), label="bound (22), paper's noise (10)")
-    ax.plot(Ts, [sched.bound_tight(settings, co, int(T))[0] for T in Ts], label="bound (22), tight noise")
+    ax.plot(Ts, [sched.bound_tight(settings, co, int(T))[0] for T in Ts], color="k", lw=1.6,
+            label="deployed noise (exact), bound (22)")
     ax.plot([int(t_opt.x)], [float(t_opt.fun)], "o", label=f"T* paper = {int(t_opt.x)}")
-    ax.plot([int(rec.x)], [float(rec.fun)], "s", label=f"T* tight = {int(rec.x)}")
+    ax.plot([rec.T], [rec.bound], "s", color="k", label=f"recommended T = {rec.T}")
+    ax.axhline(co["theta0"], color="grey", lw=0.8, ls=":", label=r"$\Theta$ (vacuous above)")
     ax.set_xlabel("communication rounds T")
     ax.set_ylabel("E F(w^T) - F* (bound)")
     return f"{udp.SHORT}: Theorem 2's bound against T"

@@ -6,7 +6,9 @@
 * ``assignment``: the subchannel each client uses in each round (the Kuhn-Munkres assignment of P3; a gap
   where the client is not selected);
 * ``T``: Theorem 4's PL bound (eq. (31)) after the whole run against the uploads per client T (= T0), at
-  Theorem 1's sigma_DP and at the tight (set-based) sigma_DP.
+  Theorem 1's sigma_DP and at the tight (set-based) sigma_DP the plan deploys, the plan's T0 marked, D0 drawn.
+
+``lam`` and ``assignment`` are drawn at the plan's recommended (tight) sigma_DP.
 
 Each ``draw(ax, settings, variant)`` draws labelled lines and returns the title; the generic command makes
 the figure, the legend, PNG + SVG and the ``--json`` curves.
@@ -29,8 +31,8 @@ MAX_LINES = 8
 
 def _schedule(settings: Mapping[str, Any], variant: str, sigma: float | None = None) -> ws.RoundsSchedule:
     s = dict(settings)
-    if sigma is None:
-        sigma = wb.noise(s, int(s["T"]), "paper")["uplink"]
+    if sigma is None:  # the plan's recommended (tight) sigma_DP, not Theorem 1's (issue 23)
+        sigma = wb.noise(s, int(s["T"]), "tight")["uplink"]
     return ws.schedule_rounds(ws.radio_setting(s), s, sigma, "proposed", variant,
                               int(s.get("channel_seed", 0)), s.get("max_rounds"))
 
@@ -76,15 +78,21 @@ def draw_T(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
     """Theorem 4's bound after the run against T0, at Theorem 1's sigma and at the tight sigma."""
     base = int(settings["T"])
     ts = sorted({max(1, int(round(base * f))) for f in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)})
-    for method, label in (("paper", "Theorem 1 sigma_DP (per-outcome delta)"),
-                          ("tight", "tight sigma_DP (subsampled Gaussian, RDP)")):
+    for method, label, style in (("paper", "Theorem 1 sigma_DP (per-outcome delta)", {}),
+                                 ("tight", "deployed noise: tight sigma_DP (subsampled Gaussian, RDP)",
+                                  {"color": "k", "lw": 1.6})):
         values = []
         for t in ts:
             s = {**settings, "T": t}
             sched = _schedule(s, variant, wb.noise(s, t, method)["uplink"])
             bound = wb.geometric_bound(s["eps_P"], sched.rounds, s["D0"], float(sched.Phi.max()))
             values.append(float(bound))
-        ax.plot(ts, values, marker="o", label=label)
+        ax.plot(ts, values, marker="o", label=label, **style)
+        if method == "tight":  # the plan's design: T0 held (the setting's), its rounds and bound
+            rounds = _schedule(settings, variant).rounds
+            ax.plot([base], [values[ts.index(base)]], "s", color="k",
+                    label=f"recommended T0 = {base} ({rounds} rounds)")
+    ax.axhline(settings["D0"], color="grey", lw=0.8, ls=":", label="D0 (initial distance: vacuous above)")
     ax.set_yscale("log")
     ax.set_xlabel("uploads per client T0")
     ax.set_ylabel("Theorem 4 PL bound after the run (eq. (31))")
