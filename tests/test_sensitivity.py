@@ -217,5 +217,6 @@ def test_adaptive_planner_and_noise_read_the_provable_sensitivity():
         m = min(float(v) for v in str(example.get("sizes", example.get("m"))).split(","))
         p, q = ba.noise(example, 10, "tight"), ba.noise(prov, 10, "tight")
     ratio = min(2 * example["C"], 2 * 10 * 0.3 * 1.0 / m) / (2 * example["C"] / m)
-    assert result.warnings[0].startswith("provable sensitivity") and "PADPFL" in result.warnings[0]
+    # the plan says which sensitivity it used (after any warning that its bound is vacuous or negative)
+    assert any(w.startswith("provable sensitivity") and "PADPFL" in w for w in result.warnings)
     assert q["uplink"] == pytest.approx(ratio * p["uplink"])
