@@ -93,12 +93,12 @@ demo: $(STAMP)
 	@echo "==    Client level (--level client: every record of the client replaced): UDP, read at the client-level"
 	@echo "==    sensitivity 2 eta C, is consistent; --trials auto raises the trials until its halved-noise control is detected"
 	$(FEDBOUND) audit udp examples/audit_udp_client.toml --level client --trials auto --out $(DEMO_OUT)/audit_udp_client.png
-	@echo "== 6b. The audit catches a broken mechanism: DP-PFL with its inner noise halved in the mechanism (the ledger"
-	@echo "==     unchanged) is LEAK on the measured noise std; the correct DP-PFL audits consistent"
+	@echo "== 6b. DP-PFL's audit: both DP-SGD releases (inner, outer) through the engine, each stage's noise std checked"
+	@echo "==     against the plan (a halved stage is LEAK: tests/validation/audit/test_audit_suite.py); consistent here"
 	$(FEDBOUND) audit dppfl examples/audit_dppfl.toml --trials 4000 --out $(DEMO_OUT)/audit_dppfl.png
 	@echo "== 6c. Deploy on Flower: the NbAFL plan as a Flower app, then run on Flower's simulation engine with"
 	@echo "==     fedbound's ledger accounting every round (run directory as fedbound train's)"
-	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --out $(DEMO_OUT)/flower_app --overwrite 2>/dev/null || $(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --out $(DEMO_OUT)/flower_app
+	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --out $(DEMO_OUT)/flower_app
 	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --run --out $(DEMO_OUT)/flower_nbafl
 	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
 	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
