@@ -4,10 +4,10 @@ and the inner/outer budget split, and the designer's plan.
 Every optimiser takes the [dppfl] settings (spec 000 notation: eps, delta, tau0, q_in, q_out, eta, beta, C, S,
 m and the analysis constants) and returns a :class:`~fedbound.scheduling.results.Optimum` certificate.
 
-* :func:`optimal_T` (Remark 1): Phi(T) = bound(T, sigma*(T)) with sigma*(T) from Theorem 1 for every T.  At
-  q = 1 every integer T until the noise term alone exceeds the best bound (exact); for q < 1 a geometric
-  grid widened until the bound has turned, then every integer around its argmin (Phi is unimodal on every
-  tested grid but not convex, spec 000 P18).  Theorem 2: Delta0 <= K(1) = E(sigma*(1))/(1 -
+* :func:`optimal_T` (Remark 1): Phi(T) = bound(T, sigma*(T)) with sigma*(T) from Theorem 1 for every T:
+  every integer T until the noise term alone exceeds the best bound (exact at every q: sigma*(T) for a
+  chunk of T is one vectorised call at q < 1, :mod:`fedbound.scheduling.dppfl_sigma`; Phi is not convex,
+  spec 000 P18, and no unimodality is assumed).  Theorem 2: Delta0 <= K(1) = E(sigma*(1))/(1 -
   zeta^tau0) certifies T* = 1 (Phi2(T+1) - Phi2(T) >= (zeta^{(T+1)tau0} - zeta^{T tau0})(Delta0 - K(T)) >= 0
   and K is increasing).  Theorem 3 at q = 1: sigma*(T) = sigma*(1) sqrt(T) exactly, so
   T* = (2A/(K1 sigma*(1)))^{2/3} (A = Delta0/c, K1 = dPhi3/dsigma) is reported as the continuous check.
@@ -41,6 +41,7 @@ import numpy as np
 
 from fedbound.bounds import dppfl as dp
 from fedbound.bounds.claims import Claim, Computed, Region
+from fedbound.checks import check_int, check_probability, check_real
 from fedbound.errors import InfeasibleError, ParameterError
 from fedbound.scheduling.integer_search import exhaustive_integer_min
 from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row
@@ -84,7 +85,10 @@ def sigma_curve(
     """sigma*_in(T) (noise multiplier) for an array of T: Theorem 1 (seed 000 eq. (12)) on Opacus' orders
     (``"paper"``) or on the finer grid (``"tight"``; at q_in = q_out = 1 with ratio 1 the exact composition
     of the 2 T tau0 Gaussian releases).  q_in = q_out = 1: eps depends on T only through T tau0/sigma^2, so
-    sigma*(T) = sigma*(1) sqrt(T) exactly (spec 000 Sec. 3.8) and only T = 1 is calibrated."""
+    sigma*(T) = sigma*(1) sqrt(T) exactly (spec 000 Sec. 3.8) and only T = 1 is calibrated.  Otherwise the
+    whole array in one vectorised call on tabulated RDP (:mod:`fedbound.scheduling.dppfl_sigma`; equal to
+    the point-by-point :func:`fedbound.bounds.dppfl.noise_multiplier_curve` to ~1e-12), kept per setting
+    in this process (``rtol`` only applies to the q = 1 calibration)."""
     Ts = np.asarray(T, dtype=float)
     eps, delta, tau0 = settings["eps"], settings["delta"], int(settings.get("tau0", 1))
     q_in, q_out = float(settings["q_in"]), float(settings["q_out"])
@@ -93,12 +97,18 @@ def sigma_curve(
     orders = dp.OPACUS_ORDERS if method == "paper" else dp.TIGHT_ORDERS
     if q_in == 1.0 and q_out == 1.0:
         return _sigma_one(eps, delta, tau0, method, ratio, rtol) * np.sqrt(Ts)
-    key = (float(eps), float(delta), tau0, q_in, q_out, method, float(ratio), rtol)
+    key = (float(eps), float(delta), tau0, q_in, q_out, method, float(ratio))
     cache = _SIGMA_CACHE.setdefault(key, {})
-    flat = Ts.astype(np.int64).ravel()
+    flat = check_int("T", Ts, 1).astype(np.int64).ravel()
     missing = np.array(sorted({int(t) for t in flat} - set(cache)), dtype=np.int64)
     if missing.size:
-        found = dp.noise_multiplier_curve(eps, delta, missing, tau0, q_in, q_out, ratio, orders, rtol)
+        from fedbound.scheduling.dppfl_sigma import sigma_curve as table_curve
+        from fedbound.scheduling.dppfl_sigma import table_directory
+
+        check_real("ratio", ratio, 0.0, low_open=True)
+        found = table_curve(float(check_real("eps", eps, 0.0, low_open=True)),
+                            float(check_probability("delta", delta)), missing, tau0, q_in, q_out, ratio,
+                            orders, table_directory())
         cache.update(zip(missing.tolist(), np.atleast_1d(found).tolist(), strict=True))
     return np.array([cache[int(t)] for t in flat], dtype=float).reshape(Ts.shape)
 
@@ -143,14 +153,12 @@ def optimal_T(
     """Integer T minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; seed 000 eqs. (12), (31), (32)).
 
     ``T_max`` given: the search is [1, T_max] (``at_upper_edge`` flags an argmin there).  Otherwise the
-    search starts on [1, settings' T_max or 400] and widens (x4) until the bound has turned, up to
-    :data:`T_SEARCH_MAX` (a documented maximum, flagged by ``at_upper_edge``).  How: at q_in = q_out = 1
-    (sigma*(T) = sigma*(1) sqrt(T), cheap) every integer, stopped by
-    :func:`~fedbound.scheduling.certificate.scan_until_turned` once the noise term alone (the bound at
-    Delta0 = 0, non-decreasing in T) exceeds the best value: exact.  Otherwise (each sigma*(T) is a
-    root-finding on the sampled-Gaussian RDP) a 48-point geometric grid, widened until its argmin is below
-    the window's top, then every integer between the argmin's grid neighbours: exact if Phi is unimodal
-    (true on every tested grid, P18; not proven).  ``exhaustive``: every integer of [1, T_max].
+    search is every integer T from 1, stopped by :func:`~fedbound.scheduling.certificate.scan_until_turned`
+    once the noise term alone (the bound at Delta0 = 0: non-decreasing in T because sigma*(T) is and the
+    bound's noise term is increasing in sigma) exceeds the best value: exact, with no unimodality premise
+    (sigma*(T) at q = 1 is sigma*(1) sqrt(T); at q < 1 it comes for a whole chunk of T from one vectorised
+    call, :mod:`fedbound.scheduling.dppfl_sigma`), up to :data:`T_SEARCH_MAX` (a documented maximum,
+    flagged by ``at_upper_edge``).  ``exhaustive``: every integer of [1, T_max].
     ``evidence`` holds sigma*(T*), the window, Theorem 2's K(1) test and Theorem 3's q = 1 closed form.
     ``joint_C``: the bound at each T is taken at C*(sigma*(T)) (:func:`clip_profile`), so the argmin is over
     (T, C) jointly (only Xi depends on C; the noise-only floor stays non-decreasing in T)."""
@@ -171,9 +179,8 @@ def optimal_T(
         vals, ok = f(xs)
         return np.where(ok & np.isfinite(vals), vals, np.inf)
 
-    full = float(settings["q_in"]) == 1.0 == float(settings["q_out"])
     lo, hi, how = 1, T_max, ""
-    if full and not fixed and not exhaustive:
+    if not fixed and not exhaustive:
         def floor(xs: np.ndarray) -> np.ndarray:
             sig = sigma_curve(settings, xs, method, ratio)
             ev = bound_curve({**at(sig), "Delta0": 0.0}, xs, sig, variant, ratio)
@@ -182,19 +189,6 @@ def optimal_T(
         scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX)
         lo, hi = 1, scan.stop
         how = f"every integer T in {scan.domain}" + (f"; {scan.capped}" if scan.capped else "")
-    elif not exhaustive and T_max > 64:
-        while True:  # a geometric grid, widened until its argmin is below the window's top
-            grid = np.unique(np.round(np.geomspace(1, hi, 48)))
-            i = int(np.argmin(masked(grid)))
-            if fixed or i < len(grid) - 1 or hi >= T_SEARCH_MAX:
-                break
-            hi = min(4 * hi, T_SEARCH_MAX)
-        lo, hi = int(grid[max(i - 1, 0)]), int(grid[min(i + 1, len(grid) - 1)])
-        top = int(grid[-1])
-        how = (f"geometric grid of 48 T in [1, {top}]" + ("" if fixed or top == T_max else
-               f" (widened from [1, {T_max}] until the bound turned)") + f", then every integer in [{lo}, "
-               f"{hi}] around its argmin (exact if Phi is unimodal: true on every tested grid, P18)")
-        T_max = top
     res = exhaustive_integer_min(f, lo, hi, what="T")
     sig = {int(t): float(sigma_curve(settings, np.array([t]), method, ratio)[0]) for t in (1, int(res.x))}
     if not res.success:
@@ -494,25 +488,7 @@ def optimal_split(
     if base <= val:
         r, val, sig = 1.0, base, sig1
     T = int(settings["T"])
-    _, e_in, e_out = dp.rdp_pfl_rdp(
-        dp.OPACUS_ORDERS,
-        T,
-        int(settings.get("tau0", 1)),
-        float(settings["q_in"]),
-        sig,
-        float(settings["q_out"]),
-        r * sig,
-    )
-    eps_dp, alpha = dp.rdp_pfl_epsilon(
-        T,
-        int(settings.get("tau0", 1)),
-        float(settings["q_in"]),
-        sig,
-        float(settings["q_out"]),
-        r * sig,
-        settings["delta"],
-    )
-    j = int(np.argmin(np.abs(dp.OPACUS_ORDERS - alpha)))
+    eps_dp, alpha, e_in_a, e_out_a = _eps_parts(settings, T, sig, r * sig)
     return Optimum(
         x=r,
         fun=val,
@@ -528,8 +504,8 @@ def optimal_split(
             "sigma_50_50": sig1,
             "eps": eps_dp,
             "alpha": alpha,
-            "eps_rdp_inner": float(e_in[j]),
-            "eps_rdp_outer": float(e_out[j]),
+            "eps_rdp_inner": e_in_a,
+            "eps_rdp_outer": e_out_a,
             **extra,
         },
     )
@@ -663,34 +639,35 @@ def _noise_split(s: Mapping[str, Any], T: int, variant: str) -> tuple[float, flo
     split = optimal_split({**s, "T": T}, variant, "tight")
     r = float(split.x)
     if math.isfinite(r) and r != 1.0:
-        std = dp.noise({**s, "sigma_ratio": r}, T, "split")
-        return (
-            std["inner"] / s["C"],
-            std["outer"] / s["C"],
-            "Theorem 1 (eq. (12)) with sigma_out = r sigma_in, RDP on Opacus' 151 orders",
-            r,
-            split,
-        )
-    std = dp.noise(s, T, "tight")
+        sig = float(sigma_curve(s, np.array([T]), "tight", r)[0])
+        return (sig, r * sig, "Theorem 1 (eq. (12)) with sigma_out = r sigma_in, exact sampled-Gaussian RDP "
+                "on Opacus' and fedbound's orders", r, split)
+    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
     how = (
         "exact composition of the 2 T tau0 Gaussian releases (analytic Gaussian)"
         if float(s["q_in"]) == 1.0 == float(s["q_out"])
         else "Theorem 1 (eq. (12)): exact sampled-Gaussian RDP of both stages, Opacus' and fedbound's orders"
     )
-    return std["inner"] / s["C"], std["outer"] / s["C"], how, 1.0, split
+    return sig, sig, how, 1.0, split
 
 
 def _eps_parts(
     s: Mapping[str, Any], T: int, sig_in: float, sig_out: float
 ) -> tuple[float, float, float, float]:
-    tau0 = int(s.get("tau0", 1))
-    eps, alpha = dp.rdp_pfl_epsilon(
-        T, tau0, float(s["q_in"]), sig_in, float(s["q_out"]), sig_out, s["delta"], dp.TIGHT_ORDERS
-    )
-    _, e_in, e_out = dp.rdp_pfl_rdp(
-        np.array([alpha]), T, tau0, float(s["q_in"]), sig_in, float(s["q_out"]), sig_out
-    )
-    return eps, alpha, float(e_in[0]), float(e_out[0])
+    """(eps, alpha*, inner and outer RDP at alpha*) of Theorem 1 on the tight orders (tabulated RDP)."""
+    from fedbound.scheduling.dppfl_sigma import epsilon, table_directory
+
+    if float(s["q_in"]) == 1.0 == float(s["q_out"]):  # closed form: the point-by-point code is cheap here
+        tau0 = int(s.get("tau0", 1))
+        eps, alpha = dp.rdp_pfl_epsilon(
+            T, tau0, float(s["q_in"]), sig_in, float(s["q_out"]), sig_out, s["delta"], dp.TIGHT_ORDERS
+        )
+        _, e_in, e_out = dp.rdp_pfl_rdp(
+            np.array([alpha]), T, tau0, float(s["q_in"]), sig_in, float(s["q_out"]), sig_out
+        )
+        return eps, alpha, float(e_in[0]), float(e_out[0])
+    return epsilon(T, int(s.get("tau0", 1)), float(s["q_in"]), sig_in, float(s["q_out"]), sig_out,
+                   float(s["delta"]), dp.TIGHT_ORDERS, table_directory())
 
 
 def _differences(
@@ -756,8 +733,11 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
     want = 1e-4 if full else discretization_for_target(s["eps"], 2 * k)  # eps error <= 1 % of the target
     disc = float(discretization_for(min(z_in, z_out), max(q_in, q_out), 2 * k, want))
     acc = make_accountant("pld", "poisson", pld_discretization=disc)
-    acc.compose(poisson_gaussian_event(z_in, q_in, k))
-    acc.compose(poisson_gaussian_event(z_out, q_out, k))
+    if q_in == q_out and z_in == z_out:  # one event of 2k steps: the same PLD, composed once
+        acc.compose(poisson_gaussian_event(z_in, q_in, 2 * k))
+    else:
+        acc.compose(poisson_gaussian_event(z_in, q_in, k))
+        acc.compose(poisson_gaussian_event(z_out, q_out, k))
     exact = None
     if full and q_in == q_out and z_in == z_out:  # the exact (PLD) calibration, for the noise wasted
         from fedbound.accounting import calibrate_noise
