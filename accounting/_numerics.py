@@ -71,6 +71,29 @@ def log_ndtr(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _lgamma(x: float) -> float:
+    try:
+        return math.lgamma(x)
+    except ValueError:  # a pole (0, -1, -2, ...): scipy gives +inf
+        return math.inf
+
+
+_LGAMMA = np.frompyfunc(_lgamma, 1, 1)
+
+
+def gammaln(x: np.ndarray) -> np.ndarray:
+    """log |Gamma(x)|: ``scipy.special.gammaln`` without importing scipy.special (C99 ``lgamma`` per element;
+    large arrays take scipy's ufunc).  DP-PFL's compiled Theta (seed 000 eq. (27)) needs it on a cached
+    plan's path."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size > _SCIPY_ABOVE:
+        from scipy.special import gammaln as vectorised
+
+        return np.asarray(vectorised(x), dtype=np.float64)
+    out = np.asarray(_LGAMMA(x), dtype=np.float64).reshape(x.shape)
+    return out if out.ndim else out[()]
+
+
 def log1mexp(x: np.ndarray) -> np.ndarray:
     """log(1 - exp(x)) for x < 0 (Maechler's switch between log1p and expm1)."""
     x = np.asarray(x, dtype=np.float64)

@@ -13,7 +13,7 @@ no sampled-Gaussian evaluation at all.
 Error: each segment's series is checked when it is built against the exact RDP at ``CHECK`` off-node points
 (the midpoints between nodes, where the interpolation error peaks); ``max_error`` records the largest
 |log R| error seen (typically ~1e-13).  A segment whose error exceeds :data:`TOLERANCE` is refused
-(``ValueError``), so a table never silently answers beyond it.  The segments can be kept on disk
+(:class:`OutsideTable`), so a table never silently answers beyond it.  The segments can be kept on disk
 (``directory``): an array file per (q, orders, segment), keyed also by a hash of this module and ``_sgm.py``.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RdpTable", "SEGMENT", "NODES", "TOLERANCE", "table"]
+__all__ = ["OutsideTable", "RdpTable", "SEGMENT", "NODES", "TOLERANCE", "Z_MAX", "table"]
 
 SEGMENT = math.log(2.0) / 2.0
 """Width of a segment in u = ln z."""
@@ -39,8 +39,15 @@ MAX_LEVEL = 8
 """A segment is split in at most 2^MAX_LEVEL pieces."""
 CHECK = 6
 """Off-node check points per segment (midpoints between consecutive nodes, spread over the segment)."""
-K_RANGE = (-40, 60)
-"""Segments allowed: z in [2^-20, 2^30] (beyond, ``ValueError``)."""
+K_RANGE = (-40, 80)
+"""Segments allowed: z in [2^-20, 2^40] (beyond, :class:`OutsideTable`)."""
+Z_MAX = 2.0 ** (K_RANGE[1] // 2)
+"""The largest noise multiplier a table covers."""
+
+
+class OutsideTable(ValueError):
+    """The table cannot answer here (z outside its range, RDP underflow, or a series beyond TOLERANCE):
+    callers fall back to the exact point-by-point evaluation."""
 
 
 def _code_hash() -> str:
@@ -100,7 +107,7 @@ class RdpTable:
         """Segment k's series, shape (2^L, orders, NODES): order j's row holds its own 2^{L_j} pieces (NaN
         beyond), L_j <= MAX_LEVEL the least that meets TOLERANCE."""
         if not K_RANGE[0] <= k < K_RANGE[1]:
-            raise ValueError(f"noise multiplier e^{k * SEGMENT:.3g} outside the RDP table's range "
+            raise OutsideTable(f"noise multiplier e^{k * SEGMENT:.3g} outside the RDP table's range "
                              f"[2^{K_RANGE[0] // 2}, 2^{K_RANGE[1] // 2}]")
         path = self._file(k)
         if path is not None and path.is_file():
@@ -116,8 +123,8 @@ class RdpTable:
         while todo.size:  # split the segment further for the orders that vary fastest (large alpha, small z)
             level += 1
             if level > MAX_LEVEL:
-                raise ValueError(f"the RDP table's interpolation error {err.max():.2g} exceeds {TOLERANCE:g} "
-                                 f"at q = {self.q:g}, z near {math.exp(k * SEGMENT):.3g}")
+                raise OutsideTable(f"the RDP table's interpolation error {err.max():.2g} exceeds "
+                                   f"{TOLERANCE:g} at q = {self.q:g}, z near {math.exp(k * SEGMENT):.3g}")
             c = np.concatenate([c, np.full_like(c, np.nan)], axis=0)
             sub, e = self._fit(k * SEGMENT, todo, level)
             c[:, todo] = sub
@@ -150,7 +157,7 @@ class RdpTable:
             f = np.log(np.asarray(rdp_subsampled_gaussian(self.orders[cols], self.q, np.exp(u.ravel())),
                                   dtype=float))
         if not np.all(np.isfinite(f)):
-            raise ValueError(f"the sampled-Gaussian RDP underflows at q = {self.q:g}, z near "
+            raise OutsideTable(f"the sampled-Gaussian RDP underflows at q = {self.q:g}, z near "
                              f"{math.exp(start):.3g}: outside the RDP table's range")
         f = f.reshape(pieces, NODES + CHECK, cols.size)
         c = np.einsum("pno,jn->poj", f[:, :NODES], _DCT)  # (pieces, orders, NODES)

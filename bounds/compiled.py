@@ -30,6 +30,15 @@ if TYPE_CHECKING:  # sympy is imported only where an expression is compiled (a c
 __all__ = ["compile_expression", "cached_function", "cached_json", "fingerprint", "cache_dir"]
 
 MODULES = ["numpy", "scipy"]
+NUMPY_ONLY = {("scipy.special", "gammaln"): ("fedbound.accounting._numerics", "gammaln")}
+"""scipy functions a compiled formula gets from fedbound instead (same values; no scipy import on a cached
+plan)."""
+
+
+def _numpy_only(namespace: dict[str, Any]) -> None:
+    for (module, attr), (mine, name) in NUMPY_ONLY.items():
+        if attr in namespace and getattr(namespace[attr], "__module__", "").startswith(module.split(".")[0]):
+            namespace[attr] = getattr(importlib.import_module(mine), name)
 
 
 def cache_dir() -> Path | None:
@@ -52,6 +61,7 @@ def _load(path: Path) -> Callable[..., Any] | None:
         entry = json.loads(path.read_text(encoding="utf-8"))
         namespace: dict[str, Any] = {}
         for name, (module, attr) in entry["globals"].items():
+            module, attr = NUMPY_ONLY.get((module, attr), (module, attr))
             obj = importlib.import_module(module)
             namespace[name] = getattr(obj, attr) if attr else obj
         exec(compile(entry["source"], str(path), "exec"), namespace)  # noqa: S102 - our own cache entry
@@ -147,6 +157,7 @@ def cached_function(key: str, build: Build) -> Callable[..., Any]:
 
     symbols, expr = build()
     fn = sp.lambdify(list(symbols), expr, modules=MODULES, cse=True)
+    _numpy_only(fn.__globals__)
     if path is not None:
         try:
             _save(path, fn)

@@ -56,7 +56,6 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.accounting.calibrate import MAX_NOISE_MULTIPLIER
 from fedbound.bounds.lazy import Theory
 from fedbound.checks import check_int, check_probability, check_real
 from fedbound.errors import InfeasibleError, ParameterError
@@ -242,6 +241,8 @@ def noise_multiplier_curve(eps: float, delta: float, T: Any, tau0: int, q_in: fl
     by doubling, then, since eps_DP <= eps iff some order alpha has T tau0 R_alpha(sigma) + conversion(alpha)
     <= eps, sigma* = min over the orders of the roots of those smooth monotone equations (Illinois on
     log sigma, to ``rtol``; always on the feasible side)."""
+    from fedbound.accounting.calibrate import MAX_NOISE_MULTIPLIER  # scipy: not on a cached plan's path
+
     target = float(check_real("eps", eps, 0.0, low_open=True))
     d = float(check_probability("delta", delta))
     Ts = check_int("T", T, 1).astype(float)

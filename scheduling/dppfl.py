@@ -102,13 +102,17 @@ def sigma_curve(
     flat = check_int("T", Ts, 1).astype(np.int64).ravel()
     missing = np.array(sorted({int(t) for t in flat} - set(cache)), dtype=np.int64)
     if missing.size:
+        from fedbound.accounting.rdp_table import OutsideTable
         from fedbound.scheduling.dppfl_sigma import sigma_curve as table_curve
         from fedbound.scheduling.dppfl_sigma import table_directory
 
         check_real("ratio", ratio, 0.0, low_open=True)
-        found = table_curve(float(check_real("eps", eps, 0.0, low_open=True)),
-                            float(check_probability("delta", delta)), missing, tau0, q_in, q_out, ratio,
-                            orders, table_directory())
+        try:
+            found = table_curve(float(check_real("eps", eps, 0.0, low_open=True)),
+                                float(check_probability("delta", delta)), missing, tau0, q_in, q_out, ratio,
+                                orders, table_directory())
+        except OutsideTable:  # beyond the tables (extreme noise): the point-by-point calibration
+            found = dp.noise_multiplier_curve(eps, delta, missing, tau0, q_in, q_out, ratio, orders, 1e-12)
         cache.update(zip(missing.tolist(), np.atleast_1d(found).tolist(), strict=True))
     return np.array([cache[int(t)] for t in flat], dtype=float).reshape(Ts.shape)
 
@@ -732,19 +736,29 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
 
     want = 1e-4 if full else discretization_for_target(s["eps"], 2 * k)  # eps error <= 1 % of the target
     disc = float(discretization_for(min(z_in, z_out), max(q_in, q_out), 2 * k, want))
-    acc = make_accountant("pld", "poisson", pld_discretization=disc)
-    if q_in == q_out and z_in == z_out:  # one event of 2k steps: the same PLD, composed once
-        acc.compose(poisson_gaussian_event(z_in, q_in, 2 * k))
-    else:
-        acc.compose(poisson_gaussian_event(z_in, q_in, k))
-        acc.compose(poisson_gaussian_event(z_out, q_out, k))
+    def account() -> float:
+        acc = make_accountant("pld", "poisson", pld_discretization=disc)
+        if q_in == q_out and z_in == z_out:  # one event of 2k steps: the same PLD, composed once
+            acc.compose(poisson_gaussian_event(z_in, q_in, 2 * k))
+        else:
+            acc.compose(poisson_gaussian_event(z_in, q_in, k))
+            acc.compose(poisson_gaussian_event(z_out, q_out, k))
+        return float(acc.get_epsilon(s["delta"]))
+
+    from importlib.metadata import version
+
+    from fedbound.bounds.compiled import cached_json
+
+    # kept across runs (a cached plan need not import dp-accounting): keyed by every input and its version
+    achieved = cached_json(f"dppfl-pld|{z_in!r}|{z_out!r}|{q_in!r}|{q_out!r}|{k}|{float(s['delta'])!r}|"
+                           f"{disc!r}|{version('dp-accounting')}", account)
     exact = None
     if full and q_in == q_out and z_in == z_out:  # the exact (PLD) calibration, for the noise wasted
         from fedbound.accounting import calibrate_noise
 
         exact = C * float(calibrate_noise(s["eps"], s["delta"], q_in, 2 * k, method="pld"))
     return PrivacyCheck(stage, C * z_in, float(s["eps"]), float(s["delta"]),
-                        float(acc.get_epsilon(s["delta"])), f"PLD (dp-accounting), discretisation {disc:.0e}",
+                        float(achieved), f"PLD (dp-accounting), discretisation {disc:.0e}",
                         sigma_exact=exact)
 
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedbound.accounting.rdp_table import SEGMENT, table
-from fedbound.errors import InfeasibleError
+from fedbound.accounting.rdp_table import SEGMENT, Z_MAX, OutsideTable, table
 
 __all__ = ["sigma_curve", "table_directory", "SUBSTEPS"]
 
@@ -86,7 +85,6 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
                 orders=None, directory: Path | None = None) -> np.ndarray:
     """sigma*_in(T) (Theorem 1, seed 000 eq. (12)) for an array of integer T >= 1, vectorised (module
     docstring).  Inputs are trusted (checked by the caller, :func:`fedbound.scheduling.dppfl.sigma_curve`)."""
-    from fedbound.accounting.calibrate import MAX_NOISE_MULTIPLIER
     from fedbound.bounds.dppfl import OPACUS_ORDERS
 
     Ts = np.asarray(T, dtype=float)
@@ -98,14 +96,14 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
     log_t = np.log(Tf)
     lo_t, hi_t = float(log_t.min()), float(log_t.max())
     k_lo = k_hi = 0
-    cap = math.log(MAX_NOISE_MULTIPLIER)
+    cap = math.log(Z_MAX) - SEGMENT
     while curve.points(k_lo)[1][0].max() >= lo_t:  # widen down until the smallest T is infeasible there
         k_lo -= 1
     while curve.points(k_hi)[1][-1].max() < hi_t:  # widen up until the largest T is feasible at the top
         k_hi += 1
         if k_hi * SEGMENT > cap:
-            raise InfeasibleError(f"eps = {eps:g} at delta = {delta:g} needs a noise multiplier above "
-                                  f"{MAX_NOISE_MULTIPLIER:g} (T = {int(Tf.max())}, tau0 = {tau0})")
+            raise OutsideTable(f"eps = {eps:g} at delta = {delta:g} needs a noise multiplier above {Z_MAX:g} "
+                               f"(T = {int(Tf.max())}, tau0 = {tau0})")
     us, hs = zip(*(curve.points(k) for k in range(k_lo, k_hi + 1)), strict=True)
     u = np.concatenate(us)
     H = np.concatenate(hs)  # (lattice, orders)
