@@ -99,7 +99,7 @@ def sigma_curve(
         return _sigma_one(eps, delta, tau0, method, ratio, rtol) * np.sqrt(Ts)
     key = (float(eps), float(delta), tau0, q_in, q_out, method, float(ratio))
     cache = _SIGMA_CACHE.setdefault(key, {})
-    flat = check_int("T", Ts, 1).astype(np.int64).ravel()
+    flat = check_int("T", Ts.astype(np.int64), 1).ravel()  # a real T is read as its integer part
     missing = np.array(sorted({int(t) for t in flat} - set(cache)), dtype=np.int64)
     if missing.size:
         from fedbound.accounting.rdp_table import OutsideTable

@@ -12,7 +12,8 @@ of tau0 T R_alpha(s) = B_alpha: the inverse of one monotone curve.
 checked when built; tables depend on q and the orders only, so a re-plan at another eps, delta or T reuses
 them, also across runs through the disk cache), brackets every T between two lattice points, and solves
 the per-order equations of the orders feasible at the bracket's top by safeguarded Newton on the series
-(every order that can attain the minimum is solved: no window, no heuristic).  The result matches the
+(every order that can attain the minimum is solved: no window, no heuristic), then steps past the least
+root by TOLERANCE / slope so that the exact RDP meets eps there too.  The result matches the
 point-by-point calibration :func:`fedbound.bounds.dppfl.noise_multiplier_curve` to ~1e-12 (tests: rtol 1e-9).
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedbound.accounting.rdp_table import SEGMENT, Z_MAX, OutsideTable, table
+from fedbound.accounting.rdp_table import SEGMENT, TOLERANCE, Z_MAX, OutsideTable, table
 
 __all__ = ["sigma_curve", "table_directory", "SUBSTEPS"]
 
@@ -137,10 +138,15 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
         x[live] = new
         # a Newton step below _UTOL/4: the root is within it; close the bracket there
         lo[live[close]] = hi[live[close]] = new[close]
-    x = hi  # the feasible end
-    root = np.full(Tf.size, np.inf)
-    np.minimum.at(root, rows, x)
-    return np.exp(root).reshape(shape)
+    first = np.lexsort((hi, rows))  # pairs by T, then by root (the feasible end of each bracket)
+    win = first[np.r_[True, rows[first][1:] != rows[first][:-1]]]  # each T's least root
+    _, der = curve.h(hi[win], cols[win], derivative=True)
+    # the series are within TOLERANCE of ln R: step past the root by TOLERANCE / slope, so that the exact
+    # RDP at the returned sigma meets eps too (the point-by-point calibration's feasible side)
+    root = hi[win] + TOLERANCE / np.maximum(der, 1e-3)
+    out = np.empty(Tf.size)
+    out[rows[win]] = np.exp(root)
+    return out.reshape(shape)
 
 
 def epsilon(T: int, tau0: int, q_in: float, sigma_in: float, q_out: float, sigma_out: float, delta: float,
