@@ -12,8 +12,9 @@ no sampled-Gaussian evaluation at all.
 
 Error: each segment's series is checked when it is built against the exact RDP at ``CHECK`` off-node points
 (the midpoints between nodes, where the interpolation error peaks); ``max_error`` records the largest
-|log R| error seen (typically ~1e-13).  A segment whose error exceeds :data:`TOLERANCE` is refused
-(:class:`OutsideTable`), so a table never silently answers beyond it.  The segments can be kept on disk
+|log R| error seen (typically ~1e-13).  An order whose error on a segment exceeds :data:`TOLERANCE` is
+refitted on finer pieces; where even 2^MAX_LEVEL pieces miss it, that order is evaluated exactly there
+instead, so a table never silently answers beyond TOLERANCE.  The segments can be kept on disk
 (``directory``): an array file per (q, orders, segment), keyed also by a hash of this module and ``_sgm.py``.
 """
 
@@ -35,8 +36,9 @@ NODES = 24
 """Chebyshev nodes per segment (series degree NODES - 1)."""
 TOLERANCE = 1e-10
 """Largest accepted |error| of ln R at the check points of a segment."""
-MAX_LEVEL = 8
-"""A segment is split in at most 2^MAX_LEVEL pieces."""
+MAX_LEVEL = 5
+"""A segment is split in at most 2^MAX_LEVEL pieces; an order that still misses TOLERANCE there is not
+tabulated on that segment: :meth:`RdpTable.log_rdp` evaluates it exactly (``derivative`` NaN)."""
 CHECK = 6
 """Off-node check points per segment (midpoints between consecutive nodes, spread over the segment)."""
 K_RANGE = (-40, 80)
@@ -105,7 +107,7 @@ class RdpTable:
 
     def _build(self, k: int) -> np.ndarray:
         """Segment k's series, shape (2^L, orders, NODES): order j's row holds its own 2^{L_j} pieces (NaN
-        beyond), L_j <= MAX_LEVEL the least that meets TOLERANCE."""
+        beyond), L_j <= MAX_LEVEL the least that meets TOLERANCE (all NaN: not tabulated)."""
         if not K_RANGE[0] <= k < K_RANGE[1]:
             raise OutsideTable(f"noise multiplier e^{k * SEGMENT:.3g} outside the RDP table's range "
                              f"[2^{K_RANGE[0] // 2}, 2^{K_RANGE[1] // 2}]")
@@ -113,23 +115,23 @@ class RdpTable:
         if path is not None and path.is_file():
             try:
                 c = np.load(path)
-                if c.ndim == 3 and c.shape[1:] == (self.orders.size, NODES) and np.all(np.isfinite(c[0])):
+                if c.ndim == 3 and c.shape[1:] == (self.orders.size, NODES) and np.all(
+                        np.isfinite(c[0]) | np.all(np.isnan(c), axis=(0, 2))[:, None]):
                     return c
             except (OSError, ValueError):
                 pass
         c, err = self._fit(k * SEGMENT, np.arange(self.orders.size), 0)
         todo = np.flatnonzero(err > TOLERANCE)
         level = 0
-        while todo.size:  # split the segment further for the orders that vary fastest (large alpha, small z)
+        while todo.size and level < MAX_LEVEL:  # split further for the orders that vary fastest
             level += 1
-            if level > MAX_LEVEL:
-                raise OutsideTable(f"the RDP table's interpolation error {err.max():.2g} exceeds "
-                                   f"{TOLERANCE:g} at q = {self.q:g}, z near {math.exp(k * SEGMENT):.3g}")
             c = np.concatenate([c, np.full_like(c, np.nan)], axis=0)
             sub, e = self._fit(k * SEGMENT, todo, level)
             c[:, todo] = sub
             err[todo] = e
             todo = todo[e > TOLERANCE]
+        c[:, todo] = np.nan  # still beyond TOLERANCE (a near-kink of ln R): evaluated exactly, not tabulated
+        err[todo] = 0.0
         err = float(err.max())
         self.max_error = max(self.max_error, err)
         self.built += 1
@@ -178,6 +180,7 @@ class RdpTable:
         """ln R at element-wise pairs (u, order index ``cols``) (any equal shapes); with ``derivative`` also
         d ln R / du."""
         u, cols = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(cols))
+        shape, u, cols = u.shape, u.ravel(), cols.ravel()
         ks = np.floor(u / SEGMENT).astype(np.int64)
         out = np.empty(u.shape)
         dout = np.empty(u.shape) if derivative else None
@@ -185,13 +188,25 @@ class RdpTable:
             sel = ks == k
             c, d = self.coefficients(int(k))
             pieces = self._pieces[k][cols[sel]]  # each order's own subdivision of the segment
-            x = (u[sel] - k * SEGMENT) / SEGMENT * pieces
-            piece = np.clip(np.floor(x).astype(np.int64), 0, pieces - 1)
+            x = (u[sel] - k * SEGMENT) / SEGMENT * np.maximum(pieces, 1)
+            piece = np.clip(np.floor(x).astype(np.int64), 0, np.maximum(pieces, 1) - 1)
             t = np.clip(2.0 * (x - piece) - 1.0, -1.0, 1.0)
             out[sel] = _clenshaw(c[piece, cols[sel]], t)
             if derivative:
                 dout[sel] = _clenshaw(d[piece, cols[sel]], t)
-        return (out, dout) if derivative else out
+            exact = np.flatnonzero(sel)[pieces == 0]
+            if exact.size:  # not tabulated here: the exact RDP
+                out[exact] = self._exact(u[exact], cols[exact])
+        out = out.reshape(shape)
+        return (out, dout.reshape(shape)) if derivative else out
+
+    def _exact(self, u: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        from fedbound.accounting import _sgm
+
+        alpha = self.orders[cols]
+        log_a = _sgm.log_a(alpha, np.full(alpha.shape, self.q), np.exp(u))
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(log_a / (alpha - 1.0), 0.0))
 
     def grid(self, u: np.ndarray) -> np.ndarray:
         """ln R at every (u, order): shape (len(u), len(orders))."""

@@ -82,6 +82,32 @@ class _Curve:
         return (k + np.arange(SUBSTEPS) / SUBSTEPS) * SEGMENT, self.lattice[k]
 
 
+def _segment_of(curve: _Curve, log_t: float, eps: float, delta: float, tau0: int) -> int:
+    """The least segment k whose last lattice point supports T = e^log_t (monotone in k): doubling strides
+    from k = 0, then bisection, so only O(log) segments are built on the way."""
+    top = math.floor((math.log(Z_MAX) - SEGMENT) / SEGMENT)
+
+    def ok(k: int) -> bool:
+        if k > top:
+            raise OutsideTable(f"eps = {eps:g} at delta = {delta:g} needs a noise multiplier above {Z_MAX:g} "
+                               f"(T = {math.exp(log_t):.0f}, tau0 = {tau0})")
+        return bool(curve.points(k)[1][-1].max() >= log_t)
+
+    step, k = 1, 0
+    if ok(0):  # go down until infeasible
+        while ok(k - step):
+            k, step = k - step, 2 * step
+        lo, hi = k - step, k
+    else:  # go up until feasible
+        while not ok(min(k + step, top + 1)):
+            k, step = k + step, 2 * step
+        lo, hi = k, min(k + step, top + 1)
+    while hi - lo > 1:  # invariant: ok(hi), not ok(lo)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
 def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: float, ratio: float = 1.0,
                 orders=None, directory: Path | None = None) -> np.ndarray:
     """sigma*_in(T) (Theorem 1, seed 000 eq. (12)) for an array of integer T >= 1, vectorised (module
@@ -96,15 +122,9 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
                    OPACUS_ORDERS if orders is None else orders, directory)
     log_t = np.log(Tf)
     lo_t, hi_t = float(log_t.min()), float(log_t.max())
-    k_lo = k_hi = 0
-    cap = math.log(Z_MAX) - SEGMENT
-    while curve.points(k_lo)[1][0].max() >= lo_t:  # widen down until the smallest T is infeasible there
-        k_lo -= 1
-    while curve.points(k_hi)[1][-1].max() < hi_t:  # widen up until the largest T is feasible at the top
-        k_hi += 1
-        if k_hi * SEGMENT > cap:
-            raise OutsideTable(f"eps = {eps:g} at delta = {delta:g} needs a noise multiplier above {Z_MAX:g} "
-                               f"(T = {int(Tf.max())}, tau0 = {tau0})")
+    k_lo = _segment_of(curve, lo_t, eps, delta, tau0)
+    k_hi = _segment_of(curve, hi_t, eps, delta, tau0)
+    k_lo -= 1  # the lattice starts below every root (a segment's first point may already be feasible)
     us, hs = zip(*(curve.points(k) for k in range(k_lo, k_hi + 1)), strict=True)
     u = np.concatenate(us)
     H = np.concatenate(hs)  # (lattice, orders)
@@ -143,7 +163,7 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
     _, der = curve.h(hi[win], cols[win], derivative=True)
     # the series are within TOLERANCE of ln R: step past the root by TOLERANCE / slope, so that the exact
     # RDP at the returned sigma meets eps too (the point-by-point calibration's feasible side)
-    root = hi[win] + TOLERANCE / np.maximum(der, 1e-3)
+    root = hi[win] + np.where(np.isfinite(der), TOLERANCE / np.maximum(der, 1e-3), 0.0)  # NaN: exact RDP
     out = np.empty(Tf.size)
     out[rows[win]] = np.exp(root)
     return out.reshape(shape)
