@@ -121,11 +121,15 @@ _SIGMA_CACHE: dict[tuple, dict[int, float]] = {}
 
 
 def _sigma_one(eps: float, delta: float, tau0: int, method: str, ratio: float, rtol: float) -> float:
-    """sigma*(T = 1) at q_in = q_out = 1 (sigma*(T) = sigma*(1) sqrt(T) there)."""
-    if method == "tight" and ratio == 1.0:
+    """sigma*(T = 1) at q_in = q_out = 1 (sigma*(T) = sigma*(1) sqrt(T) there).  ``"tight"``: tau0 inner
+    releases at z and tau0 outer ones at r z compose exactly to one Gaussian of multiplier
+    z / sqrt(tau0 (1 + r^-2)), so z = z_1 sqrt(tau0 (1 + r^-2)) with z_1 the analytic Gaussian's (Balle &
+    Wang 2018) for one release, at every split r."""
+    if method == "tight":
         from fedbound.accounting import calibrate_noise
 
-        return float(calibrate_noise(eps, delta, 1.0, 2 * tau0, method="analytic"))
+        z_1 = float(calibrate_noise(eps, delta, 1.0, 1, method="analytic"))
+        return z_1 * math.sqrt(tau0 * (1.0 + ratio**-2))
     orders = dp.OPACUS_ORDERS if method == "paper" else dp.TIGHT_ORDERS
     return float(dp.noise_multiplier_curve(eps, delta, 1, tau0, 1.0, 1.0, ratio, orders, rtol))
 
@@ -638,9 +642,11 @@ PREMISES = (
 )
 
 
-def _noise_split(s: Mapping[str, Any], T: int, variant: str) -> tuple[float, float, str, float, Optimum]:
-    """(sigma_in, sigma_out, accounting, ratio, split certificate) for the recommendation at T."""
-    split = optimal_split({**s, "T": T}, variant, "tight")
+def _noise_split(s: Mapping[str, Any], T: int, variant: str,
+                 split: Optimum | None = None) -> tuple[float, float, str, float, Optimum]:
+    """(sigma_in, sigma_out, accounting, ratio, split certificate) for the recommendation at T (``split``:
+    the joint (T, r) optimum's, else r is optimised at this T)."""
+    split = split or optimal_split({**s, "T": T}, variant, "tight")
     r = float(split.x)
     if math.isfinite(r) and r != 1.0:
         sig = float(sigma_curve(s, np.array([T]), "tight", r)[0])
@@ -777,8 +783,9 @@ def _at_user_T(s: Mapping[str, Any], variant: str) -> Optimum:
 
 
 def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, full: bool) -> Any:
-    """The independent check of T*: brute force over every integer of the searched window at q = 1 (cheap
-    sigma*(T)); a geometric grid otherwise (32 points, 400 with ``full``), which no point may beat."""
+    """The independent check of T*: brute force over every integer of the searched window (up to
+    BRUTE_FORCE_POINTS; a geometric grid beyond, 32 points, 400 with ``full``, which no point may beat); with
+    ``full`` at q < 1 also sigma*(T) at T* - 1..T* + 1 re-calibrated point by point (within 1e-9)."""
     from fedbound.scheduling.certificate import BRUTE_FORCE_POINTS, OptimumCheck, brute_force_argmin
 
     if res.evidence.get("user_T"):  # held fixed: its bound recomputed from the theorem directly
@@ -790,7 +797,7 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
                             bool(abs(fun - float(res.fun)) <= 1e-9 * max(1.0, abs(fun))),
                             note="T set by the user: nothing searched")
     top = int(res.evidence["T_max"])
-    every = float(s["q_in"]) == 1.0 == float(s["q_out"]) and top <= BRUTE_FORCE_POINTS
+    every = top <= BRUTE_FORCE_POINTS  # sigma*(T) is cheap at every q (closed form / tables)
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
 
     def objective(T: np.ndarray) -> np.ndarray:
@@ -802,7 +809,15 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
     x, fun, points = brute_force_argmin(objective, {"T": Ts})
     agrees = float(res.fun) <= fun * (1 + 1e-12) + 1e-12 and (not every or int(x["T"]) == int(res.x))
     how = "brute force over every integer T" if every else "geometric grid of T (no point may beat T*)"
-    return OptimumCheck(how, points, x, fun, bool(agrees), note=f"best {fun:.8g} vs T* {float(res.fun):.8g}")
+    note = f"best {fun:.8g} vs T* {float(res.fun):.8g}"
+    if full and not float(s["q_in"]) == 1.0 == float(s["q_out"]):  # the tables against the series
+        Tn = np.arange(max(1, int(res.x) - 1), int(res.x) + 2)
+        exact = dp.noise_multiplier_curve(s["eps"], s["delta"], Tn, int(s.get("tau0", 1)), float(s["q_in"]),
+                                          float(s["q_out"]), ratio, dp.TIGHT_ORDERS, 1e-12)
+        gap = float(np.max(np.abs(sigma_curve(s, Tn, "tight", ratio) / exact - 1)))
+        agrees = agrees and gap <= 1e-9
+        note += f"; sigma*(T) at T* - 1..T* + 1 re-calibrated point by point: rel. difference {gap:.1e}"
+    return OptimumCheck(how, points, x, fun, bool(agrees), note=note)
 
 
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
@@ -816,9 +831,16 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     eq = "(32)" if name == "nonconvex" else "(31)"
     warnings: list[str] = []
     t_paper = optimal_T(s, variant, "paper")
-    t_tight = optimal_T(s, variant, "tight", joint_C=True) if "T" not in s else _at_user_T(s, variant)
+    joint = "T" not in s and "outer_noise" in variant.split("+")  # the split matters: (T, r) jointly
+    if joint:
+        from fedbound.scheduling.dppfl_split import optimal_T_split
+
+        t_tight, split_joint = optimal_T_split(s, variant)
+    else:
+        t_tight = optimal_T(s, variant, "tight", joint_C=True) if "T" not in s else _at_user_T(s, variant)
     T_rec = int(t_tight.x)
-    sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant)
+    split_given = split_joint if joint else None
+    sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant, split_given)
     clip = optimal_clip(s, sig_in, variant)
     C_rec = float(s["C"]) if clip.at_lower_edge else float(clip.x)
     rec_setting = {**s, "C": C_rec}
@@ -962,8 +984,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
               "C": ("the setting's C (the bound prefers C -> 0+)" if clip.at_lower_edge else
                     "Lemma 4's exact candidate set at the noise of the user's T" if user_T else
                     "Lemma 4's exact candidate set at every T's noise, jointly with T (C*(T) profiled out)"),
-              "split": ("sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
-                        else f"r = {ratio:.4g} (optimised)"),
+              "split": (str(split.evidence["searched"]) if joint else
+                        "sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
+                        else f"r = {ratio:.4g} (optimised at T*)"),
               "S": "the setting's model (held)"}
     capped = (f"T stopped at the documented maximum {T_SEARCH_MAX}"
               if t_tight.at_upper_edge and "T_max" not in settings else "")
