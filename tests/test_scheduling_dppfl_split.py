@@ -39,7 +39,7 @@ def test_joint_T_and_split_at_q_one_is_the_brute_force_optimum():
     plan = _plan(dict(BASE))
     rec = plan.recommendation
     r_plan = rec.extra["noise_multiplier_outer"] / rec.extra["noise_multiplier"]
-    # every (T, r): T tau0 inner and outer Gaussians compose to one of multiplier z_in (T tau0 (1 + r^-2))^-1/2
+    # every (T, r): the T tau0 inner and outer Gaussians compose to one of z_in (T tau0 (1 + r^-2))^-1/2
     Ts = np.arange(1, 201, dtype=float)[:, None]
     rs = np.geomspace(1e-2, 1e2, 1601)[None, :]
     z_in = exact_gaussian_z(4.0, 1e-3) * np.sqrt(3 * Ts * (1 + rs**-2.0))
