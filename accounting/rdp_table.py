@@ -80,11 +80,15 @@ def _derivative(c: np.ndarray) -> np.ndarray:
 
 def _clenshaw(c: np.ndarray, t: np.ndarray) -> np.ndarray:
     """sum_j c[..., j] T_j(t) for t broadcast against c[..., 0]."""
-    b1 = np.zeros(np.broadcast_shapes(c.shape[:-1], np.shape(t)))
+    c = np.moveaxis(c, -1, 0)
+    if c.ndim == 2:
+        c = np.ascontiguousarray(c)  # rows of one coefficient: contiguous
+    b1 = np.zeros(np.broadcast_shapes(c.shape[1:], np.shape(t)))
     b2 = np.zeros_like(b1)
-    for j in range(c.shape[-1] - 1, 0, -1):
-        b1, b2 = 2.0 * t * b1 - b2 + c[..., j], b1
-    return t * b1 - b2 + c[..., 0]
+    t2 = 2.0 * t
+    for j in range(c.shape[0] - 1, 0, -1):
+        b1, b2 = t2 * b1 - b2 + c[j], b1
+    return t * b1 - b2 + c[0]
 
 
 class RdpTable:

@@ -82,6 +82,9 @@ class _Curve:
         return (k + np.arange(SUBSTEPS) / SUBSTEPS) * SEGMENT, self.lattice[k]
 
 
+_CURVES: dict[tuple, _Curve] = {}
+
+
 def _segment_of(curve: _Curve, log_t: float, eps: float, delta: float, tau0: int) -> int:
     """The least segment k whose last lattice point supports T = e^log_t (monotone in k): doubling strides
     from k = 0, then bisection, so only O(log) segments are built on the way."""
@@ -118,8 +121,13 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
     shape, Tf = Ts.shape, Ts.ravel()
     if Tf.size == 0:
         return np.zeros(shape)
-    curve = _Curve(float(eps), float(delta), int(tau0), float(q_in), float(q_out), float(ratio),
-                   OPACUS_ORDERS if orders is None else orders, directory)
+    o = np.asarray(OPACUS_ORDERS if orders is None else orders, dtype=float)
+    key = (float(eps), float(delta), int(tau0), float(q_in), float(q_out), float(ratio), o.tobytes(),
+           str(directory))
+    curve = _CURVES.pop(key, None) or _Curve(*key[:6], o, directory)
+    _CURVES[key] = curve  # most recent last; a T scan calls once per chunk of T with the same setting
+    while len(_CURVES) > 16:
+        del _CURVES[next(iter(_CURVES))]
     log_t = np.log(Tf)
     lo_t, hi_t = float(log_t.min()), float(log_t.max())
     k_lo = _segment_of(curve, lo_t, eps, delta, tau0)
