@@ -112,8 +112,8 @@ def _planted(n: int, dim: int, seed: int, test_fraction: float
 
     The float64 draws are made a block of rows at a time, each block cast to float32 into its rows of the
     split; ``w`` and ``b`` are drawn after the features, so ``x @ w`` comes from a second pass over the same
-    stream.  The numbers are those of drawing the whole ``(n, dim)`` matrix at once; the memory is the
-    float32 data plus one block."""
+    stream (none when one block holds every row).  The numbers are those of drawing the whole ``(n, dim)``
+    matrix at once (tested); the memory is the float32 data plus one block."""
     if n < 2:
         raise ParameterError("synthetic_samples", n, "integer in [2, inf)")
     if dim < 1:
@@ -129,14 +129,20 @@ def _planted(n: int, dim: int, seed: int, test_fraction: float
     rng = np.random.default_rng([seed, 11])
     for lo in range(0, n, block):
         rows = min(block, n - lo)
-        split[slot[lo:lo + rows]] = rng.standard_normal((rows, dim)) / np.sqrt(dim)
+        x = rng.standard_normal((rows, dim))
+        x /= np.sqrt(dim)
+        split[slot[lo:lo + rows]] = x
     w = rng.standard_normal(dim) * 2.0
     b = float(rng.standard_normal())
+    if n <= block:  # one block held every row: no second pass
+        return split[n_test:], split[:n_test], x @ w, order, w, b
     projection = np.empty(n)
     rng = np.random.default_rng([seed, 11])
     for lo in range(0, n, block):
         rows = min(block, n - lo)
-        projection[lo:lo + rows] = (rng.standard_normal((rows, dim)) / np.sqrt(dim)) @ w
+        x = rng.standard_normal((rows, dim))
+        x /= np.sqrt(dim)
+        projection[lo:lo + rows] = x @ w
     return split[n_test:], split[:n_test], projection, order, w, b
 
 
