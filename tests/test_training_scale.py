@@ -181,3 +181,36 @@ def test_batched_budget_check_stops_only_the_run_over_budget():
     with pytest.raises(PrivacyBudgetExceeded) as alone:
         b.check_budget(rel_b[0], 0)
     assert str(alone.value) == str(errors[1])
+
+
+def test_batched_sweep_stops_the_run_over_budget_as_alone():
+    """In one batched call, a run whose plan runs out of budget at round 2 stops with the error it raises
+    alone; the other run is unaffected (the budget checks of a round are batched, privacy.check_budgets)."""
+    from fedbound.training.engine import Algorithm, run
+    from fedbound.training.local import LocalSGD
+    from fedbound.training.models import build_model
+    from fedbound.training.multirun import BatchJob, run_batch
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3))
+    data = ClientData.from_partition(x, (x[:, 0] > 0).astype(np.int64), np.array_split(np.arange(40), 4))
+    model, local = build_model("logreg", (3,), 2), LocalSGD(steps=1, lr=0.3)
+
+    def plan(eps: float) -> NoisePlan:
+        return NoisePlan(rounds=3, num_clients=4, sigma={"uplink": np.full(3, 1.0)},
+                         sensitivity={"uplink": 1.0}, eps=eps, delta=1e-5, views=(View("up", "upload"),),
+                         paper_accountant="none", budget_accountant="tight")
+
+    one_round = float(gaussian_epsilon(np.array([1.0]), 1e-5)[0])
+    plans = [plan(100.0), plan(1.5 * one_round)]  # the second affords one round, not two
+    batched = run_batch([BatchJob(Algorithm(3, local), model, data, plan=p) for p in plans])
+    alone = []
+    for p in plans:
+        try:
+            alone.append(run(Algorithm(3, local), model, data, plan=p))
+        except PrivacyBudgetExceeded as exc:
+            alone.append(exc)
+    assert isinstance(batched[1], PrivacyBudgetExceeded) and str(batched[1]) == str(alone[1])
+    assert "round 2 would spend" in str(batched[1])
+    torch.testing.assert_close(batched[0].params, alone[0].params)
+    assert batched[0].metrics["epsilon_spent"].tolist() == alone[0].metrics["epsilon_spent"].tolist()
