@@ -24,33 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import interleaved, load, ratio, write_result  # noqa: E402
+from sweep import LOGREG_CONFIG as CONFIG  # noqa: E402 - the same 40-run sweep as bench/sweep.py
+from sweep import SEEDS, T_VALUES  # noqa: E402
 
 from fedbound.training import multirun, privacy  # noqa: E402
 from fedbound.validation.sweep import RunSpec, run_sweep  # noqa: E402
 
 QUICK = "--quick" in sys.argv
-CONFIG = """
-[nbafl]
-N = 20
-m = 40
-C = 5.0
-eps = 20.0
-delta = 0.01
-L = 1
-mu = 1.0
-
-[train]
-dataset = "synthetic_logistic"
-synthetic_samples = 1000
-synthetic_dim = 20
-test_fraction = 0.2
-model = "logreg"
-local_steps = 5
-lr = 0.1
-eval_clients = false
-"""
-T_VALUES = (2, 4, 6, 8, 10, 12, 14, 16)
-SEEDS = (0, 1, 2, 3, 4)
 
 
 class _Clock:
