@@ -4,7 +4,8 @@ One logistic-regression NbAFL run per size N (``N`` clients x ``SAMPLES`` sample
 ``synthetic_logistic``, the paper's noise, no evaluation), built through ``fedbound train``'s own path
 (``prepare_run`` -> ``build_run``) and trained for ``ROUNDS`` rounds, each size in a fresh subprocess so that
 its peak RSS (``resource.getrusage``'s ``ru_maxrss``) is its own.  Reported per size: setup time (data, model,
-plan), time per round, the float32 size of the client data (``N x SAMPLES x DIM x 4`` bytes), the peak RSS,
+plan) and time per round, wall and CPU seconds (the machine may be shared: CPU seconds / cores bound what a
+quiet machine takes), the float32 size of the client data (``N x SAMPLES x DIM x 4`` bytes), the peak RSS,
 the RSS of the bare interpreter with torch imported (the fixed base, measured the same way in its own
 subprocess) and ``(peak - base) / data``; with two sizes, the marginal ratio ``d peak / d data`` between
 them (the engine's chunk working set, bounded by ``[train] memory_mb``, is a fixed cost that the first ratio
@@ -60,7 +61,7 @@ def _peak_bytes() -> int:
 
 def _child(n: int, dim: int) -> dict:
     """One size, in this (fresh) process."""
-    import torch  # noqa: F401 - part of the base
+    import torch  # part of the base
 
     if n == 0:
         return {"peak_rss_bytes": _peak_bytes()}
@@ -72,19 +73,22 @@ def _child(n: int, dim: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scale.toml"
         path.write_text(CONFIG.format(n=n, m=SAMPLES, rounds=ROUNDS, samples=n * SAMPLES, dim=dim))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         built = build_run(prepare_run("nbafl", path, design="paper"))
         options = dataclasses.replace(built.options, eval_every=0)  # the rounds alone, no evaluation
         runner = Runner(built.algorithm, built.setup.model, built.setup.data, plan=built.plan,
                         options=options)
-        setup_s = time.perf_counter() - t0
+        setup_s, setup_cpu = time.perf_counter() - t0, time.process_time() - c0
         setup_peak = _peak_bytes()
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         result = drive(runner)
         rounds_s = (time.perf_counter() - t1) / ROUNDS
+        rounds_cpu = (time.process_time() - c1) / ROUNDS
     rows = built.setup.data.rows
     return {"clients": n, "samples_per_client": SAMPLES, "features": dim, "rounds": ROUNDS,
-            "setup_s": setup_s, "round_s": rounds_s, "peak_rss_bytes": _peak_bytes(),
+            "setup_s": setup_s, "round_s": rounds_s,
+            "setup_cpu_s": setup_cpu, "round_cpu_s": rounds_cpu, "torch_threads": torch.get_num_threads(),
+            "peak_rss_bytes": _peak_bytes(),
             "peak_rss_after_setup_bytes": setup_peak,
             "data_float32_bytes": n * SAMPLES * dim * 4,
             "engine_rows_bytes": rows.numel() * rows.element_size(),
@@ -105,8 +109,9 @@ def main(sizes: tuple[int, ...] = (10_000, 100_000), dim: int = DIM) -> dict:
         row["base_rss_bytes"] = base
         row["ratio_to_data"] = (row["peak_rss_bytes"] - base) / row["data_float32_bytes"]
         rows.append(row)
-        print(f"N = {n:>7,}: setup {row['setup_s']:.2f} s, round {row['round_s']:.2f} s, data "
-              f"{row['data_float32_bytes'] / 2**30:.3f} GiB, peak {row['peak_rss_bytes'] / 2**30:.3f} GiB "
+        print(f"N = {n:>7,}: setup {row['setup_s']:.2f} s ({row['setup_cpu_s']:.1f} CPU s), round "
+              f"{row['round_s']:.2f} s ({row['round_cpu_s']:.1f} CPU s, {row['torch_threads']} threads), "
+              f"data {row['data_float32_bytes'] / 2**30:.3f} GiB, peak {row['peak_rss_bytes'] / 2**30:.3f} GiB "
               f"(base {base / 2**30:.3f} GiB), (peak - base) / data = {row['ratio_to_data']:.2f}x "
               "(target <= 1.5x)", flush=True)
     marginal = None
