@@ -111,9 +111,9 @@ def main(sizes: tuple[int, ...] = (10_000, 100_000), dim: int = DIM) -> dict:
         rows.append(row)
         print(f"N = {n:>7,}: setup {row['setup_s']:.2f} s ({row['setup_cpu_s']:.1f} CPU s), round "
               f"{row['round_s']:.2f} s ({row['round_cpu_s']:.1f} CPU s, {row['torch_threads']} threads), "
-              f"data {row['data_float32_bytes'] / 2**30:.3f} GiB, peak {row['peak_rss_bytes'] / 2**30:.3f} GiB "
-              f"(base {base / 2**30:.3f} GiB), (peak - base) / data = {row['ratio_to_data']:.2f}x "
-              "(target <= 1.5x)", flush=True)
+              f"data {row['data_float32_bytes'] / 2**30:.3f} GiB, "
+              f"peak {row['peak_rss_bytes'] / 2**30:.3f} GiB (base {base / 2**30:.3f} GiB), "
+              f"(peak - base) / data = {row['ratio_to_data']:.2f}x (target <= 1.5x)", flush=True)
     marginal = None
     if len(rows) >= 2:  # peak = base + slope x data: the slope is what each byte of client data costs
         a, b = rows[0], rows[-1]
