@@ -211,11 +211,13 @@ class PrivacyLedger:
             groups.setdefault(view.group_name, []).append(view)
         return groups
 
-    def _tight_parts(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray | None]:
+    def _tight_parts(self, accounts: dict[str, _ViewAccount]
+                     ) -> tuple[dict[str, np.ndarray | None], dict[str, np.ndarray]]:
         """Per group, its tight eps per client, or None for a group of unsampled releases only: their eps is
-        the analytic Gaussian one of ``self._inv[group]``, left to one batched :func:`gaussian_epsilon`."""
+        the analytic Gaussian one of the returned ``inv[group]``, left to one batched
+        :func:`gaussian_epsilon`."""
         out: dict[str, np.ndarray | None] = {}
-        self._inv: dict[str, np.ndarray] = {}
+        invs: dict[str, np.ndarray] = {}
         for group, views in self._groups().items():
             inv = np.zeros(self.plan.num_clients)
             rdp = np.zeros((self.plan.num_clients, len(self.orders)))
@@ -227,12 +229,12 @@ class PrivacyLedger:
                     inv += a.inv_sum
                 rdp += a.rdp
             if not rdp.any():
-                out[group], self._inv[group] = None, inv
+                out[group], invs[group] = None, inv
                 continue
             with np.errstate(invalid="ignore"):
                 total = rdp + np.outer(inv, self.orders) / 2.0
             out[group] = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
-        return out
+        return out, invs
 
     def _tight(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray]:
         return epsilons_many([(self, accounts)], paper=False)[0]["tight"]
@@ -295,10 +297,11 @@ def epsilons_many(jobs: list[tuple[PrivacyLedger, dict[str, _ViewAccount]]], pap
     """:meth:`PrivacyLedger.epsilons` of many ``(ledger, accounts)`` pairs (e.g. every run of a batched
     sweep in one round): the analytic Gaussian epsilons of all their unsampled groups come from one
     vectorised root search (:func:`gaussian_epsilon` over every run's clients and deltas at once)."""
-    parts = [ledger._tight_parts(accounts) for ledger, accounts in jobs]
+    split = [ledger._tight_parts(accounts) for ledger, accounts in jobs]
+    parts = [tight for tight, _ in split]
     pending = [(j, group) for j, tight in enumerate(parts) for group, eps in tight.items() if eps is None]
     if pending:
-        invs = [jobs[j][0]._inv[group] for j, group in pending]
+        invs = [split[j][1][group] for j, group in pending]
         deltas = [np.full(len(inv), jobs[j][0].plan.delta) for (j, _), inv in zip(pending, invs, strict=True)]
         flat = gaussian_epsilon(np.concatenate(invs), np.concatenate(deltas))
         bounds = np.cumsum([0, *(len(inv) for inv in invs)])
@@ -306,7 +309,6 @@ def epsilons_many(jobs: list[tuple[PrivacyLedger, dict[str, _ViewAccount]]], pap
             parts[j][group] = flat[lo:hi]
     out = []
     for (ledger, accounts), tight in zip(jobs, parts, strict=True):
-        ledger._inv = {}
         result: dict[str, dict[str, np.ndarray]] = {"tight": tight}
         by_paper = ledger._paper(accounts) if paper else None
         if by_paper is not None:
