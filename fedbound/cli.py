@@ -59,22 +59,35 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _error_line(message: str) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
+    # Text, not markup: messages quote config sections such as "[nbafl]", which rich would swallow
+    # one line whatever the terminal width: no wrapping
+    error = Text("error: ", style="red") + Text(message)
+    Console(stderr=True, soft_wrap=True).print(error, highlight=False)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; fedbound's own errors become one red line on stderr and exit code 2.
 
-    Usage errors (unknown command, bad option) are reported by Typer itself, also with exit code 2.
+    Usage errors (unknown command, bad option) are reported by Typer itself, also with exit code 2; a
+    missing optional extra (torch, plotly ...) is one line naming the extra to install, exit code 2.
     """
     try:
         app(args=argv, prog_name="fedbound")
     except FedboundError as exc:
-        from rich.console import Console
-        from rich.text import Text
+        return _error_line(str(exc))
+    except ModuleNotFoundError as exc:  # an optional extra is not installed: say which one (fedbound.extras)
+        from fedbound.extras import extra_of, hint
 
-        # Text, not markup: messages quote config sections such as "[nbafl]", which rich would swallow
-        # one line whatever the terminal width: no wrapping
-        error = Text("error: ", style="red") + Text(str(exc))
-        Console(stderr=True, soft_wrap=True).print(error, highlight=False)
-        return 2
+        extra = extra_of(exc.name)
+        if extra is None:
+            raise
+        words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+        return _error_line(hint(words[0] if words else "", str(exc.name).split(".")[0], extra))
     except SystemExit as exc:
         if exc.code is None:
             return 0

@@ -101,34 +101,77 @@ def digits(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
                   seed, (1, 8, 8))
 
 
-def _planted(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+PLANTED_BLOCK_BYTES = 32 * 2**20
+"""float64 bytes of one block of synthetic features: the full float64 matrix is never held."""
+
+
+def _planted(n: int, dim: int, seed: int, test_fraction: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Features ``x ~ N(0, I/dim)`` (float32, already split into train and test rows as :func:`_split` would
+    split them), ``x @ w`` in float64, the planted ``w`` and ``b``, and the split order.
+
+    The float64 draws are made a block of rows at a time, each block cast to float32 into its rows of the
+    split; ``w`` and ``b`` are drawn after the features, so ``x @ w`` comes from a second pass over the same
+    stream (none when one block holds every row).  The numbers are those of drawing the whole ``(n, dim)``
+    matrix at once (tested); the memory is the float32 data plus one block."""
     if n < 2:
         raise ParameterError("synthetic_samples", n, "integer in [2, inf)")
     if dim < 1:
         raise ParameterError("synthetic_dim", dim, "integer in [1, inf)")
+    if not 0.0 <= test_fraction < 1.0:
+        raise ParameterError("test_fraction", test_fraction, "[0, 1)")
+    order = np.random.default_rng([seed, 7]).permutation(n)
+    n_test = int(round(test_fraction * n))
+    slot = np.empty(n, dtype=np.int64)
+    slot[order] = np.arange(n)  # row i of x goes to row slot[i] of concatenate([x_test, x_train])
+    split = np.empty((n, dim), dtype=np.float32)
+    block = max(1, PLANTED_BLOCK_BYTES // (8 * dim))
     rng = np.random.default_rng([seed, 11])
-    x = rng.standard_normal((n, dim)) / np.sqrt(dim)
+    for lo in range(0, n, block):
+        rows = min(block, n - lo)
+        x = rng.standard_normal((rows, dim))
+        x /= np.sqrt(dim)
+        split[slot[lo:lo + rows]] = x
     w = rng.standard_normal(dim) * 2.0
-    return x, w, float(rng.standard_normal())
+    b = float(rng.standard_normal())
+    if n <= block:  # one block held every row: no second pass
+        return split[n_test:], split[:n_test], x @ w, order, w, b
+    projection = np.empty(n)
+    rng = np.random.default_rng([seed, 11])
+    for lo in range(0, n, block):
+        rows = min(block, n - lo)
+        x = rng.standard_normal((rows, dim))
+        x /= np.sqrt(dim)
+        projection[lo:lo + rows] = x @ w
+    return split[n_test:], split[:n_test], projection, order, w, b
+
+
+def _planted_dataset(name: str, n: int, dim: int, seed: int, test_fraction: float, labels, n_classes: int,
+                     kind: str) -> Dataset:
+    x_train, x_test, projection, order, w, b = _planted(n, dim, seed, test_fraction)
+    y = labels(projection, b)
+    n_test = len(x_test)
+    return Dataset(name, x_train, y[order[n_test:]], x_test, y[order[:n_test]], n_classes, None,
+                   {"kind": kind, "planted_weight": w, "planted_bias": b})
 
 
 def synthetic_logistic(n: int = 2000, dim: int = 20, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
     """Binary labels ``y ~ Bernoulli(sigmoid(w.x + b))`` with ``x ~ N(0, I/dim)``; a 2-class task."""
-    x, w, b = _planted(n, dim, seed)
-    rng = np.random.default_rng([seed, 12])
-    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(x @ w + b)))).astype(np.int64)
-    return _split("synthetic_logistic", x.astype(np.float32), y, 2, test_fraction, seed,
-                  meta={"kind": "logistic", "planted_weight": w, "planted_bias": b})
+    def labels(projection: np.ndarray, b: float) -> np.ndarray:
+        rng = np.random.default_rng([seed, 12])
+        return (rng.random(n) < 1.0 / (1.0 + np.exp(-(projection + b)))).astype(np.int64)
+
+    return _planted_dataset("synthetic_logistic", n, dim, seed, test_fraction, labels, 2, "logistic")
 
 
 def synthetic_ridge(n: int = 2000, dim: int = 20, test_fraction: float = 0.2, seed: int = 0,
                     noise: float = 0.1) -> Dataset:
     """Targets ``y = w.x + b + noise * N(0, 1)`` with ``x ~ N(0, I/dim)``; a regression task."""
-    x, w, b = _planted(n, dim, seed)
-    rng = np.random.default_rng([seed, 13])
-    y = (x @ w + b + noise * rng.standard_normal(n)).astype(np.float32)
-    return _split("synthetic_ridge", x.astype(np.float32), y, 0, test_fraction, seed,
-                  meta={"kind": "ridge", "planted_weight": w, "planted_bias": b})
+    def labels(projection: np.ndarray, b: float) -> np.ndarray:
+        rng = np.random.default_rng([seed, 13])
+        return (projection + b + noise * rng.standard_normal(n)).astype(np.float32)
+
+    return _planted_dataset("synthetic_ridge", n, dim, seed, test_fraction, labels, 0, "ridge")
 
 
 def read_idx(path: str | Path) -> np.ndarray:

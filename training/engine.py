@@ -355,7 +355,7 @@ def auto_chunk_size(model: Model, data: ClientData, options: RunOptions) -> int:
     if options.chunk_size > 0:
         return options.chunk_size
     itemsize = torch.empty(0, dtype=options.dtype).element_size()
-    feats = math.prod(data.x.shape[2:])
+    feats = math.prod(data.feature_shape)
     widest, shape = feats, model.input_shape
     for layer in model.layers:
         shape = layer.out_shape(shape)
@@ -427,9 +427,10 @@ class Runner:
         state = self.state
         return state.round < state.rounds and (self.stop_after is None or state.round < self.stop_after)
 
-    def begin_round(self) -> np.ndarray:
+    def begin_round(self, check_budget: bool = True) -> np.ndarray:
         """Participants and weights of the next round, its releases checked against the budget; returns
-        the participants (the rows to train)."""
+        the participants (the rows to train).  ``check_budget=False``: the caller checks ``self.releases``
+        itself (``multirun`` checks every run's at once, ``privacy.check_budgets``)."""
         self._t0 = time.perf_counter()
         state, algorithm = self.state, self.algorithm
         ctx = self.ctx = RoundContext(state.round, state, self.model, self.data, self.streams, self.options,
@@ -441,7 +442,8 @@ class Runner:
         if self.ledger is not None:
             self.ledger.plan = state.plan
             self.releases = self.ledger.releases(ctx.round, participants, weights)
-            self.ledger.check_budget(self.releases, ctx.round)
+            if check_budget:
+                self.ledger.check_budget(self.releases, ctx.round)
         self.aggregate = torch.zeros_like(state.global_params)
         self.w_t = torch.as_tensor(weights, dtype=self.options.dtype, device=self.device)
         return participants

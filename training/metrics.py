@@ -34,7 +34,8 @@ def evaluate_clients(model, params: torch.Tensor, data, max_samples: int = 16384
     losses, correct = [], []
     for lo in range(0, n_clients, step):
         hi = min(lo + step, n_clients)
-        x, y, mask = data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi].to(params.dtype)
+        batch = data.gather(np.arange(lo, hi))  # padded a chunk at a time: memory stays near the data's
+        x, y, mask = batch.x, batch.y, batch.mask.to(params.dtype)
         if params.shape[0] == 1:
             out = model(params, x.reshape(1, -1, *x.shape[2:])).view(hi - lo, n_max, -1)
         else:

@@ -27,6 +27,7 @@ from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.models import Model
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan
+from fedbound.training.privacy import check_budgets
 
 __all__ = ["BatchJob", "run_batch", "SegmentStreams", "concat_batches"]
 
@@ -100,8 +101,8 @@ def _signature(runner: Runner) -> tuple | None:
     if not runner.algorithm.plain_local_update:
         return None
     data, options = runner.data, runner.options
-    return (runner.model, runner.algorithm.local, options.device, options.dtype, tuple(data.x.shape[2:]),
-            data.y.dtype)
+    return (runner.model, runner.algorithm.local, options.device, options.dtype, data.feature_shape,
+            data.row_y.dtype)
 
 
 def _classes(runners: dict[int, Runner], batch: bool) -> tuple[list[list[int]], list[int]]:
@@ -147,9 +148,10 @@ class _Lockstep:
             begun: dict[int, list[tuple[Runner, np.ndarray]]] = {}
             for runner in live:
                 try:
-                    begun.setdefault(runner.state.round, []).append((runner, runner.begin_round()))
+                    begun.setdefault(runner.state.round, []).append((runner, runner.begin_round(False)))
                 except Exception as exc:  # noqa: BLE001 - this run stops, the others go on
                     self.fail(runner, exc)
+            self._check_budgets([r for members in begun.values() for r, _ in members])
             for round_, members in begun.items():
                 self._local_round(round_, members)
             updated = []
@@ -167,6 +169,25 @@ class _Lockstep:
                     runner.record(evaluated.get(id(runner)))
                 except Exception as exc:  # noqa: BLE001
                     self.fail(runner, exc)
+
+    def _check_budgets(self, runners: list[Runner]) -> None:
+        """Every begun run's releases against its budget, the epsilons of all runs in one batched root
+        search (``privacy.check_budgets``); a run over its budget stops as it would alone."""
+        items = [(r, (r.ledger, r.releases, r.state.round)) for r in runners if r.ledger is not None]
+        try:
+            errors = check_budgets([item for _, item in items])
+        except Exception as exc:  # noqa: BLE001 - checked one by one, so only the failing run stops
+            errors = []
+            for _, (ledger, releases, round_) in items:
+                try:
+                    ledger.check_budget(releases, round_)
+                    errors.append(None)
+                except Exception as one:  # noqa: BLE001
+                    errors.append(one)
+            del exc
+        for (runner, _), error in zip(items, errors, strict=True):
+            if error is not None:
+                self.fail(runner, error)
 
     def _local_round(self, round_: int, members: list[tuple[Runner, np.ndarray]]) -> None:
         """Every member's local update of round ``round_``, in chunks of ``self.chunk`` rows."""
@@ -228,12 +249,12 @@ def _evaluate_together(runners: list[Runner]) -> dict[int, tuple]:
     for r in runners:
         if type(r.algorithm).eval_models is Algorithm.eval_models:
             test = None if r.test is None else tuple(r.test[0].shape)
-            groups.setdefault((tuple(r.data.x.shape), test), []).append(r)
+            groups.setdefault((r.data.padded_shape, test), []).append(r)
     out: dict[int, tuple] = {}
     for members in groups.values():
         if len(members) < 2:
             continue
-        per_pass = max(1, EVAL_SAMPLES // members[0].data.x.shape[:2].numel())
+        per_pass = max(1, EVAL_SAMPLES // (members[0].data.num_clients * members[0].data.n_max))
         for lo in range(0, len(members), per_pass):
             out.update(_evaluate_pass(members[lo:lo + per_pass]))
     return out
@@ -246,10 +267,11 @@ def _evaluate_pass(runners: list[Runner]) -> dict[int, tuple]:
     model, first = runners[0].model, runners[0].data
     params = torch.stack([r.state.global_params for r in runners])
     n_clients, n_max = first.num_clients, first.n_max
-    x = torch.stack([r.data.x.reshape(n_clients * n_max, *r.data.x.shape[2:]) for r in runners])
+    padded = [r.data.padded() for r in runners]
+    x = torch.stack([p[0].reshape(n_clients * n_max, *p[0].shape[2:]) for p in padded])
     out = model(params, x).view(len(runners) * n_clients, n_max, -1)
-    y = torch.cat([r.data.y for r in runners])
-    mask = torch.cat([r.data.mask for r in runners]).to(params.dtype)
+    y = torch.cat([p[1] for p in padded])
+    mask = torch.cat([p[2] for p in padded]).to(params.dtype)
     sizes = torch.as_tensor(np.concatenate([r.data.sizes for r in runners]), dtype=params.dtype)
 
     def per_run(values: torch.Tensor) -> np.ndarray:  # (runs, clients): per-client means, as evaluate_clients

@@ -51,7 +51,8 @@ from fedbound.accounting.paper_accountants import inverse_square, paper_accounta
 from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
-__all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "ORDERS", "PAPER_ACCOUNTANTS"]
+__all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "epsilons_many", "check_budgets", "ORDERS",
+           "PAPER_ACCOUNTANTS"]
 
 PAPER_ACCOUNTANTS = (*_REGISTERED, "none")
 
@@ -62,20 +63,23 @@ def _accounting():
     return acc
 
 
-def gaussian_epsilon(inv_z2: np.ndarray, delta: float) -> np.ndarray:
+def gaussian_epsilon(inv_z2: np.ndarray, delta: float | np.ndarray) -> np.ndarray:
     """Exact epsilon at ``delta`` of a Gaussian mechanism with noise multiplier ``1/sqrt(inv_z2)``.
 
     ``fedbound.accounting.analytic_gaussian_epsilon`` (Balle & Wang 2018, Thm 8, inverted) on the unique
-    values; ``inv_z2 = 0`` (no release) gives 0, ``inv_z2 = inf`` (no noise) gives ``inf``.
+    ``(inv_z2, delta)`` pairs, in one vectorised root search (``delta`` broadcasts against ``inv_z2``: many
+    runs' ledgers at once); ``inv_z2 = 0`` (no release) gives 0, ``inv_z2 = inf`` (no noise) gives ``inf``.
     """
     inv = np.asarray(inv_z2, dtype=np.float64)
-    values, where = np.unique(inv, return_inverse=True)
-    eps = np.zeros_like(values)
-    eps[np.isinf(values)] = np.inf
-    live = (values > 0) & np.isfinite(values)
+    deltas = np.broadcast_to(np.asarray(delta, dtype=np.float64), inv.shape)
+    pairs = np.stack([inv.ravel(), deltas.ravel()], axis=1)
+    values, where = np.unique(pairs, axis=0, return_inverse=True)
+    eps = np.zeros(len(values))
+    eps[np.isinf(values[:, 0])] = np.inf
+    live = (values[:, 0] > 0) & np.isfinite(values[:, 0])
     if live.any():
-        eps[live] = _accounting().analytic_gaussian_epsilon(1.0 / np.sqrt(values[live]), delta)
-    return eps[where].reshape(inv.shape)
+        eps[live] = _accounting().analytic_gaussian_epsilon(1.0 / np.sqrt(values[live, 0]), values[live, 1])
+    return eps[np.asarray(where).ravel()].reshape(inv.shape)
 
 
 def _rdp_to_dp(rdp: np.ndarray, delta: float, orders: np.ndarray = ORDERS) -> np.ndarray:
@@ -129,6 +133,8 @@ class PrivacyLedger:
         self.accounts = {v.name: _ViewAccount(plan.num_clients, len(self.orders)) for v in plan.views}
         self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
         self.paper = paper_accountant(plan.paper_accountant)
+        self._pending: tuple[list[Release], dict] | None = None  # check_budget's trial: releases, epsilons
+        self._current: tuple[NoisePlan, dict] | None = None  # epsilons() of self.accounts under a plan
 
     # --- releases of a round -------------------------------------------------------------------------
     def releases(self, round_: int, participants: np.ndarray, weights: np.ndarray,
@@ -192,7 +198,11 @@ class PrivacyLedger:
                 self.paper.record(acct, view, who, z_tight, rel.z_all, rel.count, sampled, self)
 
     def commit(self, releases: list[Release]) -> None:
+        """Count ``releases``; the epsilons :meth:`check_budget` computed for them become :meth:`epsilons`'
+        (the trial accounts it used are the committed ones), so a round's epsilons are computed once."""
         self._record(self.accounts, releases)
+        pending, self._pending = self._pending, None
+        self._current = (self.plan, pending[1]) if pending is not None and pending[0] is releases else None
 
     # --- epsilons ------------------------------------------------------------------------------------
     def _groups(self) -> dict[str, list[View]]:
@@ -201,8 +211,13 @@ class PrivacyLedger:
             groups.setdefault(view.group_name, []).append(view)
         return groups
 
-    def _tight(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray]:
-        out = {}
+    def _tight_parts(self, accounts: dict[str, _ViewAccount]
+                     ) -> tuple[dict[str, np.ndarray | None], dict[str, np.ndarray]]:
+        """Per group, its tight eps per client, or None for a group of unsampled releases only: their eps is
+        the analytic Gaussian one of the returned ``inv[group]``, left to one batched
+        :func:`gaussian_epsilon`."""
+        out: dict[str, np.ndarray | None] = {}
+        invs: dict[str, np.ndarray] = {}
         for group, views in self._groups().items():
             inv = np.zeros(self.plan.num_clients)
             rdp = np.zeros((self.plan.num_clients, len(self.orders)))
@@ -214,12 +229,15 @@ class PrivacyLedger:
                     inv += a.inv_sum
                 rdp += a.rdp
             if not rdp.any():
-                out[group] = gaussian_epsilon(inv, self.plan.delta)
+                out[group], invs[group] = None, inv
                 continue
             with np.errstate(invalid="ignore"):
                 total = rdp + np.outer(inv, self.orders) / 2.0
             out[group] = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
-        return out
+        return out, invs
+
+    def _tight(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray]:
+        return epsilons_many([(self, accounts)], paper=False)[0]["tight"]
 
     def _paper(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray] | None:
         """Per adversary group, the paper accountant's eps per client (None without one)."""
@@ -252,27 +270,18 @@ class PrivacyLedger:
 
     def epsilons(self, accounts: dict[str, _ViewAccount] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """``{"tight": {group: eps per client}, "paper": {...}}`` (``paper`` absent with ``"none"``)."""
-        accounts = self.accounts if accounts is None else accounts
-        out = {"tight": self._tight(accounts)}
-        paper = self._paper(accounts)
-        if paper is not None:
-            out["paper"] = paper
-        return out
+        if accounts is None:
+            if self._current is None or self._current[0] is not self.plan:
+                self._current = (self.plan, epsilons_many([(self, self.accounts)])[0])
+            return self._current[1]
+        return epsilons_many([(self, accounts)])[0]
 
     def check_budget(self, releases: list[Release], round_: int) -> None:
         """Raise PrivacyBudgetExceeded if committing ``releases`` would push the budget accountant's epsilon
         over ``plan.eps`` (relative tolerance 1e-9 for the float sums of a plan that spends exactly eps)."""
-        trial = {name: a.copy() for name, a in self.accounts.items()}
-        self._record(trial, releases)
-        which = self.plan.budget_accountant
-        eps = self.epsilons(trial).get(which)
-        if eps is None:
-            return
-        worst = max(float(np.max(v)) for v in eps.values())
-        if worst > self.plan.eps * (1 + 1e-9):
-            raise PrivacyBudgetExceeded(
-                f"round {round_ + 1} would spend eps = {worst:.6g} > budget {self.plan.eps:g} under the "
-                f"{which} accountant (the noise plan was computed for {self.plan.rounds} rounds)")
+        error = check_budgets([(self, releases, round_)])[0]
+        if error is not None:
+            raise error
 
     def state_dict(self) -> dict:
         return {name: dict(a.__dict__) for name, a in self.accounts.items()}
@@ -280,3 +289,51 @@ class PrivacyLedger:
     def load_state_dict(self, state: dict) -> None:
         for name, values in state.items():
             self.accounts[name].__dict__.update({k: np.array(v) for k, v in values.items()})
+        self._pending = self._current = None
+
+
+def epsilons_many(jobs: list[tuple[PrivacyLedger, dict[str, _ViewAccount]]], paper: bool = True
+                  ) -> list[dict[str, dict[str, np.ndarray]]]:
+    """:meth:`PrivacyLedger.epsilons` of many ``(ledger, accounts)`` pairs (e.g. every run of a batched
+    sweep in one round): the analytic Gaussian epsilons of all their unsampled groups come from one
+    vectorised root search (:func:`gaussian_epsilon` over every run's clients and deltas at once)."""
+    split = [ledger._tight_parts(accounts) for ledger, accounts in jobs]
+    parts = [tight for tight, _ in split]
+    pending = [(j, group) for j, tight in enumerate(parts) for group, eps in tight.items() if eps is None]
+    if pending:
+        invs = [split[j][1][group] for j, group in pending]
+        deltas = [np.full(len(inv), jobs[j][0].plan.delta) for (j, _), inv in zip(pending, invs, strict=True)]
+        flat = gaussian_epsilon(np.concatenate(invs), np.concatenate(deltas))
+        bounds = np.cumsum([0, *(len(inv) for inv in invs)])
+        for (j, group), lo, hi in zip(pending, bounds[:-1], bounds[1:], strict=True):
+            parts[j][group] = flat[lo:hi]
+    out = []
+    for (ledger, accounts), tight in zip(jobs, parts, strict=True):
+        result: dict[str, dict[str, np.ndarray]] = {"tight": tight}
+        by_paper = ledger._paper(accounts) if paper else None
+        if by_paper is not None:
+            result["paper"] = by_paper
+        out.append(result)
+    return out
+
+
+def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
+                  ) -> list[PrivacyBudgetExceeded | None]:
+    """:meth:`PrivacyLedger.check_budget` of many ledgers, ``(ledger, releases, round)`` each, epsilons
+    batched (:func:`epsilons_many`); each one's PrivacyBudgetExceeded (returned, not raised) or None.  Each
+    ledger keeps its trial epsilons for :meth:`~PrivacyLedger.commit` of the same releases."""
+    trials = []
+    for ledger, releases, _ in items:
+        trial = {name: a.copy() for name, a in ledger.accounts.items()}
+        ledger._record(trial, releases)
+        trials.append((ledger, trial))
+    errors: list[PrivacyBudgetExceeded | None] = []
+    for (ledger, releases, round_), eps_all in zip(items, epsilons_many(trials), strict=True):
+        ledger._pending = (releases, eps_all)
+        which = ledger.plan.budget_accountant
+        eps = eps_all.get(which)
+        worst = max(float(np.max(v)) for v in eps.values()) if eps is not None else -np.inf
+        errors.append(None if worst <= ledger.plan.eps * (1 + 1e-9) else PrivacyBudgetExceeded(
+            f"round {round_ + 1} would spend eps = {worst:.6g} > budget {ledger.plan.eps:g} under the "
+            f"{which} accountant (the noise plan was computed for {ledger.plan.rounds} rounds)"))
+    return errors

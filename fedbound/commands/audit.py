@@ -52,6 +52,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Audit PAPER's mechanism on CONFIG's setting ([PAPER] + [train])."""
+        from fedbound.extras import require
+
+        require("train", "audit")
         from fedbound.checks import check_int
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings

@@ -43,6 +43,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Measure the constants of PAPER's bound on CONFIG's model and data."""
+        from fedbound.extras import require
+
+        require("train", "estimate")
         from fedbound.commands.train import _train_extra
         from fedbound.output import print_json, print_table
         from fedbound.validation.estimate import check_write_target, estimate, write_config

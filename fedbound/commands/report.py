@@ -21,6 +21,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """One HTML page, figures embedded, no network needed to view it: per paper the plan, predicted vs
         measured, every claim's status (bound and figure claims) and the errata.  Prints its path."""
+        from fedbound.extras import require
+
+        require("report", "report")
         from fedbound.checks import check_int
         from fedbound.validation.report import build_report
 

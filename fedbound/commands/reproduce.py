@@ -68,6 +68,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """Re-create a paper's figure on the simulator and judge each of its claims: 'holds in k/n seeds,
         effect size x (95 % interval)' or 'does not hold' with the numbers.  PNG + SVG + CSV per figure."""
         from fedbound.errors import ConfigError
+        from fedbound.extras import require
         from fedbound.output import print_json
         from fedbound.validation.reproduce import Uncovered, find, reproduce, targets
 
@@ -77,6 +78,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise ConfigError("--list takes at most one PAPER")
             _list(names[0] if names else None, json_out)
             return
+        require("train", "reproduce")
         if all_:
             if len(names) > 1:
                 raise ConfigError("--all takes at most one PAPER, not a FIGURE")

@@ -54,6 +54,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Sweep KEY over VALUES x SEEDS for PAPER's CONFIG; one line per run, the tidy table in OUT."""
+        from fedbound.extras import require
+
+        require("train", "sweep")
         import warnings
 
         from fedbound.output import print_json, print_table

@@ -41,6 +41,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Validate PAPER's bound against a sweep of training runs on CONFIG."""
+        from fedbound.extras import require
+
+        require("train", "validate")
         from fedbound.commands.train import _train_extra
         from fedbound.output import print_json, print_table
         from fedbound.validation.estimate.validate import validate
