@@ -53,7 +53,7 @@ def render(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines = [f"Measured by `make bench` on {result['date']} ({m['cpu_model']}, {m['cores']} cores, load "
              f"{result['load_before'][0]:g} → {result['load_after'][0]:g}"
-             f"{', quick sizes' if result.get('quick') else ''}; commit {str(result['git_commit'])[:12]}); "
+             f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
              "each ratio is against a baseline timed in the same run, interleaved. Every figure: "
              "`bench/results/all.json`; how each is measured: [bench/README.md](bench/README.md).", ""]
     for name, entry in result["benchmarks"].items():
@@ -61,6 +61,10 @@ def render(result: dict[str, Any]) -> str:
         if line:
             lines.append(f"- {line}")
     return "\n".join(lines)
+
+
+def _short(commit: str | None) -> str:
+    return "unknown" if not commit else commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
 
 
 def replace_block(readme: str, block: str) -> str:

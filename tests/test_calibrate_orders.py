@@ -84,3 +84,29 @@ def test_screened_calibration_on_a_grid_equals_direct(monkeypatch):
     monkeypatch.setattr(cal, "_calibrate_screened", lambda q_, z_full, b, u, o: cal._calibrate_subsampled(
         q_, z_full.min(axis=1), b, u, o))
     np.testing.assert_allclose(z, calibrate_noise(e, 1e-5, q, t), rtol=1e-9)
+
+
+def test_log_a_batched_equals_log_a():
+    """The batched entry point gives log_a's values (same quadrature per element) on random triples that
+    cover integer and fractional orders, q = 1, and the quadrature and series regimes."""
+    from fedbound.accounting import _sgm
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    alpha = np.concatenate([1.0 + rng.uniform(0.001, 30.0, n // 2), rng.integers(2, 100, n // 2).astype(float)])
+    q = np.exp(rng.uniform(np.log(1e-6), 0.0, n))
+    q[::50] = 1.0
+    z = np.exp(rng.uniform(np.log(0.05), np.log(1e3), n))
+    np.testing.assert_allclose(_sgm.log_a_batched(alpha, q, z), _sgm.log_a(alpha, q, z), rtol=1e-14, atol=0)
+
+
+def test_convex_lower_bound_is_below_the_exact_rdp():
+    """The screening's bound (chords of log A at the integer orders) never exceeds the exact RDP."""
+    from fedbound.accounting.rdp import rdp_subsampled_gaussian
+
+    core = np.arange(2.0, 65.0)
+    rest = np.setdiff1d(CALIBRATION_ORDERS, core)
+    for q, z in [(0.01, 0.7), (0.4, 1.3), (0.9, 5.0), (1e-4, 0.3)]:
+        lower = cal._convex_lower_rdp(core, rdp_subsampled_gaussian(core, q, z)[None, :], rest)[0]
+        assert np.all(lower <= rdp_subsampled_gaussian(rest, q, z) * (1 + 1e-12))
+        assert np.any(lower > 0)
