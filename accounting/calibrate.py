@@ -321,7 +321,10 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
     # round drops those, solves the root of the order with the most slack per point, re-checks the rest.
     for _ in range(pts.size + 1):
         slack = log_b[live] - log_r[live]
-        live, slack = live[slack > 1e-9], slack[slack > 1e-9]  # below 1e-9: under the calibration's tolerance
+        # Below 1e-9 the gain is under the calibration's tolerance; an RDP of 0 in floats (q or the order's
+        # series beyond float range) is no evidence: that order is dropped and z stays feasible on the others.
+        use = np.isfinite(slack) & (slack > 1e-9)
+        live, slack = live[use], slack[use]
         if live.size == 0:
             break
         by_slack = np.argsort(slack)
@@ -334,10 +337,20 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
             return log_rdp(x, chosen[i]) - log_b[chosen[i]]
 
         # RDP falls about like z^-2, so the root lies near log z - slack / 2: bracket [log z - slack, log z]
-        (lo, f_lo), (hi, f_hi) = _widen(f, np.log(zf[at]) - slack[pick], np.log(zf[at]), np.arange(pick.size),
-                                        MAX_NOISE_MULTIPLIER)
-        _, root = decreasing_root(f, lo, hi, f_lo, f_hi, xtol=1e-11)
-        zf[at] = np.minimum(zf[at], np.exp(root))
+        hi = np.log(zf[at])
+        lo, f_hi = hi - slack[pick], -slack[pick]
+        f_lo = f(lo, np.arange(pick.size))
+        for _ in range(60):  # move lo down (by halving z) until the order misses its budget there
+            low = np.flatnonzero(f_lo <= 0)
+            if low.size == 0:
+                break
+            hi[low], f_hi[low] = lo[low], f_lo[low]
+            lo[low] -= np.log(2.0)
+            f_lo[low] = f(lo[low], low)
+        keep = np.flatnonzero(f_lo > 0)  # an order feasible 2^-60 below z is float noise: dropped, as above
+        _, root = decreasing_root(lambda x, i, keep=keep: f(x, keep[i]), lo[keep], hi[keep], f_lo[keep],
+                                  f_hi[keep], xtol=1e-11)
+        zf[at[keep]] = np.minimum(zf[at[keep]], np.exp(root))
         live = np.setdiff1d(live, chosen)
         log_r[live] = log_rdp(np.log(zf[pts[live]]), live)
     z[fast] = zf

@@ -93,7 +93,8 @@ def test_log_a_batched_equals_log_a():
 
     rng = np.random.default_rng(0)
     n = 2000
-    alpha = np.concatenate([1.0 + rng.uniform(0.001, 30.0, n // 2), rng.integers(2, 100, n // 2).astype(float)])
+    alpha = np.concatenate([1.0 + rng.uniform(0.001, 30.0, n // 2),
+                            rng.integers(2, 100, n // 2).astype(float)])
     q = np.exp(rng.uniform(np.log(1e-6), 0.0, n))
     q[::50] = 1.0
     z = np.exp(rng.uniform(np.log(0.05), np.log(1e3), n))

@@ -1,6 +1,6 @@
-"""`fedbound calibrate`'s slow and hanging inputs (issue 26 item 3): each answers (a result, or one line naming
-the input) within 10 CPU seconds.  Each case runs in a subprocess under RLIMIT_CPU, so a regression is a
-killed process, not a slow test; no wall-clock assertion."""
+"""`fedbound calibrate`'s slow and hanging inputs (issue 26 item 3): each answers (a result, or one line
+naming the input) within 10 CPU seconds.  Each case runs in a subprocess under RLIMIT_CPU, so a regression
+is a killed process, not a slow test; no wall-clock assertion."""
 
 import json
 import resource
