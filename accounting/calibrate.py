@@ -440,7 +440,7 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
 
     def f(x, idx):  # log(eps / target), floored at log(1/4): where eps drops to 0 (delta near 1, KL branch),
         # an unfloored log would send the secant steps to the far end of the bracket, one evaluation at a time
-        return np.log(np.maximum(eps_at(x, idx), 0.25 * e[idx])) - np.log(e[idx])
+        return np.log(np.maximum(eps_at(x, idx), np.maximum(0.25 * e[idx], 1e-300))) - np.log(e[idx])
 
     width = np.full(e.size, np.log(1.25))
     if method == "pld":  # PLD is tighter than RDP; at q = 1 it approximates the exact analytic answer

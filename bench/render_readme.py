@@ -51,11 +51,12 @@ def headline(name: str, entry: dict[str, Any]) -> str | None:
 def render(result: dict[str, Any]) -> str:
     """The block's text (without the markers) for one all.json."""
     m = result["machine"]
-    lines = [f"Measured by `make bench` on {result['date']} ({m['cpu_model']}, {m['cores']} cores, load "
+    lines = [f"Last `make bench` run {result['date']} ({m['cpu_model']}, {m['cores']} cores, load "
              f"{result['load_before'][0]:g} → {result['load_after'][0]:g}"
              f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
-             "each ratio is against a baseline timed in the same run, interleaved. Every figure: "
-             "`bench/results/all.json`; how each is measured: [bench/README.md](bench/README.md).", ""]
+             "each ratio is against a baseline timed in the same run, interleaved. Every figure, with each "
+             "benchmark's own date, commit and load: `bench/results/all.json`; how each is measured: "
+             "[bench/README.md](bench/README.md).", ""]
     for name, entry in result["benchmarks"].items():
         line = headline(name, entry)
         if line:

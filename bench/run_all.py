@@ -122,6 +122,7 @@ def run_one(name: str, path: Path, quick: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "status": "ok" if figures is not None else f"failed (exit status {proc.returncode})",
         "args": args, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "git_commit": git_commit(),
         "wall_s": round(time.perf_counter() - t0, 3),
         "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3),
         "load_before": load_before, "load_after": load(), "figures": figures or {},
