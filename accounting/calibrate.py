@@ -267,8 +267,9 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
     z* = min_a z_a, where rdp_a(z_a) = budget_a and rdp_a decreases in z, so an order can lower the minimum
     below z iff rdp_a(z) < budget_a there.
     1. Calibrate on the core orders (integers <= 64, short binomial series): z_c.
-    2. Screen the other orders at z_c without evaluating them: log A_alpha is convex in alpha (Mironov 2017,
-       "Renyi Differential Privacy", Cor. 2: (alpha - 1) rdp(alpha) is convex; log A_1 = 0), so the chords
+    2. Screen the other orders at z_c without evaluating them: log A_alpha = (alpha - 1) rdp(alpha) is convex
+       in alpha (A_alpha is a moment of the likelihood ratio: Hoelder's inequality; van Erven & Harremoes
+       2014, "Renyi divergence and Kullback-Leibler divergence"), with log A_1 = 0, so the chords
        through neighbouring core orders, extended, bound it from below; an order whose lower bound already
        exceeds its budget cannot lower z*.  The rest are evaluated exactly at z_c.
     3. While some order beats the current z: solve the root of the one with the most slack per point
