@@ -111,8 +111,12 @@ demo: $(STAMP)
 	$(FEDBOUND) report $(DEMO_OUT) --out $(DEMO_OUT)/report.html
 	@echo "== Open the report: $(abspath $(DEMO_OUT))/report.html"
 
+# Every bench/ script into bench/results/all.json, then README's performance block from it (bench/README.md).
+# Quick sizes by default (about 10 min on 2 cores); BENCH_ARGS= for the full sizes, --only NAME for some.
+BENCH_ARGS ?= --quick
 bench: $(STAMP)
-	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py $(BENCH_ARGS)
+	$(PY) bench/render_readme.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info out site .cache

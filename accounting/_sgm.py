@@ -52,6 +52,28 @@ def log_a(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray:
     return out
 
 
+def log_a_batched(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``log_a`` (same values) with the fractional orders in one quadrature call per node count, not one per
+    order: for many distinct orders (a calibration's screening and per-order roots).  Integer orders and the
+    series regime (tiny z) go through ``log_a``."""
+    out = np.empty(alpha.shape)
+    quad = (q < 1.0) & (alpha != np.floor(alpha))
+    with np.errstate(divide="ignore", over="ignore"):
+        nodes = np.ceil((np.maximum(12.0, alpha / z + 12.0) + 12.0) / np.minimum(0.5, 0.4 * z)) + 1
+    quad &= nodes <= _MAX_NODES
+    rest = np.flatnonzero(~quad)
+    if rest.size:
+        out[rest] = log_a(alpha[rest], q[rest], z[rest])
+    buckets = np.maximum(64, 2 ** np.ceil(np.log2(np.maximum(nodes, 2)))).astype(int)
+    for n in np.unique(buckets[quad]):
+        sel = np.flatnonzero(quad & (buckets == n))
+        step = max(1, _CHUNK // int(n))
+        for i in range(0, sel.size, step):
+            part = sel[i:i + step]
+            out[part] = np.logaddexp(0.0, _log_excess_quadrature(alpha[part], q[part], z[part], int(n)))
+    return out
+
+
 def log_a_minus_one(alpha: float, q: np.ndarray, z: np.ndarray) -> np.ndarray:
     """log(A_alpha - 1) for one order and arrays q in (0, 1), z > 0."""
     if float(alpha).is_integer():
@@ -86,8 +108,9 @@ def _log_excess_integer(alpha: float, q: np.ndarray, z: np.ndarray, width: int) 
     return logsumexp_rows(terms)
 
 
-def _log_binomial_excess(alpha: float, log1y: np.ndarray) -> np.ndarray:
-    """log((1+y)^alpha - 1 - alpha y) for log(1+y) = ``log1y`` > -inf, accurate in every regime."""
+def _log_binomial_excess(alpha: float | np.ndarray, log1y: np.ndarray) -> np.ndarray:
+    """log((1+y)^alpha - 1 - alpha y) for log(1+y) = ``log1y`` > -inf, accurate in every regime (``alpha``: a
+    scalar or an array broadcasting against ``log1y``)."""
     out = np.empty(log1y.shape)
     t = alpha * log1y
     with np.errstate(over="ignore"):
@@ -95,8 +118,10 @@ def _log_binomial_excess(alpha: float, log1y: np.ndarray) -> np.ndarray:
     small = np.abs(ay) < 0.05
     large = ~small & (t > 30.0)
     mid = ~small & ~large
+    full_alpha = np.broadcast_to(alpha, log1y.shape)
     with np.errstate(divide="ignore"):
         # |alpha y| < 0.05: power series sum_{k>=2} C(alpha,k) y^k = y^2 poly(y) (Horner)
+        alpha = full_alpha[small]
         y = ay[small] / alpha
         coef = [alpha * (alpha - 1.0) / 2.0]
         for k in range(3, _SERIES_TERMS + 1):
@@ -109,16 +134,25 @@ def _log_binomial_excess(alpha: float, log1y: np.ndarray) -> np.ndarray:
         g = np.expm1(t[mid]) - ay[mid]
         out[mid] = np.where(g > 0, np.log(np.maximum(g, 1e-300)), -np.inf)
         # large: t + log(1 - (1 + alpha y) e^-t), log(1 + alpha y) without overflow
-        ll, tl = log1y[large], t[large]
+        ll, tl, alpha = log1y[large], t[large], full_alpha[large]
         log_1ay = np.where(ll <= 30.0, np.log1p(ay[large]),
                            np.log(alpha) + ll + np.log1p(-(alpha - 1.0) / alpha * np.exp(-ll)))
         out[large] = tl + log1mexp(np.minimum(log_1ay - tl, -1e-300))
     return out
 
 
-def _log_excess_quadrature(alpha: float, q: np.ndarray, z: np.ndarray, nodes: int) -> np.ndarray:
-    """log(A - 1) by the trapezoidal rule on x in [-12, max(12, alpha/z + 12)] in units of the noise std."""
-    x_hi = np.maximum(12.0, alpha / z + 12.0)
+def _log_excess_quadrature(alpha: float | np.ndarray, q: np.ndarray, z: np.ndarray, nodes: int) -> np.ndarray:
+    """log(A - 1) by the trapezoidal rule on x in [-12, max(12, alpha/z + 12)] in units of the noise std
+    (``alpha``: one order, or one per point)."""
+    if np.ndim(alpha):
+        alpha = np.asarray(alpha)[:, None]
+        x_hi = np.maximum(12.0, alpha[:, 0] / z + 12.0)
+        return _log_excess_quadrature_at(alpha, q, z, nodes, x_hi)
+    return _log_excess_quadrature_at(alpha, q, z, nodes, np.maximum(12.0, alpha / z + 12.0))
+
+
+def _log_excess_quadrature_at(alpha, q: np.ndarray, z: np.ndarray, nodes: int, x_hi: np.ndarray
+                              ) -> np.ndarray:
     x = -12.0 + (x_hi + 12.0)[:, None] * np.linspace(0.0, 1.0, nodes)[None, :]
     h = (x_hi + 12.0) / (nodes - 1)
     u = x / z[:, None] - 0.5 / z[:, None] ** 2

@@ -8,7 +8,8 @@ call); results are floats for scalar input and arrays otherwise.
 
 Methods:
 
-* ``"rdp"`` (default): Renyi DP, exact subsampled-Gaussian RDP on ``orders`` (default ``DEFAULT_ORDERS``) and
+* ``"rdp"`` (default): Renyi DP, exact subsampled-Gaussian RDP on ``orders`` (default ``CALIBRATION_ORDERS``,
+  never looser than Opacus' or dp-accounting's defaults; ``DEFAULT_ORDERS`` without replacement) and
   the improved conversion (``conversion="classic"`` gives the moments accountant of Abadi et al. 2016 with
   integer orders).  Calibration is vectorised over all grid points (see ``_calibrate_rdp``).
 * ``"pld"``: dp-accounting's PLD accountant (Poisson only), per grid point; the tightest method.
@@ -40,6 +41,7 @@ from fedbound.accounting.analytic import (
 from fedbound.accounting.events import check_sampling
 from fedbound.accounting.pld import PldTooCostly, pld_delta, pld_epsilon
 from fedbound.accounting.rdp import (
+    DEFAULT_ORDERS,
     _check_conversion,
     check_orders,
     conversion_offset,
@@ -58,8 +60,8 @@ from fedbound.errors import (
     UnsupportedError,
 )
 
-__all__ = ["METHODS", "MAX_NOISE_MULTIPLIER", "MIN_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon",
-           "calibrate_noise"]
+__all__ = ["METHODS", "CALIBRATION_ORDERS", "REFERENCE_ORDERS", "MAX_NOISE_MULTIPLIER",
+           "MIN_NOISE_MULTIPLIER", "epsilon", "delta_for_epsilon", "calibrate_noise"]
 
 METHODS = ("rdp", "pld", "analytic")
 #: Calibration gives up (InfeasibleError) beyond this noise multiplier.
@@ -73,6 +75,17 @@ MIN_NOISE_MULTIPLIER = 1e-10
 #: PLD points per step during a calibration search (~20 evaluations; a coarser discretisation only makes the
 #: calibrated noise slightly larger, never smaller than needed: pessimistic rounding).
 PLD_CALIBRATION_STEP_POINTS = 5e4
+#: Opacus' default orders (opacus.accountants.RDPAccountant.DEFAULT_ALPHAS) united with dp-accounting's
+#: (dp_accounting.rdp.DEFAULT_RDP_ORDERS, a superset): 1.1, 1.2, ..., 10.9; 11, ..., 63; 128, 256, 512, 1024.
+REFERENCE_ORDERS = np.concatenate([1.0 + np.arange(1, 100) / 10.0, np.arange(11.0, 64.0),
+                                   [128.0, 256.0, 512.0, 1024.0]])
+#: The orders of method="rdp" with Poisson sampling when none are given (207): REFERENCE_ORDERS united with
+#: DEFAULT_ORDERS.  A superset gives an eps (and a calibrated noise) never above either library's default,
+#: since the conversion minimises over the orders; calibration still costs about the integer orders <= 64
+#: alone (see ``_calibrate_screened``).
+CALIBRATION_ORDERS = np.union1d(REFERENCE_ORDERS, DEFAULT_ORDERS)
+for _a in (REFERENCE_ORDERS, CALIBRATION_ORDERS):
+    _a.setflags(write=False)
 _SAFETY = 1e-9  # relative margin added to calibrated noise so that rounding never lands on the wrong side
 
 
@@ -115,7 +128,7 @@ def epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayLik
             return pld_epsilon(z, q, t, d, pld_discretization)
         except PldTooCostly as exc:
             _fallback(exc)
-    o = check_orders(orders)
+    o = _orders(orders, sampling)
     rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
     rdp = rdp_fn(o.ravel(), q, z, t)
     return rdp_to_dp(o.ravel(), rdp, d, conversion=conversion)
@@ -139,7 +152,7 @@ def delta_for_epsilon(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps
             return pld_delta(z, q, t, e, pld_discretization)
         except PldTooCostly as exc:
             _fallback(exc)
-    o = check_orders(orders)
+    o = _orders(orders, sampling)
     rdp_fn = rdp_subsampled_gaussian if sampling == "poisson" else rdp_sampled_without_replacement
     return rdp_to_delta(o.ravel(), rdp_fn(o.ravel(), q, z, t), e, conversion=conversion)
 
@@ -166,18 +179,26 @@ def calibrate_noise(target_eps: ArrayLike, delta: ArrayLike, sample_rate: ArrayL
     if method == "analytic":
         z = np.sqrt(t) * np.asarray(analytic_gaussian_std(e, d)).ravel()
     elif method == "rdp" and sampling == "poisson":
-        z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+        z = _calibrate_rdp(e, d, q, t, _orders(orders, sampling).ravel(), conversion)
     else:
         try:
             z = _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_discretization)
         except PldTooCostly as exc:
             _fallback(exc)
-            z = _calibrate_rdp(e, d, q, t, check_orders(orders).ravel(), conversion)
+            z = _calibrate_rdp(e, d, q, t, _orders(orders, sampling).ravel(), conversion)
         except (InfeasibleError, DomainError) as exc:  # at a noise the search tried: name the user's target
             where = (f"target_eps = {e[0]:g} at delta = {d[0]:g}, sample_rate = {q[0]:g}, steps = {t[0]}"
                      if e.size == 1 else f"target_eps (a grid of {e.size} points)")
             raise InfeasibleError(f"{where} cannot be calibrated: {exc}") from None
     return scalar_or_array(z.reshape(shape))
+
+
+def _orders(orders: ArrayLike | None, sampling: str) -> np.ndarray:
+    """The orders given, else CALIBRATION_ORDERS (Poisson) or DEFAULT_ORDERS (without replacement, where each
+    order costs a dp-accounting evaluation)."""
+    if orders is None:
+        return CALIBRATION_ORDERS if sampling == "poisson" else DEFAULT_ORDERS
+    return check_orders(orders)
 
 
 def _composed(fn: Callable, z: np.ndarray, t: np.ndarray, other: np.ndarray) -> float | np.ndarray:
@@ -227,7 +248,7 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
     z = z_full.min(axis=1)
     part = np.flatnonzero(q < 1.0)
     if part.size:
-        z[part] = _calibrate_subsampled(q[part], z[part], budget[part], usable[part], orders)
+        z[part] = _calibrate_screened(q[part], z_full[part], budget[part], usable[part], orders)
     if np.any(z < MIN_NOISE_MULTIPLIER):  # nan-free: z is >= 0 or inf here
         i = int(np.argmin(z))
         raise ParameterError("target_eps", float(e[i]), f"a target that needs noise multiplier >= "
@@ -238,6 +259,121 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
         raise InfeasibleError(f"target_eps = {e[i]:g} at delta = {d[i]:g}, q = {q[i]:g}, steps = {t[i]} "
                               f"needs a noise multiplier above {MAX_NOISE_MULTIPLIER:g}")
     return z * (1.0 + _SAFETY)
+
+
+def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
+    """``_calibrate_subsampled`` over all ``orders``, exact, at about the cost of the integer orders <= 64.
+
+    z* = min_a z_a, where rdp_a(z_a) = budget_a and rdp_a decreases in z, so an order can lower the minimum
+    below z iff rdp_a(z) < budget_a there.
+    1. Calibrate on the core orders (integers <= 64, short binomial series): z_c.
+    2. Screen the other orders at z_c without evaluating them: log A_alpha = (alpha - 1) rdp(alpha) is convex
+       in alpha (A_alpha is a moment of the likelihood ratio: Hoelder's inequality; van Erven & Harremoes
+       2014, "Renyi divergence and Kullback-Leibler divergence"), with log A_1 = 0, so the chords
+       through neighbouring core orders, extended, bound it from below; an order whose lower bound already
+       exceeds its budget cannot lower z*.  The rest are evaluated exactly at z_c.
+    3. While some order beats the current z: solve the root of the one with the most slack per point
+       (Illinois, log z), then re-check the others at the new z.
+    Points with no usable core order, or a core answer outside (0, inf), take the direct route.
+    """
+    core = (orders == np.round(orders)) & (orders <= 64)
+    if core.sum() < 3 or (~core).sum() < 3:
+        return _calibrate_subsampled(q, z_full.min(axis=1), budget, usable, orders)
+    z = np.full(q.size, np.inf)
+    direct = ~usable[:, core].any(axis=1)
+    fast = np.flatnonzero(~direct)
+    if fast.size:
+        z[fast] = _calibrate_subsampled(q[fast], z_full[fast][:, core].min(axis=1), budget[fast][:, core],
+                                        usable[fast][:, core], orders[core])
+    direct |= ~((z > 0) & np.isfinite(z))
+    if direct.any():
+        z[direct] = _calibrate_subsampled(q[direct], z_full[direct].min(axis=1), budget[direct],
+                                          usable[direct], orders)
+    fast = np.flatnonzero(~direct)
+    if fast.size == 0:
+        return z
+    # Bound nodes: the core and two anchors in (1, 2] (the smallest order and the one nearest 1.5), which the
+    # chords of integer orders cannot bound from below; the anchors are checked exactly every round.
+    anchor = np.zeros(orders.size, dtype=bool)
+    anchor[np.argmin(np.where(core, np.inf, orders))] = True
+    anchor[np.argmin(np.where(core, np.inf, np.abs(orders - 1.5)))] = True
+    node_orders, rest = orders[core | anchor], orders[~core & ~anchor]
+    anchors = np.flatnonzero(anchor[core | anchor])  # the anchors' columns among the nodes
+    zf, q_fast = z[fast], q[fast]
+    b, usable_rest = budget[fast][:, ~core & ~anchor], usable[fast][:, ~core & ~anchor]
+    at_nodes = _rdp_grid(q_fast, zf, node_orders)
+    lower = _convex_lower_rdp(node_orders, at_nodes, rest)
+    # Candidates: the orders the bounds leave (margin 1e-6 for rounding), evaluated exactly, and the anchors.
+    pts, ords = np.nonzero(usable_rest & (lower < b * (1.0 + 1e-6)))
+    a_pts, a_ords = np.nonzero(usable[fast][:, anchor])
+    alpha = np.concatenate([rest[ords], orders[anchor][a_ords]])
+    log_b = np.log(np.concatenate([b[pts, ords], budget[fast][:, anchor][a_pts, a_ords]]))
+
+    def log_rdp(x, idx):
+        with np.errstate(divide="ignore"):
+            return np.log(_sgm.log_a_batched(alpha[idx], q_fast[pts[idx]], np.exp(x)) / (alpha[idx] - 1.0))
+
+    with np.errstate(divide="ignore"):
+        log_r = np.concatenate([log_rdp(np.log(zf[pts]), np.arange(pts.size)),
+                                np.log(at_nodes[:, anchors][a_pts, a_ords])])
+    pts = np.concatenate([pts, a_pts])
+    live = np.arange(pts.size)
+    # z only decreases and RDP only grows as it does, so an order that cannot beat z now never will: each
+    # round drops those, solves the root of the order with the most slack per point, re-checks the rest.
+    for _ in range(pts.size + 1):
+        slack = log_b[live] - log_r[live]
+        # Below 1e-9 the gain is under the calibration's tolerance; an RDP of 0 in floats (q or the order's
+        # series beyond float range) is no evidence: that order is dropped and z stays feasible on the others.
+        use = np.isfinite(slack) & (slack > 1e-9)
+        live, slack = live[use], slack[use]
+        if live.size == 0:
+            break
+        by_slack = np.argsort(slack)
+        best = np.full(fast.size, -1)
+        best[pts[live[by_slack]]] = by_slack  # the last write per point: its largest slack
+        pick = best[best >= 0]
+        chosen, at = live[pick], pts[live[pick]]
+
+        def f(x, i, chosen=chosen):
+            return log_rdp(x, chosen[i]) - log_b[chosen[i]]
+
+        # RDP falls about like z^-2, so the root lies near log z - slack / 2: bracket [log z - slack, log z]
+        hi = np.log(zf[at])
+        lo, f_hi = hi - slack[pick], -slack[pick]
+        f_lo = f(lo, np.arange(pick.size))
+        for _ in range(60):  # move lo down (by halving z) until the order misses its budget there
+            low = np.flatnonzero(f_lo <= 0)
+            if low.size == 0:
+                break
+            hi[low], f_hi[low] = lo[low], f_lo[low]
+            lo[low] -= np.log(2.0)
+            f_lo[low] = f(lo[low], low)
+        keep = np.flatnonzero(f_lo > 0)  # an order feasible 2^-60 below z is float noise: dropped, as above
+        _, root = decreasing_root(lambda x, i, keep=keep: f(x, keep[i]), lo[keep], hi[keep], f_lo[keep],
+                                  f_hi[keep], xtol=1e-11)
+        zf[at[keep]] = np.minimum(zf[at[keep]], np.exp(root))
+        live = np.setdiff1d(live, chosen)
+        log_r[live] = log_rdp(np.log(zf[pts[live]]), live)
+    z[fast] = zf
+    return z
+
+
+def _convex_lower_rdp(core: np.ndarray, rdp_core: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """A lower bound on rdp(alpha) from rdp at the sorted ``core`` orders (shape (points, core)): log A is
+    convex in the order with log A_1 = 0, so each chord of two neighbouring known orders, extended beyond
+    them, lies below it (the chord on the left of alpha extended right, the one on its right extended
+    left)."""
+    nodes = np.concatenate([[1.0], core])
+    log_a = np.concatenate([np.zeros((rdp_core.shape[0], 1)), rdp_core * (core - 1.0)], axis=1)
+    j = np.searchsorted(nodes, alpha)  # nodes[j - 1] < alpha < nodes[j]
+    best = np.zeros((rdp_core.shape[0], alpha.size))
+    for i0, ok in ((j - 2, j >= 2), (j, j + 1 < nodes.size)):  # left chord (j-2, j-1), right chord (j, j+1)
+        i0 = np.clip(i0, 0, nodes.size - 2)
+        x0, x1 = nodes[i0], nodes[i0 + 1]
+        with np.errstate(invalid="ignore", over="ignore"):
+            line = log_a[:, i0] + (alpha - x0) * (log_a[:, i0 + 1] - log_a[:, i0]) / (x1 - x0)
+        best = np.where(ok & np.isfinite(line), np.maximum(best, line), best)
+    return best / (alpha - 1.0)
 
 
 def _rdp_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -303,9 +439,9 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
         return np.atleast_1d(epsilon(np.exp(x), q[idx], t[idx], d[idx], method, sampling=sampling,
                                      orders=orders, conversion=conversion))
 
-    def f(x, idx):
-        with np.errstate(divide="ignore"):
-            return np.log(np.maximum(eps_at(x, idx), 1e-300)) - np.log(e[idx])
+    def f(x, idx):  # log(eps / target), floored at log(1/4): where eps drops to 0 (delta near 1, KL branch),
+        # an unfloored log would send the secant steps to the far end of the bracket, one evaluation at a time
+        return np.log(np.maximum(eps_at(x, idx), np.maximum(0.25 * e[idx], 1e-300))) - np.log(e[idx])
 
     width = np.full(e.size, np.log(1.25))
     if method == "pld":  # PLD is tighter than RDP; at q = 1 it approximates the exact analytic answer
@@ -329,10 +465,17 @@ def _calibrate_by_search(e, d, q, t, method, sampling, orders, conversion, pld_d
 
 
 def _widen(f: Callable, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray, z_max: float):
-    """Move [lo, hi] (log z) until f(lo) > 0 >= f(hi); returns ((lo, f_lo), (hi, f_hi))."""
+    """Move [lo, hi] (log z) until f(lo) > 0 >= f(hi); returns ((lo, f_lo), (hi, f_hi)).  When hi must move
+    up, f at z_max is checked first: a target even z_max misses is refused at once, not after ~30
+    doublings."""
     f_lo, f_hi = f(lo, idx), f(hi, idx)
+    checked_max = False
     for _ in range(60):
         bad_hi = np.flatnonzero(f_hi > 0)
+        if bad_hi.size and not checked_max:
+            checked_max = True
+            if np.any(f(np.full(bad_hi.size, np.log(z_max)), idx[bad_hi]) > 0):
+                raise InfeasibleError(f"even a noise multiplier of {z_max:g} does not meet it")
         if bad_hi.size:
             lo[bad_hi], f_lo[bad_hi] = hi[bad_hi], f_hi[bad_hi]
             hi[bad_hi] += np.log(2.0)

@@ -132,6 +132,9 @@ def agreement(seeds: int = 3) -> None:
     write_result("flower_agreement", {"seeds": seeds, "results": results})
 
 
+QUICK_ARGS = ["--no-ray", "--rounds", "1", "--repeat", "2"]  # run_all.py --quick
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)

@@ -148,6 +148,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         if mechanism == "dppfl":
             _calibrate_dppfl(eps, delta, q, q if q_out is None else q_out, steps, tau0, s, json)
             return
+        _check_sigma_finite(compare_noise(eps, delta, q, steps, pld=False, without_replacement=False), s)
         rows = compare_noise(eps, delta, q, steps, pld=pld, without_replacement=wor)
         if clip is not None:
             from fedbound.accounting import calibrate_sigma_dp
@@ -169,6 +170,20 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                ["method", "z", "sigma", "saving", "guarantee"], table, rows,
                "z = sigma / sensitivity; saving = 1 - sigma/sigma_classic (classic = first row); "
                "NOT proven = formula used outside its proof (see warnings)")
+
+
+def _check_sigma_finite(rows, s: float) -> None:
+    """Before the costly rows (PLD, without replacement): the noise z * sensitivity of the cheap rows must be
+    a finite float, else one line naming --sensitivity and the range that works for these targets."""
+    import math
+
+    from fedbound.errors import ParameterError
+
+    z = max((r.value for r in rows if r.value is not None), default=None)
+    if z is not None and not math.isfinite(z * s):
+        raise ParameterError("--sensitivity", s, f"(0, {1e307 / z:.3g}] for these targets",
+                             f"sigma = z * sensitivity must be finite and the largest noise multiplier here "
+                             f"is z = {z:.4g}")
 
 
 def _calibrate_dppfl(eps: float, delta: float, q_in: float, q_out: float, T: int, tau0: int, s: float,

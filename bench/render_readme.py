@@ -1,0 +1,98 @@
+"""Rewrite README.md's performance block from bench/results/all.json (what ``make bench`` wrote).
+
+Usage: ``python bench/render_readme.py [--check] [--json PATH] [--readme PATH]``.  The block lies between
+``<!-- bench:begin -->`` and ``<!-- bench:end -->``; README never types a measured number by hand.
+``--check`` exits 1 when the block differs from what the JSON renders (tests/test_bench_readme.py does the
+same).  One line per benchmark that has a headline: the script's ``HEADLINE`` (kept in all.json by
+run_all.py), else the template below for scripts that predate it; a template is ``str.format`` over the
+benchmark's figures.  Benchmarks that failed, or whose figures lack a template's key, are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+#: Headlines of the benchmarks that return no dict of their own (figures = their result files by name).
+TEMPLATES = {
+    "plan": "`fedbound plan nbafl` from a cold process (formula cache warm): "
+            "{plan[cold_cli_cpu_s][median]:.2f} CPU s, {plan[cache_speedup_cold_cpu]:.1f}x less CPU than "
+            "without the cache; a warm re-plan "
+            "{plan[warm_replan_cpu_s][median]:.3f} CPU s.",
+    "accounting": "Calibrating σ for {accounting[grid_points]} privacy targets in one call: "
+                  "{accounting[speedup][median]:.0f}x faster than a loop of Opacus' get_noise_multiplier "
+                  "(same orders, σ within {accounting[max_rel_diff_sigma]:.0e}).",
+    "explorer": "The explorer's live update ({explorer[paper]}, over HTTP): median "
+                "{explorer[update][median_ms]:.0f} ms, {explorer[update_ratio_http_vs_in_process]:.2f}x the "
+                "in-process plan.",
+    "sweep": "A 40-run sweep batched: {sweep[logreg_per_run_overhead][one_by_one_over_batched][median]:.1f}x "
+             "faster than the runs one after another, "
+             "{sweep[logreg_per_run_overhead][cli_over_batched][median]:.1f}x faster than 40 "
+             "`fedbound train` calls.",
+}
+
+
+def headline(name: str, entry: dict[str, Any]) -> str | None:
+    template = entry.get("headline") or TEMPLATES.get(name)
+    if entry.get("status") != "ok" or not template:
+        return None
+    try:
+        return template.format(**entry["figures"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def render(result: dict[str, Any]) -> str:
+    """The block's text (without the markers) for one all.json."""
+    m = result["machine"]
+    lines = [f"Last `make bench` run {result['date']} ({m['cpu_model']}, {m['cores']} cores, load "
+             f"{result['load_before'][0]:g} → {result['load_after'][0]:g}"
+             f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
+             "each ratio is against a baseline timed in the same run, interleaved. Every figure, with each "
+             "benchmark's own date, commit and load: `bench/results/all.json`; how each is measured: "
+             "[bench/README.md](bench/README.md).", ""]
+    for name, entry in result["benchmarks"].items():
+        line = headline(name, entry)
+        if line:
+            lines.append(f"- {line}")
+    return "\n".join(lines)
+
+
+def _short(commit: str | None) -> str:
+    return "unknown" if not commit else commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
+def replace_block(readme: str, block: str) -> str:
+    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
+        raise SystemExit(f"README must hold exactly one {BEGIN} ... {END} block")
+    head, rest = readme.split(BEGIN)
+    _, tail = rest.split(END)
+    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, default=HERE / "results" / "all.json")
+    parser.add_argument("--readme", type=Path, default=HERE.parent / "README.md")
+    parser.add_argument("--check", action="store_true", help="only check that README's block is current")
+    args = parser.parse_args()
+    old = args.readme.read_text()
+    new = replace_block(old, render(json.loads(args.json.read_text())))
+    if args.check:
+        if new != old:
+            print(f"{args.readme}'s performance block differs from {args.json}: run bench/render_readme.py")
+            return 1
+        return 0
+    args.readme.write_text(new)
+    print(f"rewrote the performance block of {args.readme} from {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
