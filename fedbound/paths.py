@@ -38,7 +38,7 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 def _check_writable(option: str, text: str, path: Path, what: str) -> None:
-    """The nearest existing folder at or above ``path`` must be a folder in which a file can be created."""
+    """The nearest existing folder at or above ``path`` (a folder) must be one a file can be created in."""
     base = _existing_ancestor(path)
     if not base.is_dir():
         raise ParameterError(option, text, f"a {what} path that can be created",
@@ -68,9 +68,9 @@ def out_file(option: str, value: str | os.PathLike | None) -> Path:
     text = _text(option, value, "file")
     path = Path(text)
     if text.endswith(("/", os.sep)) or path.is_dir() or path.name in ("", ".", ".."):
-        raise ParameterError(option, text, "a file path such as out/report.html",
+        raise ParameterError(option, text, "a file path, not a folder",
                              hint="it names a folder, not a file")
-    _check_writable(option, text, path, "file")
+    _check_writable(option, text, path.parent, "file")
     return path
 
 
