@@ -21,13 +21,33 @@ from fedbound.errors import ConfigError, ParameterError
 __all__ = ["out_folder", "out_file", "in_folder", "read_csv_rows"]
 
 
+def _fail(option: str, text: str, valid: str, hint: str = "") -> ParameterError:
+    """The error, with a long path shortened (a 5,000-character --out must not make a 5 kB message)."""
+    shown = text if len(text) <= 200 else f"{text[:60]}... ({len(text)} characters)"
+    return ParameterError(option, shown, valid, hint=hint)
+
+
 def _text(option: str, value: str | os.PathLike | None, what: str) -> str:
     text = os.fspath(value) if value is not None else ""
     if not text.strip():
-        raise ParameterError(option, text, f"a {what} path (an empty path names no {what})")
+        raise _fail(option, text, f"a {what} path (an empty path names no {what})")
     if "\0" in text:
-        raise ParameterError(option, text, f"a {what} path without NUL characters")
+        raise _fail(option, text, f"a {what} path without NUL characters")
     return text
+
+
+def _os_errors(check):
+    """An OSError while checking (a name too long, a loop of links) is the same one-line error."""
+    import functools
+
+    @functools.wraps(check)
+    def wrapped(option: str, value: str | os.PathLike | None) -> Path:
+        try:
+            return check(option, value)
+        except OSError as exc:
+            raise _fail(option, os.fspath(value) if value is not None else "", "a usable path",
+                        hint=exc.strerror or str(exc)) from None
+    return wrapped
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -41,46 +61,49 @@ def _check_writable(option: str, text: str, path: Path, what: str) -> None:
     """The nearest existing folder at or above ``path`` (a folder) must be one a file can be created in."""
     base = _existing_ancestor(path)
     if not base.is_dir():
-        raise ParameterError(option, text, f"a {what} path that can be created",
-                             hint=f"{str(base)!r} is a file, not a folder")
+        raise _fail(option, text, f"a {what} path that can be created",
+                    hint=f"{str(base)!r} is a file, not a folder")
     try:
         fd, probe = tempfile.mkstemp(prefix=".fedbound-probe-", dir=base)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise ParameterError(option, text, f"a writable {what} path",
-                             hint=f"cannot write in {str(base)!r}: {exc.strerror or exc}") from None
+        raise _fail(option, text, f"a writable {what} path",
+                    hint=f"cannot write in {str(base)!r}: {exc.strerror or exc}") from None
 
 
+@_os_errors
 def out_folder(option: str, value: str | os.PathLike | None) -> Path:
     """An output folder: not empty, not an existing file, creatable and writable (nothing is created)."""
     text = _text(option, value, "folder")
     path = Path(text)
     if path.exists() and not path.is_dir():
-        raise ParameterError(option, text, "a folder (new or existing)", hint="it is an existing file")
+        raise _fail(option, text, "a folder (new or existing)", hint="it is an existing file")
     _check_writable(option, text, path, "folder")
     return path
 
 
+@_os_errors
 def out_file(option: str, value: str | os.PathLike | None) -> Path:
     """An output file: not empty, not a folder (nor a name ending in '/'), its folder creatable and
     writable.  An existing file is left as it is (it will be replaced)."""
     text = _text(option, value, "file")
     path = Path(text)
     if text.endswith(("/", os.sep)) or path.is_dir() or path.name in ("", ".", ".."):
-        raise ParameterError(option, text, "a file path, not a folder",
-                             hint="it names a folder, not a file")
+        raise _fail(option, text, "a file path, not a folder",
+                    hint="it names a folder, not a file")
     _check_writable(option, text, path.parent, "file")
     return path
 
 
+@_os_errors
 def in_folder(option: str, value: str | os.PathLike | None) -> Path:
     """An input folder that must exist."""
     text = _text(option, value, "folder")
     path = Path(text)
     if not path.is_dir():
-        raise ParameterError(option, text, "an existing folder",
-                             hint="it is a file" if path.exists() else "it does not exist")
+        raise _fail(option, text, "an existing folder",
+                    hint="it is not a folder: " + ("a file" if path.exists() else "nothing there"))
     return path
 
 

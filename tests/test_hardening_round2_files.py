@@ -138,7 +138,8 @@ def test_path_checks(tmp_path):
     assert out_file("--out", str(afile)) == afile and afile.read_text() == "x"  # replaced later, not now
     assert in_folder("RESULTS_DIR", str(tmp_path)) == tmp_path
     for check, value, valid in [
-        (out_folder, "", "folder path"), (out_folder, "   ", "folder path"), (out_folder, str(afile), "folder"),
+        (out_folder, "", "folder path"), (out_folder, "   ", "folder path"),
+        (out_folder, str(afile), "folder"),
         (out_folder, str(afile / "sub"), "can be created"), (out_folder, "a\0b", "NUL"),
         (out_file, "", "file path"), (out_file, str(tmp_path), "not a folder"),
         (out_file, str(tmp_path / "new") + "/", "not a folder"), (out_file, "/proc/x.html", "writable"),
@@ -148,6 +149,10 @@ def test_path_checks(tmp_path):
         with pytest.raises(ParameterError, match=valid) as info:
             check("--opt", value)
         assert info.value.name == "--opt" and info.value.value == value
+    for check in (out_folder, out_file, in_folder):  # a name too long for the OS: shortened, one line
+        with pytest.raises(ParameterError, match="usable path") as info:
+            check("--opt", str(tmp_path / ("a" * 5000)))
+        assert len(str(info.value)) < 300
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]  # no probe left behind
 
 
@@ -182,8 +187,8 @@ def test_overwrite_of_a_half_done_run_through_the_cli_keeps_the_users_file(capsy
 def test_a_checkpoint_that_is_a_folder_is_one_line(capsys, tmp_path):
     run = tmp_path / "run"
     (run / "checkpoint.pt").mkdir(parents=True)
-    line = _one_line_error(capsys, ["train", "nbafl", EX / "nbafl_logistic.toml", "--set", "T=2", "--out", run,
-                                    "--no-progress"], "checkpoint.pt")
+    line = _one_line_error(capsys, ["train", "nbafl", EX / "nbafl_logistic.toml", "--set", "T=2", "--out",
+                                    run, "--no-progress"], "checkpoint.pt")
     assert "folder" in line
     _one_line_error(capsys, ["train", "nbafl", EX / "nbafl_logistic.toml", "--set", "T=2", "--out", run,
                              "--no-progress", "--overwrite"], "checkpoint.pt")
