@@ -47,7 +47,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         seed: Annotated[int, typer.Option("--seed", help="0: [train] seed as configured; otherwise a new "
                                           "seed for everything (data split, canary search, trial noise)")
                         ] = 0,
-        out: Annotated[str | None, typer.Option("--out", help="figure (.png and .svg) and, beside it, the "
+        out: Annotated[str | None, typer.Option("--out", metavar="FILE",
+                                                help="figure (.png and .svg) and, beside it, the "
                                                  "JSON with every score (default: none written)")] = None,
         json_: JsonFlag = False,
     ) -> None:

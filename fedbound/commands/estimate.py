@@ -16,7 +16,8 @@ from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
 
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Non-private rounds of the trajectory the constants "
                                         "are measured along (1..10000).")]
-CacheOpt = Annotated[str, typer.Option("--cache", help="Folder caching F* of non-convex models (keyed by a "
+CacheOpt = Annotated[str, typer.Option("--cache", metavar="DIR",
+                                       help="Folder caching F* of non-convex models (keyed by a "
                                         "hash of the config).")]
 
 

@@ -101,7 +101,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                  config: OptionalConfig = None,
                  vs: Annotated[str, typer.Option("--vs", help="the variable on the x axis (the paper's "
                                                              "choices; a wrong one lists them)")] = "T",
-                 out: Annotated[str | None, typer.Option("--out", help="output file (.png and .svg are "
+                 out: Annotated[str | None, typer.Option("--out", metavar="FILE",
+                                                         help="output file (.png and .svg are "
                                                           "written; default PAPER_vs_X.png)")] = None,
                  overrides: SetOverrides = None, variant: VariantOpt = "paper",
                  json_out: JsonFlag = False) -> None:

@@ -13,7 +13,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     def report_cmd(
         results: Annotated[str, typer.Argument(metavar="RESULTS_DIR", help="the --out folder of fedbound "
                                                 "reproduce / validate", show_default=False)],
-        out: Annotated[str | None, typer.Option("--out", help="the HTML file (default RESULTS_DIR/"
+        out: Annotated[str | None, typer.Option("--out", metavar="FILE",
+                                                help="the HTML file (default RESULTS_DIR/"
                                                                "report.html)")] = None,
         points: Annotated[int, typer.Option("--points", help="random points per bound claim, 1..10000")] = 10,
         seed: Annotated[int, typer.Option("--seed", help="seed of the random points, >= 0")] = 0,

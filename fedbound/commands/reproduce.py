@@ -57,7 +57,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ] = None,
         seeds: Annotated[int | None, typer.Option("--seeds", help="seeds per case (default: the scale's)")
                          ] = None,
-        out: Annotated[str, typer.Option("--out", help="results folder (runs are shared and resumed)")
+        out: Annotated[str, typer.Option("--out", metavar="DIR",
+                                         help="results folder (runs are shared and resumed)")
                        ] = "out/reproduce",
         executor: Annotated[str, typer.Option("--executor", help="local or ray")] = "local",
         address: Annotated[str | None, typer.Option("--address", help="Ray cluster address")] = None,

@@ -44,7 +44,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         compare_training: Annotated[bool, typer.Option(
             "--compare-training", help="Train proposed, round-robin, random and non-adjustment and print "
             "accuracy, max test loss and Jain's index beside the paper's reported improvements.")] = False,
-        out: Annotated[str | None, typer.Option("--out", help="Run directory for --compare-training.")
+        out: Annotated[str | None, typer.Option("--out", metavar="DIR",
+                                                help="Run directory for --compare-training.")
                        ] = None,
         json: JsonFlag = False,
     ) -> None:

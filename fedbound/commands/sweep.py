@@ -34,7 +34,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         values: Annotated[str, typer.Option("--values", help="Comma-separated values, e.g. 5,10,20.")],
         seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 0..S-1 per value.")] = 1,
         set_: SetOverrides = None,
-        out: Annotated[str, typer.Option("--out", help="Sweep folder (re-running resumes it).")
+        out: Annotated[str, typer.Option("--out", metavar="DIR", help="Sweep folder (re-running resumes it).")
                        ] = "runs/sweep",
         executor: Annotated[str, typer.Option("--executor", help="local or ray.")] = "local",
         workers: Annotated[int | None, typer.Option("--workers", min=1, help="Processes or Ray tasks.")

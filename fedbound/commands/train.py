@@ -47,7 +47,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                             show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
-        out: Annotated[str | None, typer.Option("--out", help="Run directory (default runs/<algo>_<config>)."
+        out: Annotated[str | None, typer.Option("--out", metavar="DIR",
+                                                help="Run directory (default runs/<algo>_<config>)."
                                                  )] = None,
         seed: Annotated[int | None, typer.Option("--seed", help="Override [train] seed.")] = None,
         device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,

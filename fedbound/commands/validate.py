@@ -28,7 +28,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         values: Annotated[str | None, typer.Option("--values", help="Comma-separated values of --vs "
                                                    "(default: the paper's entry's).")] = None,
         seeds: Annotated[int, typer.Option("--seeds", help="Seeds per value (1..1000).")] = 3,
-        out: Annotated[str | None, typer.Option("--out", help="Output folder (default runs/validate_PAPER_"
+        out: Annotated[str | None, typer.Option("--out", metavar="DIR",
+                                                help="Output folder (default runs/validate_PAPER_"
                                                  "CONFIG_VS).")] = None,
         executor: Annotated[str, typer.Option("--executor", help="local or ray.")] = "local",
         address: Annotated[str | None, typer.Option("--address", help="Ray cluster address.")] = None,
