@@ -84,6 +84,9 @@ def test_a_bad_output_path_is_refused_before_any_work(capsys, place, args, named
     (["plan", "adaptive", EX / "adaptive_mnist.toml", "--set", "group_min=1e308,1,1"], "group_min"),
     (["plan", "adaptive", EX / "adaptive_mnist.toml", "--set", "scores=inf,1,1"], "scores"),
     (["plan", "adaptive", EX / "adaptive_mnist.toml", "--set", "C=1e308"], "C"),
+    (["plan", "dppfl", EX / "dppfl_mnist.toml", "--set", "eta=1e-308"], "eta"),  # ZeroDivisionError before
+    (["plan", "dppfl", EX / "dppfl_mnist.toml", "--set", "C=1e-308"], "C"),  # sigma = inf before
+    (["plan", "dppfl", EX / "dppfl_mnist.toml", "--set", "eps=1e308"], "eps"),  # 23 CPU s before
     (["train", "udp", EX / "udp_ridge.toml", "--set", "T=2", "--set", "N=nan"], "N"),
     (["train", "adaptive", EX / "adaptive_logistic.toml", "--set", "T=2", "--set", "mu=1e308"], "mu"),
     (["train", "adaptive", EX / "adaptive_logistic.toml", "--set", "T=2", "--set",
