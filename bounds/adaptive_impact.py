@@ -165,20 +165,29 @@ def weight_summaries(p: Any) -> tuple[Number, Number]:
 # --- an [adaptive] setting made concrete (parts, sizes, ratio phases); plain data, no config import ---------
 def parse_lists(key: str, text: Any, kind: type = float) -> list[list]:
     """``"0,1,2; 2,1,0"`` -> ``[[0, 1, 2], [2, 1, 0]]`` (lists/numbers pass through); ConfigError naming
-    ``[adaptive] key`` otherwise."""
+    ``[adaptive] key`` otherwise, and for a number that is not finite or exceeds ``MAX_INT`` (1e12) in
+    magnitude (no list of the setting -- sizes, ratios, scores, weight bounds -- needs more)."""
+    from fedbound.checks import MAX_INT
+
     if isinstance(text, int | float):
-        return [[kind(text)]]
-    if isinstance(text, Sequence) and not isinstance(text, str):
+        rows: Any = [[text]]
+    elif isinstance(text, Sequence) and not isinstance(text, str):
         rows = text if text and isinstance(text[0], Sequence) and not isinstance(text[0], str) else [text]
-        return [[kind(v) for v in row] for row in rows]
+    else:
+        rows = [[v for v in chunk.replace(" ", "").split(",") if v] for chunk in str(text).split(";")]
+    shown = repr(text) if len(repr(text)) <= 80 else repr(text)[:80] + "..."
     try:
-        phases = [[kind(v) for v in chunk.replace(" ", "").split(",") if v] for chunk in str(text).split(";")]
-    except ValueError as exc:
+        raw = [[float(v) for v in row] for row in rows]
+        phases = [[kind(v) for v in row] for row in rows]
+    except (ValueError, TypeError, OverflowError) as exc:
         raise ConfigError(
-            f"[adaptive] {key} = {text!r}: expected comma-separated numbers, phases separated by ';'"
+            f"[adaptive] {key} = {shown}: expected comma-separated numbers, phases separated by ';'"
         ) from exc
+    if any(not (abs(v) <= MAX_INT) for row in raw for v in row):  # also NaN
+        raise ConfigError(f"[adaptive] {key} = {shown} is outside its valid range: finite numbers of "
+                          f"magnitude at most {MAX_INT:.0e}")
     if not phases or any(not p for p in phases):
-        raise ConfigError(f"[adaptive] {key} = {text!r}: every phase needs at least one number")
+        raise ConfigError(f"[adaptive] {key} = {shown}: every phase needs at least one number")
     return phases
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from fedbound.checks import MAX_INT, interval
 from fedbound.errors import ConfigError
 
-__all__ = ["Field", "Section", "Config", "load_config", "parse_override", "REQUIRED"]
+__all__ = ["Field", "Section", "Config", "load_config", "parse_override", "parse_literal", "REQUIRED"]
 
 
 def _q(value: Any, limit: int = 60) -> str:
@@ -217,6 +217,29 @@ def _did_you_mean(name: str, candidates: Iterable[str], quote: bool = True) -> s
     return f"; did you mean {close[0]!r}?" if quote else f"; did you mean {close[0]}?"
 
 
+MAX_LITERAL_DIGITS = 400
+"""The most digits a number typed on the command line may have (no key's range needs more; Python refuses
+integers of over 4300 digits, and a 100,000-digit one must be an error, not a traceback)."""
+
+
+def parse_literal(text: str, what: str) -> Any:
+    """``text`` as a TOML literal (``6``, ``1e-3``, ``"a"``, ``[1, 2]``), else the text itself.
+
+    A run of more than :data:`MAX_LITERAL_DIGITS` digits is refused (ConfigError naming ``what``) before
+    it is parsed."""
+    run = longest = 0
+    for ch in text:
+        run = run + 1 if ch.isdigit() else (run if ch == "_" else 0)
+        longest = max(longest, run)
+    if longest > MAX_LITERAL_DIGITS:
+        raise ConfigError(f"{what} = {_q(text)} is outside its valid range: numbers of at most "
+                          f"{MAX_LITERAL_DIGITS} digits (this one has {longest})")
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except (tomllib.TOMLDecodeError, ValueError):
+        return text
+
+
 def _split_override(item: str) -> tuple[str, str, Any]:
     """``KEY=VALUE`` -> (key, the value's text, the value parsed as a TOML literal or kept as text)."""
     if "=" not in item:
@@ -225,11 +248,7 @@ def _split_override(item: str) -> tuple[str, str, Any]:
     key, text = key.strip(), text.strip()
     if not key:
         raise ConfigError(f"--set {_q(item)}: the key before '=' is empty")
-    try:
-        value = tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = text
-    return key, text, value
+    return key, text, parse_literal(text, f"--set {key}")
 
 
 def parse_override(item: str) -> tuple[str, Any]:

@@ -22,10 +22,19 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2) + "\n")
 
 
+UNBOUNDED_WIDTH = 10_000
+"""Console width without a terminal (output piped to a file or a program): wide enough that no table is
+squeezed and no line wrapped; rich's own default there is 80 columns, which cut tables and numbers."""
+
+
 def console():
+    """The stdout console: the terminal's width on a terminal (or ``$COLUMNS`` when set), else unbounded."""
+    import os
+
     from rich.console import Console
 
-    return Console()
+    piped = not getattr(sys.stdout, "isatty", lambda: False)() and not os.environ.get("COLUMNS", "").strip()
+    return Console(width=UNBOUNDED_WIDTH if piped else None)
 
 
 def _cell(value: Any, digits: int) -> str:
@@ -42,13 +51,14 @@ def _cell(value: Any, digits: int) -> str:
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 6,
                 caption: str | None = None) -> None:
-    """A rich table on stdout; floats shown with ``digits`` significant digits."""
+    """A rich table on stdout; floats shown with ``digits`` significant digits.  A cell too wide for a
+    narrow terminal folds onto the next line, never cut short (no digit is lost)."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=title, caption=caption)
     for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 else "right")
+        table.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
     for row in rows:  # Text, not str: data such as "[paper]" must not be read as rich markup
         table.add_row(*(Text(_cell(v, digits)) for v in row))
     console().print(table)

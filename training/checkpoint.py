@@ -13,7 +13,8 @@ refused with :class:`CheckpointError` before anything is unpickled; the body is 
 from a checkpoint).
 
 Run directories: :func:`prepare_run_dir` marks every directory fedbound creates with :data:`RUN_MARKER`
-(holding the run key); ``overwrite`` deletes only a directory carrying that marker (or an empty one).
+(holding the run key); ``overwrite`` works only in a directory carrying that marker (or an empty one) and
+deletes only the files a run writes (:data:`RUN_FILES`): anything else the user put there stays.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +29,13 @@ import torch
 
 from fedbound.errors import CheckpointError, ConfigError
 
-__all__ = ["CHECKPOINT", "RUN_MARKER", "CheckpointError", "save", "load", "prepare_run_dir"]
+__all__ = ["CHECKPOINT", "RUN_MARKER", "RUN_FILES", "CheckpointError", "save", "load", "prepare_run_dir"]
 
 CHECKPOINT = "checkpoint.pt"
 RUN_MARKER = ".fedbound-run"
+RUN_FILES = (CHECKPOINT, CHECKPOINT + ".tmp", "metrics.csv", "metrics.parquet", "summary.json", "config.toml")
+"""What a run writes into its directory (fedbound.training.metrics.write_outputs, :func:`save`): the only
+files ``overwrite`` deletes."""
 FORMAT = 2
 _MAGIC = b"FEDBOUND-CHECKPOINT"
 
@@ -138,8 +141,9 @@ def prepare_run_dir(run_dir: str | Path, run_key: str, overwrite: bool = False) 
     """Create (or, with ``overwrite``, empty) ``run_dir`` before any training, and mark it as a run directory.
 
     Refused with ConfigError, naming what is there: ``run_dir`` is a file; it cannot be created or written;
-    ``overwrite`` of a non-empty directory that does not carry :data:`RUN_MARKER` (fedbound never deletes
-    what it did not create).  Without ``overwrite`` an existing directory is used as it is (a checkpoint of
+    one of :data:`RUN_FILES` in it is a folder; ``overwrite`` of a non-empty directory that does not carry
+    :data:`RUN_MARKER` (fedbound never deletes what it did not create).  ``overwrite`` deletes the
+    :data:`RUN_FILES` only.  Without ``overwrite`` an existing directory is used as it is (a checkpoint of
     the same run resumes).
     """
     if not str(run_dir).strip():
@@ -149,13 +153,22 @@ def prepare_run_dir(run_dir: str | Path, run_key: str, overwrite: bool = False) 
         raise ConfigError(f"--out {str(run_dir)!r} is an existing file, not a folder: give a folder for the "
                           "run")
     entries = list(run_dir.iterdir()) if run_dir.is_dir() else []
+    for name in (*RUN_FILES, RUN_MARKER):
+        if (run_dir / name).is_dir():
+            raise ConfigError(f"--out {str(run_dir)!r} holds a folder named {name}, where the run writes a "
+                              "file: rename or remove that folder, or choose another --out")
     if overwrite and entries:
         if not (run_dir / RUN_MARKER).is_file():
             raise ConfigError(f"--overwrite refused: {str(run_dir)!r} is not a fedbound run directory (no "
                               f"{RUN_MARKER} marker) and holds {_describe(entries)}; remove it yourself or "
                               "choose another --out")
-        shutil.rmtree(run_dir)
-        entries = []
+        try:
+            for name in RUN_FILES:  # only what a run wrote: a file of the user's inside stays
+                (run_dir / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--overwrite: {str(run_dir / name)!r} cannot be deleted: "
+                              f"{exc.strerror or exc}") from None
+        entries = [p for p in run_dir.iterdir() if p.name != RUN_MARKER]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         marker = run_dir / RUN_MARKER

@@ -47,7 +47,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         seed: Annotated[int, typer.Option("--seed", help="0: [train] seed as configured; otherwise a new "
                                           "seed for everything (data split, canary search, trial noise)")
                         ] = 0,
-        out: Annotated[Path | None, typer.Option("--out", help="figure (.png and .svg) and, beside it, the "
+        out: Annotated[str | None, typer.Option("--out", metavar="FILE",
+                                                help="figure (.png and .svg) and, beside it, the "
                                                  "JSON with every score (default: none written)")] = None,
         json_: JsonFlag = False,
     ) -> None:
@@ -58,10 +59,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.checks import check_int
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
+        from fedbound.paths import out_file
         from fedbound.registry import get
         from fedbound.validation.audit import audit_from_config
 
         get(paper_name, "audit")
+        figure = out_file("--out", out) if out is not None else None
         seed = int(check_int("--seed", seed, 0, 2**32 - 1))
         if trials != "auto":
             try:
@@ -74,7 +77,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             result = audit_from_config(paper_name, config, set_ or [], trials=trials, canary=canary,
                                        rounds=rounds, control=control, canary_record=canary_record, seed=seed,
                                        level=level)
-        files = _write(result, out) if out is not None else []
+        files = _write(result, figure) if figure is not None else []
         if json_:
             print_json({**result.to_dict(), "files": files})
             return

@@ -14,15 +14,12 @@ from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
 
 def read_losses(path: Path, column: str | None = None) -> list[float]:
     """The loss column of a CSV (``loss`` by default, else the last column), in row order: row t is
-    V(w^t), row 0 the initial model.  ConfigError on a missing file, column or a non-number."""
-    import csv
-
+    V(w^t), row 0 the initial model.  ConfigError on a missing, non-UTF-8 or ragged file, a missing column
+    or a non-number."""
     from fedbound.errors import ConfigError
+    from fedbound.paths import read_csv_rows
 
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such loss file")
-    with path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
+    rows = read_csv_rows(path, "LOSSES")
     if len(rows) < 2:
         raise ConfigError(f"{path}: needs a header row and at least one loss")
     header = [h.strip() for h in rows[0]]
@@ -34,10 +31,8 @@ def read_losses(path: Path, column: str | None = None) -> list[float]:
     for i, row in enumerate(rows[1:], start=2):
         try:
             value = float(row[j])
-        except (ValueError, IndexError) as exc:
-            raise ConfigError(
-                f"{path}, line {i}: {name} = {row[j] if j < len(row) else ''!r} is not a number"
-            ) from exc
+        except ValueError as exc:
+            raise ConfigError(f"{path}, line {i}: {name} = {row[j]!r} is not a number") from exc
         if value != value or value in (float("inf"), float("-inf")):
             raise ConfigError(f"{path}, line {i}: {name} = {value} is not a finite number")
         out.append(value)

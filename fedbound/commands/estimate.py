@@ -16,7 +16,8 @@ from fedbound.commands._common import ConfigArg, JsonFlag, SetOverrides
 
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Non-private rounds of the trajectory the constants "
                                         "are measured along (1..10000).")]
-CacheOpt = Annotated[Path, typer.Option("--cache", help="Folder caching F* of non-convex models (keyed by a "
+CacheOpt = Annotated[str, typer.Option("--cache", metavar="DIR",
+                                       help="Folder caching F* of non-convex models (keyed by a "
                                         "hash of the config).")]
 
 
@@ -39,7 +40,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                    "constants (fedbound plan then lists them as measured)."
                                                    )] = None,
         rounds: RoundsOpt = 10,
-        cache: CacheOpt = Path("runs/cache"),
+        cache: CacheOpt = "runs/cache",
         json_: JsonFlag = False,
     ) -> None:
         """Measure the constants of PAPER's bound on CONFIG's model and data."""
@@ -48,12 +49,15 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         require("train", "estimate")
         from fedbound.commands.train import _train_extra
         from fedbound.output import print_json, print_table
+        from fedbound.paths import out_folder
         from fedbound.validation.estimate import check_write_target, estimate, write_config
+
+        cache_dir = out_folder("--cache", cache)
 
         if write is not None:
             check_write_target(config, write)
         with _train_extra():
-            est = estimate(paper, config, overrides or [], rounds=rounds, cache=cache)
+            est = estimate(paper, config, overrides or [], rounds=rounds, cache=cache_dir)
         written = str(write_config(est, write, overrides or [])) if write is not None else None
         if json_:
             print_json({**est.to_dict(), "written": written})

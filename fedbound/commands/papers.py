@@ -101,7 +101,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                  config: OptionalConfig = None,
                  vs: Annotated[str, typer.Option("--vs", help="the variable on the x axis (the paper's "
                                                              "choices; a wrong one lists them)")] = "T",
-                 out: Annotated[Path | None, typer.Option("--out", help="output file (.png and .svg are "
+                 out: Annotated[str | None, typer.Option("--out", metavar="FILE",
+                                                         help="output file (.png and .svg are "
                                                           "written; default PAPER_vs_X.png)")] = None,
                  overrides: SetOverrides = None, variant: VariantOpt = "paper",
                  json_out: JsonFlag = False) -> None:
@@ -109,16 +110,18 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         import warnings
 
         from fedbound.output import print_json
+        from fedbound.paths import out_file
         from fedbound.registry import get
         from fedbound.validation.reproduce.plots import draw_figure
 
+        target = out_file("--out", out) if out is not None else None
         paper = get(paper_name, "plot")
         setting = _setting(paper, config, overrides)
         _check_variant(paper, variant)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             paths, curves = draw_figure(paper.load("plots"), setting.values, vs,
-                                        out or Path(f"{paper.name}_vs_{vs}.png"), variant)
+                                        target or Path(f"{paper.name}_vs_{vs}.png"), variant)
         if json_out:
             print_json({"paper": paper.name, "vs": vs, "variant": variant, "files": paths, "curves": curves})
             return

@@ -57,8 +57,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ] = None,
         seeds: Annotated[int | None, typer.Option("--seeds", help="seeds per case (default: the scale's)")
                          ] = None,
-        out: Annotated[Path, typer.Option("--out", help="results folder (runs are shared and resumed)")
-                       ] = Path("out/reproduce"),
+        out: Annotated[str, typer.Option("--out", metavar="DIR",
+                                         help="results folder (runs are shared and resumed)")
+                       ] = "out/reproduce",
         executor: Annotated[str, typer.Option("--executor", help="local or ray")] = "local",
         address: Annotated[str | None, typer.Option("--address", help="Ray cluster address")] = None,
         workers: Annotated[int | None, typer.Option("--workers", help="local worker processes")] = None,
@@ -70,6 +71,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.errors import ConfigError
         from fedbound.extras import require
         from fedbound.output import print_json
+        from fedbound.paths import out_folder
         from fedbound.validation.reproduce import Uncovered, find, reproduce, targets
 
         names = list(names or [])
@@ -88,8 +90,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                               "or --list")
         else:
             chosen = [find(p, f) for p, f in zip(names[::2], names[1::2], strict=True)]
-        results = reproduce(chosen, out, scale=scale, seeds=seeds, data=data, executor=executor,
-                            workers=workers, address=address, progress=progress and not json_out)
+        results = reproduce(chosen, out_folder("--out", out), scale=scale, seeds=seeds, data=data,
+                            executor=executor, workers=workers, address=address,
+                            progress=progress and not json_out)
         if not json_out:
             for result in results:
                 for line in result.lines():

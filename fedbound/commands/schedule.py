@@ -6,7 +6,6 @@ baselines and prints the paper's three metrics with its reported improvements be
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -36,7 +35,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         paper: Annotated[str, typer.Argument(help="Paper with a per-round schedule: wpfl.")],
         config: ConfigArg,
         overrides: SetOverrides = None,
-        show: Annotated[int, typer.Option("--rounds", help="Rounds printed in full (JSON has all).")] = 3,
+        show: Annotated[int, typer.Option("--rounds", help="Rounds printed in full, 0..100000 (JSON has all)."
+                                          )] = 3,
         noise: Annotated[str, typer.Option("--noise", help="sigma_DP method of fedbound.bounds.wpfl.noise: "
                                            "paper, tight, gaussian, moments, none.")] = "paper",
         variant: Annotated[str, typer.Option("--variant", help="Bound reading: paper, corrected, "
@@ -44,15 +44,19 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         compare_training: Annotated[bool, typer.Option(
             "--compare-training", help="Train proposed, round-robin, random and non-adjustment and print "
             "accuracy, max test loss and Jain's index beside the paper's reported improvements.")] = False,
-        out: Annotated[Path | None, typer.Option("--out", help="Run directory for --compare-training.")
+        out: Annotated[str | None, typer.Option("--out", metavar="DIR",
+                                                help="Run directory for --compare-training.")
                        ] = None,
         json: JsonFlag = False,
     ) -> None:
         """The per-round schedule of a paper's policy (WPFL: Kuhn-Munkres selection, power, eta_F, per-client
         eta_P and lambda from P7), the min-max bound and Jain's index."""
         from fedbound.bounds.wpfl import noise as wpfl_noise
+        from fedbound.checks import check_int
+        from fedbound.commands.papers import _check_variant
         from fedbound.errors import ConfigError
         from fedbound.output import print_json, print_table, print_warnings
+        from fedbound.paths import out_folder
         from fedbound.registry import get
         from fedbound.scheduling.wpfl import radio_setting, schedule_rounds
         from fedbound.validation.recipes.wpfl import compare_policies, full_setting
@@ -62,8 +66,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             raise ConfigError(f"fedbound schedule {paper}: {entry.short} has no per-round schedule in "
                               f"fedbound "
                               f"(papers with one: {', '.join(SCHEDULED)})")
+        show = int(check_int("--rounds", show, 0, 100_000))
+        _check_variant(entry, variant)
         if compare_training:
-            result = compare_policies(config, list(overrides or []), out)
+            result = compare_policies(config, list(overrides or []),
+                                      out_folder("--out", out) if out is not None else None)
             if json:
                 print_json({"command": "schedule", "paper": paper, **result})
                 return

@@ -4,7 +4,6 @@ table (``OUT/table.csv``) and the run folders (``OUT/runs/<key>/``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,20 +15,13 @@ SHOWN = ("loss", "test_accuracy", "accuracy", "epsilon_spent", "epsilon_spent_pa
 
 def _values(key: str, text: str) -> list:
     """``"2,4,8"`` -> ``[2, 4, 8]``: each item a TOML literal (ConfigError naming --values otherwise)."""
-    import tomllib
-
+    from fedbound.config import parse_literal
     from fedbound.errors import ConfigError
 
     items = [v.strip() for v in text.split(",") if v.strip()]
     if not items:
         raise ConfigError(f"--values {text!r} names no value: give comma-separated values of {key}")
-    out = []
-    for item in items:
-        try:
-            out.append(tomllib.loads(f"v = {item}")["v"])
-        except tomllib.TOMLDecodeError:
-            out.append(item)  # a bare word: a string value
-    return out
+    return [parse_literal(item, "--values") for item in items]  # a bare word: a string value
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
@@ -42,8 +34,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         values: Annotated[str, typer.Option("--values", help="Comma-separated values, e.g. 5,10,20.")],
         seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 0..S-1 per value.")] = 1,
         set_: SetOverrides = None,
-        out: Annotated[Path, typer.Option("--out", help="Sweep folder (re-running resumes it).")] = Path(
-            "runs/sweep"),
+        out: Annotated[str, typer.Option("--out", metavar="DIR", help="Sweep folder (re-running resumes it).")
+                       ] = "runs/sweep",
         executor: Annotated[str, typer.Option("--executor", help="local or ray.")] = "local",
         workers: Annotated[int | None, typer.Option("--workers", min=1, help="Processes or Ray tasks.")
                            ] = None,
@@ -60,16 +52,18 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         import warnings
 
         from fedbound.output import print_json, print_table
+        from fedbound.paths import out_folder
         from fedbound.registry import get
         from fedbound.validation.sweep import RunSpec, run_sweep
 
         get(paper, "train")
+        folder = out_folder("--out", out)
         base = tuple(set_ or [])
         specs = [RunSpec(paper, config, (*base, f"{vs}={v!r}" if isinstance(v, str) else f"{vs}={v}"), seed,
                          {vs: v}) for v in _values(vs, values) for seed in range(seeds)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # each run's warnings are in its summary.json
-            done = run_sweep(specs, out, executor=executor, workers=workers, address=address, batch=batch,
+            done = run_sweep(specs, folder, executor=executor, workers=workers, address=address, batch=batch,
                              progress=progress and not json_)
         final = done.final()
         shown = [c for c in SHOWN if c in final.columns and final[c].notna().any()]
@@ -77,10 +71,14 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             print_json({"out": str(done.out), "table": str(done.out / "table.csv"),
                         "final": final[["key", vs, "seed", "round", *shown]].to_dict("records"),
                         "failed": {k: v.strip().splitlines()[-1] for k, v in done.failed.items()}})
-            return
-        rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown)] for _, r in final.iterrows()]
-        print_table(f"fedbound sweep {paper}: {len(final)} runs done, {len(done.failed)} failed "
-                    f"(table: {done.out / 'table.csv'})", [vs, "seed", "rounds", *shown], rows)
+        else:
+            rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown)] for _, r in final.iterrows()]
+            print_table(f"fedbound sweep {paper}: {len(final)} runs done, {len(done.failed)} failed "
+                        f"(table: {done.out / 'table.csv'})", [vs, "seed", "rounds", *shown], rows)
         for key, text in done.failed.items():
             typer.echo(f"failed {key}: {text.strip().splitlines()[-1]} (traceback: "
                        f"{done.out / 'failed' / (key + '.txt')})", err=True)
+        if done.failed:  # a sweep with a failed run is not a success, whatever the output format
+            typer.echo(f"error: {len(done.failed)} of {len(specs)} runs of the sweep failed (see above); "
+                       "re-running the command retries them", err=True)
+            raise typer.Exit(1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -48,7 +47,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                             show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
-        out: Annotated[Path | None, typer.Option("--out", help="Run directory (default runs/<algo>_<config>)."
+        out: Annotated[str | None, typer.Option("--out", metavar="DIR",
+                                                help="Run directory (default runs/<algo>_<config>)."
                                                  )] = None,
         seed: Annotated[int | None, typer.Option("--seed", help="Override [train] seed.")] = None,
         device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = None,
@@ -64,14 +64,16 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         summary.json. Running the same command again resumes from the checkpoint with identical numbers.
         """
         from fedbound.output import print_json, print_table, print_warnings
+        from fedbound.paths import out_folder
         from fedbound.registry import get
         from fedbound.validation.recipes.runner import train_from_config
 
         get(algo, "train")
+        run_dir = out_folder("--out", out) if out is not None else None
 
         with warnings.catch_warnings(), _train_extra():  # every warning is in the summary, printed once below
             warnings.simplefilter("ignore")
-            done = train_from_config(algo, config, set_ or [], out=out, seed=seed, device=device,
+            done = train_from_config(algo, config, set_ or [], out=run_dir, seed=seed, device=device,
                                      progress=progress and not json_, overwrite=overwrite, design=design)
         s = done.summary
         if json_:

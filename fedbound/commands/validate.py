@@ -7,7 +7,6 @@ prints one line per verdict and writes validation.csv, validation.json and the f
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -29,13 +28,14 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         values: Annotated[str | None, typer.Option("--values", help="Comma-separated values of --vs "
                                                    "(default: the paper's entry's).")] = None,
         seeds: Annotated[int, typer.Option("--seeds", help="Seeds per value (1..1000).")] = 3,
-        out: Annotated[Path | None, typer.Option("--out", help="Output folder (default runs/validate_PAPER_"
+        out: Annotated[str | None, typer.Option("--out", metavar="DIR",
+                                                help="Output folder (default runs/validate_PAPER_"
                                                  "CONFIG_VS).")] = None,
         executor: Annotated[str, typer.Option("--executor", help="local or ray.")] = "local",
         address: Annotated[str | None, typer.Option("--address", help="Ray cluster address.")] = None,
         overrides: SetOverrides = None,
         rounds: RoundsOpt = 10,
-        cache: CacheOpt = Path("runs/cache"),
+        cache: CacheOpt = "runs/cache",
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")
                             ] = True,
         json_: JsonFlag = False,
@@ -46,11 +46,14 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         require("train", "validate")
         from fedbound.commands.train import _train_extra
         from fedbound.output import print_json, print_table
+        from fedbound.paths import out_folder
         from fedbound.validation.estimate.validate import validate
 
+        folder = out_folder("--out", out) if out is not None else None
+        cache_dir = out_folder("--cache", cache)
         with _train_extra():
-            result = validate(paper, config, vs, values, seeds, out, executor=executor, address=address,
-                              overrides=overrides or [], rounds=rounds, cache=cache,
+            result = validate(paper, config, vs, values, seeds, folder, executor=executor, address=address,
+                              overrides=overrides or [], rounds=rounds, cache=cache_dir,
                               progress=progress and not json_)
         if json_:
             print_json(result.to_dict())

@@ -52,11 +52,11 @@ def section():
             ),
             field_from_param(p["R"], default=1),
             replace(
-                field_from_param(p["B"]),
+                field_from_param(p["B"], low=1e-12, high=1e12),
                 name="C",
                 doc="clip bound on the model weights ||x_i|| <= C (the paper's B)",
             ),
-            field_from_param(p["eps"]),
+            field_from_param(p["eps"], low=1e-6, high=1e6),  # the bound's T^3 / eps^2 overflows at 1e308
             field_from_param(p["delta"]),
             Field(
                 "m",

@@ -28,11 +28,12 @@ def section():
         Field("T", int, None, "communication rounds (optional for plan: otherwise the optimal T; required "
                               "for train)", low=1, optional=True),
         field_from_param(p["tau0"], default=1),
-        field_from_param(p["eta"], default=0.01, doc="; also the targets' adaptation step (eq. (4))"),
+        field_from_param(p["eta"], default=0.01, doc="; also the targets' adaptation step (eq. (4))",
+                         low=1e-12),  # eta = 1e-308 divides by zero; C = 1e-308 gives sigma = inf
         field_from_param(p["beta"], default=0.01),
-        field_from_param(p["C"], default=2.4),
-        Field("eps", float, doc="each client's sample-level privacy budget epsilon (Theorem 1)", low=0.0,
-              low_open=True),
+        field_from_param(p["C"], default=2.4, low=1e-12, high=1e12),
+        Field("eps", float, doc="each client's sample-level privacy budget epsilon (Theorem 1)", low=1e-6,
+              high=1e6),  # eps = 1e308 took 23 CPU s to be refused by the calibration
         Field("delta", float, 1e-3, "each client's delta (Theorem 1)", low=0.0, high=1.0, low_open=True,
               high_open=True),
         Field("q_in", float, 0.1, "Poisson sampling rate of the query set (inner stage), q^Q", **prob),

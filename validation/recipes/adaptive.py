@@ -233,8 +233,15 @@ def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int
 
     if setting.get("sensitivity") == "provable":  # planned weights read the provable sensitivity too
         setting = provable_setting(setting, train, 0.02, "adaptive")
+    mu = proximal_mu(setting)
+    if float(train["lr"]) * mu >= 2:  # curvature of l_i + mu/2 ||x - x~||^2 is at least mu
+        lr = float(train["lr"])
+        raise ConfigError(f"[adaptive] mu = {setting.get('mu', mu)!r} is outside its valid range "
+                          f"(0, {2 / lr:.6g}) for [train] lr = {lr:g}: with lr * mu >= 2 the local solve "
+                          "of PADPFL (Talaei and Izadi 2024), eq. (38) (gradient steps on the proximal "
+                          "objective, curvature >= mu) diverges")
     return PADPFL.from_config(
-        {**setting, "mu": proximal_mu(setting)},
+        {**setting, "mu": mu},
         train,
         rounds,
         impact_rows(setting, train, rounds),
