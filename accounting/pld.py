@@ -32,8 +32,8 @@ from fedbound.accounting.events import make_accountant, poisson_gaussian_event
 from fedbound.checks import broadcast, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 
-__all__ = ["pld_epsilon", "pld_delta", "discretization_for", "discretization_for_target", "PldTooCostly",
-           "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
+__all__ = ["pld_epsilon", "pld_delta", "pld_calibrate", "discretization_for", "discretization_for_target",
+           "PldTooCostly", "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
 
 PLD_STEP_POINTS = 5e5
 """Points of one step's privacy-loss distribution (~4 s per evaluation on this 2-core machine, measured)."""
@@ -165,3 +165,59 @@ def pld_delta(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayL
         out[i] = _evaluate("get_delta", float(z[i]), float(q[i]), int(t[i]), float(e[i]), discretization,
                            step_points)
     return scalar_or_array(np.clip(out, 0.0, 1.0))
+
+
+def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: int, discretization: float,
+                  upper: float, rtol: float = 1e-3, max_evaluations: int = 40) -> tuple[float, float]:
+    """The smallest noise multiplier whose PLD eps (this module's :func:`pld_epsilon` at ``discretization``)
+    of ``steps`` Poisson-subsampled Gaussian rounds is at most ``target_eps``: ``(z, eps_pld(z))`` with
+    ``(1 - rtol) target <= eps_pld(z) <= target``.
+
+    PLD's pessimistic rounding makes ``eps_pld`` an upper bound on the true eps, off by at most ``steps x
+    discretization`` (dp-accounting's connect-the-dots construction): the returned z meets the target and
+    its true eps lies within ``rtol`` plus that stated error of it.  ``upper``: a noise multiplier known to
+    meet the target (e.g. the RDP calibration; widened if PLD says otherwise).  A root search in log z on
+    log eps_pld (Illinois regula falsi: eps_pld is smooth and steep in z, so ~4-6 evaluations), every
+    iterate kept on the private side.  PldTooCostly where PLD cannot be evaluated at this input.
+    """
+    e = float(check_real("target_eps", target_eps, 0.0, low_open=True))
+    t = int(check_int("steps", steps, 1))
+
+    def f(z: float) -> tuple[float, float]:
+        eps = float(pld_epsilon(z, sample_rate, t, delta, discretization))
+        return math.log(max(eps, 1e-300)) - math.log(e), eps
+
+    hi = float(check_real("upper", upper, 0.0, low_open=True))
+    f_hi, eps_hi = f(hi)
+    for _ in range(20):  # the bracket's private end: f(hi) <= 0
+        if f_hi <= 0:
+            break
+        hi *= 1.25
+        f_hi, eps_hi = f(hi)
+    lo = hi * 0.7
+    f_lo, _ = f(lo)
+    for _ in range(40):  # the bracket's other end: f(lo) > 0
+        if f_lo > 0:
+            break
+        hi, f_hi, eps_hi = lo, f_lo, math.exp(f_lo) * e  # lo met the target too: the new private end
+        lo *= 0.5
+        f_lo, _ = f(lo)
+    if f_hi > 0 or f_lo <= 0:
+        raise PldTooCostly("target_eps", e, "a target PLD can bracket", f"no bracket of the noise multiplier "
+                           f"for eps = {e:g} at q = {sample_rate:g}, steps = {t}")
+    x_lo, x_hi, g_lo, g_hi, side = math.log(lo), math.log(hi), f_lo, f_hi, 0
+    for _ in range(max_evaluations):
+        if f_hi >= math.log1p(-rtol) or x_hi - x_lo <= 1e-12:
+            break
+        x = x_hi - g_hi * (x_hi - x_lo) / (g_hi - g_lo)  # regula falsi on (log z, log eps - log target)
+        x = min(max(x, x_lo + 1e-3 * (x_hi - x_lo)), x_hi - 1e-3 * (x_hi - x_lo))
+        fx, eps_x = f(math.exp(x))
+        if fx <= 0:
+            x_hi, f_hi, g_hi, eps_hi = x, fx, fx, eps_x
+            g_lo = g_lo / 2 if side == 1 else g_lo  # Illinois: halve the end kept twice in a row
+            side = 1
+        else:
+            x_lo, g_lo = x, fx
+            g_hi = g_hi / 2 if side == -1 else g_hi
+            side = -1
+    return math.exp(x_hi), eps_hi
