@@ -32,8 +32,8 @@ from fedbound.accounting.events import make_accountant, poisson_gaussian_event
 from fedbound.checks import broadcast, check_int, check_probability, check_real, scalar_or_array
 from fedbound.errors import DomainError
 
-__all__ = ["pld_epsilon", "pld_delta", "discretization_for", "discretization_for_target", "PldTooCostly",
-           "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
+__all__ = ["pld_epsilon", "pld_delta", "pld_calibrate", "discretization_for", "discretization_for_target",
+           "PldTooCostly", "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
 
 PLD_STEP_POINTS = 5e5
 """Points of one step's privacy-loss distribution (~4 s per evaluation on this 2-core machine, measured)."""
@@ -165,3 +165,66 @@ def pld_delta(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayL
         out[i] = _evaluate("get_delta", float(z[i]), float(q[i]), int(t[i]), float(e[i]), discretization,
                            step_points)
     return scalar_or_array(np.clip(out, 0.0, 1.0))
+
+
+def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: int, discretization: float,
+                  upper: float, rtol: float = 1e-3, max_evaluations: int = 40) -> tuple[float, float]:
+    """The smallest noise multiplier whose PLD eps (this module's :func:`pld_epsilon` at ``discretization``)
+    of ``steps`` Poisson-subsampled Gaussian rounds is at most ``target_eps``: ``(z, eps_pld(z))`` with
+    ``(1 - rtol) target <= eps_pld(z) <= target``.
+
+    PLD's pessimistic rounding makes ``eps_pld`` an upper bound on the true eps, off by at most ``steps x
+    discretization`` (dp-accounting's connect-the-dots construction): the returned z meets the target and
+    its true eps lies within ``rtol`` plus that stated error of it.  ``upper``: a noise multiplier known to
+    meet the target (e.g. the RDP calibration, which PLD undercuts by 3-27 %).  A safeguarded secant in
+    log z on log eps_pld aimed at the middle of the window (log eps is nearly linear in log z, so 3-4
+    evaluations), bisection where the secant leaves the bracket; only an evaluated point that meets the
+    target is returned.  PldTooCostly where PLD cannot be evaluated at this input or no bracket is found.
+    """
+    e = float(check_real("target_eps", target_eps, 0.0, low_open=True))
+    t = int(check_int("steps", steps, 1))
+    up = float(check_real("upper", upper, 0.0, low_open=True))
+    aim, floor = math.log1p(-rtol / 2), math.log1p(-rtol)
+    seen: dict[float, tuple[float, float]] = {}  # log z -> (log eps - log target, eps)
+
+    def f(x: float) -> float:
+        eps = float(pld_epsilon(math.exp(x), sample_rate, t, delta, discretization))
+        seen[x] = (math.log(max(eps, 1e-300)) - math.log(e), eps)
+        return seen[x][0] - aim
+
+    lo, hi = -math.inf, math.inf  # log z: lo fails the target, hi meets it
+    x0, x1 = math.log(0.8 * up), math.log(0.84 * up)
+    g0, g1 = f(x0), f(x1)
+    for x in (x0, x1):
+        if seen[x][0] <= 0:
+            hi = min(hi, x)
+        else:
+            lo = max(lo, x)
+    for _ in range(max_evaluations):
+        done = [x for x, (v, _) in seen.items() if floor <= v <= 0]
+        if done:
+            return math.exp(min(done)), seen[min(done)][1]
+        if g1 == g0 or not math.isfinite(g1 - g0):
+            x2 = x1 + (0.1 if g1 > 0 else -0.1)
+        else:
+            x2 = x1 - g1 * (x1 - x0) / (g1 - g0)
+        if math.isfinite(lo) and math.isfinite(hi):
+            if not lo < x2 < hi or hi - lo < 1e-12:
+                x2 = (lo + hi) / 2
+        elif math.isfinite(hi) and not x2 < hi:
+            x2 = hi - 0.2
+        elif math.isfinite(lo) and not x2 > lo:
+            x2 = lo + 0.2
+        if math.isfinite(lo) and math.isfinite(hi) and hi - lo < 1e-12:
+            break
+        x0, g0, x1, g1 = x1, g1, x2, f(x2)
+        if seen[x2][0] <= 0:
+            hi = min(hi, x2)
+        else:
+            lo = max(lo, x2)
+    private = [x for x, (v, _) in seen.items() if v <= 0]
+    if not private:
+        raise PldTooCostly("target_eps", e, "a target PLD can bracket", f"no noise multiplier meeting eps = "
+                           f"{e:g} found at q = {sample_rate:g}, steps = {t}")
+    best = min(private)
+    return math.exp(best), seen[best][1]

@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.bounds import udp_moments as um
 from fedbound.bounds.claims import Claim, Computed, Region
 from fedbound.bounds.core import Evaluable
 from fedbound.bounds.lazy import Theory
@@ -72,6 +71,19 @@ THEOREMS = _THEORY.mapping("THEOREMS")
 def __getattr__(name: str) -> Any:
     """The declarations' other names (symbols, definitions, conditions), from udp_theory (imports sympy)."""
     return _THEORY.attribute(__name__, name)
+
+
+class _Moments:
+    """:mod:`fedbound.bounds.udp_moments` (scipy's quadrature and root finders), imported on first use: a
+    cached plan never needs it."""
+
+    def __getattr__(self, name: str) -> Any:
+        from fedbound.bounds import udp_moments
+
+        return getattr(udp_moments, name)
+
+
+um = _Moments()
 
 
 
@@ -318,8 +330,9 @@ def _val(th: Evaluable, v: Mapping[str, Any], **kw: Any) -> np.ndarray:
     return np.asarray(th.evaluate({**_clean(v), **kw}).value, dtype=float)
 
 
-def _moment(fn: Any) -> Any:
+def _moment(name: str) -> Any:
     def compute(v: Mapping[str, Any], variant: str) -> np.ndarray:
+        fn = getattr(um, name)
         lam_b, q_b, s_b = np.broadcast_arrays(v["lam"], v["q"], v["s"])
         return np.array(
             [
@@ -331,12 +344,12 @@ def _moment(fn: Any) -> Any:
     return compute
 
 
-MOMENT_EXACT = Computed("log_moment_exact", _moment(um.log_moment_exact), "ln D_10, eq. (14) binomial sum")
+MOMENT_EXACT = Computed("log_moment_exact", _moment("log_moment_exact"), "ln D_10, eq. (14) binomial sum")
 MOMENT_REVERSE = Computed(
-    "log_moment_reverse", _moment(um.log_moment_reverse), "ln D_01, eq. (8), quadrature"
+    "log_moment_reverse", _moment("log_moment_reverse"), "ln D_01, eq. (8), quadrature"
 )
-MOMENT_APPROX = Computed("log_moment_approx", _moment(um.log_moment_approx), "eq. (15)")
-MOMENT_RELEASE = Computed("log_moment_release", _moment(um.log_moment_release), "release moment")
+MOMENT_APPROX = Computed("log_moment_approx", _moment("log_moment_approx"), "eq. (15)")
+MOMENT_RELEASE = Computed("log_moment_release", _moment("log_moment_release"), "release moment")
 
 
 def _optimum(v: Mapping[str, Any], variant: str) -> np.ndarray:

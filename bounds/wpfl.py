@@ -42,7 +42,10 @@ client (the paper's T0):
   paper's settings psi1 underflows and delta_Q is a per-outcome delta (spec E17): not a set-based guarantee.
 * ``"tight"``: the Poisson-subsampled Gaussian (RDP, sensitivity 2C: two clipped models differ by at most
   2C) over the T uploads, ``fedbound.accounting.calibrate_noise``; quantization and bit errors are
-  post-processing of that release, so this meets (eps, delta) in the standard sense.
+  post-processing of that release, so this meets (eps, delta) in the standard sense.  It is what ``fedbound
+  train`` runs, because the engine's ledger accounts subsampled releases by RDP and would refuse less noise.
+  The plan deploys the exact calibration of the same release, :func:`tight_calibration` (the analytic
+  Gaussian at q = 1, PLD at a stated discretisation otherwise), ~24-27 % less noise at the examples.
 * ``"gaussian"``: the DP baseline "Gaussian mechanism ignoring quantization" of Fig. 2 (classic constant,
   basic composition over T releases, sensitivity 2C; proven only for eps/T < 1).
 * ``"moments"``: the baseline "moments accountant" (Abadi et al. 2016, Thm 1, sampling rate q).
@@ -62,8 +65,9 @@ from fedbound.errors import DomainError, ParameterError
 
 SEED = "004"
 Number = float | np.ndarray
-__all__ = ["NOTATION", "THEOREMS", "CLAIMS", "NOISE_METHODS", "noise", "jain_index", "feasible_intervals",
-           "optimal_eta_F", "geometric_bound", "theta_L", "gamma_next", "Phi", "lam_of_eta"]
+__all__ = ["NOTATION", "THEOREMS", "CLAIMS", "NOISE_METHODS", "noise", "tight_calibration", "jain_index",
+           "feasible_intervals", "optimal_eta_F", "geometric_bound", "theta_L", "gamma_next", "Phi",
+           "lam_of_eta"]
 
 
 _THEORY = Theory("fedbound.bounds.wpfl_theory")
@@ -220,6 +224,65 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
     return {"uplink": float(acc.moments_accountant_std(eps, delta, q, T, sens))}
 
 
+
+
+_TIGHT: dict[tuple, dict[str, Any]] = {}
+
+
+def tight_calibration(eps: float, delta: float, q: float, T: int) -> dict[str, Any]:
+    """The exact calibration of the T uploads' release (module docstring, ``"tight"``), as a record:
+    ``z`` (noise multiplier: sigma_DP = 2C z), ``eps_achieved`` (by ``method``), ``method``, ``slack``
+    (the method's stated error in eps), ``z_rdp`` (the RDP calibration, what ``"tight"`` trains).
+
+    q = 1: T Gaussians of std z compose to one of std z/sqrt(T) (Dong, Roth & Su 2022, Cor. 3.3), so the
+    analytic Gaussian (Balle & Wang 2018, Thm 8) is exact: no discretisation.  q < 1: dp-accounting's PLD
+    at the discretisation whose stated error T x disc is 1 % of eps
+    (``fedbound.accounting.pld.discretization_for_target``); z is the smallest with PLD eps <= eps, found
+    to 0.1 % of eps (``pld_calibrate``), so the true eps lies within ~1.1 % below the target, never above.
+    Where PLD is too costly (``PldTooCostly``), the RDP calibration, labelled so (valid, not tight).
+    Costs ~0.1-1.5 s at q < 1, so records are kept in memory and across runs (the compiled-formula cache,
+    keyed by the inputs, this file, accounting/pld.py and dp-accounting's version).
+    """
+    key = (float(eps), float(delta), float(q), int(T))
+    if key not in _TIGHT:
+        from fedbound.bounds.compiled import cached_json, fingerprint
+
+        if key[2] >= 1.0:
+            _TIGHT[key] = _calibrate_tight(*key)
+        else:
+            import importlib.metadata
+            import importlib.util
+
+            pld_file = importlib.util.find_spec("fedbound.accounting.pld").origin
+            version = importlib.metadata.version("dp-accounting")
+            tag = f"wpfl-tight|{fingerprint(__file__, pld_file)}|{version}|{key!r}"
+            _TIGHT[key] = cached_json(tag, lambda: _calibrate_tight(*key))
+    return dict(_TIGHT[key])
+
+
+def _calibrate_tight(eps: float, delta: float, q: float, T: int) -> dict[str, Any]:
+    import fedbound.accounting as acc
+    from fedbound.accounting.pld import (
+        PldTooCostly,
+        discretization_for,
+        discretization_for_target,
+        pld_calibrate,
+    )
+
+    z_rdp = float(acc.calibrate_noise(eps, delta, q, T))
+    if q >= 1.0:
+        z = float(np.sqrt(T) * acc.analytic_gaussian_std(eps, delta))
+        return {"z": z, "eps_achieved": float(eps), "method": "analytic Gaussian, exact", "slack": 0.0,
+                "z_rdp": z_rdp}
+    disc = discretization_for_target(eps, T)
+    try:
+        z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp)
+    except PldTooCostly as exc:
+        return {"z": z_rdp, "eps_achieved": None, "slack": 0.0, "z_rdp": z_rdp,
+                "method": f"RDP (an upper bound: PLD too costly here, {exc})"}
+    disc = discretization_for(z, q, T, disc)  # what pld_epsilon used (coarser only where PLD is costly)
+    return {"z": z, "eps_achieved": eps_pld, "slack": T * disc, "discretization": disc, "z_rdp": z_rdp,
+            "method": f"PLD (dp-accounting), discretisation {disc:.0e}"}
 
 
 # ---------------------------------------------------------------------------------------------------------

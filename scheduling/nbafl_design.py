@@ -118,10 +118,19 @@ class KofNCalibration:
         self.orders = np.asarray(_rdp().DEFAULT_ORDERS if orders is None else orders)
         self._rdp: dict[float, np.ndarray] = {}
 
+    _SHARED: dict[tuple[float, float, bytes], np.ndarray] = {}
+    """One-step RDP by (q, z, orders), shared by every calibration of the process: a re-plan that keeps
+    (eps, delta, K) asks for the same z's (~0.15 s each through dp-accounting)."""
+
     def _one_step(self, z: float) -> np.ndarray:
         if z not in self._rdp:
-            one_step = _rdp().rdp_sampled_without_replacement(self.orders, self.q, z)
-            self._rdp[z] = np.asarray(one_step, dtype=float)
+            key = (self.q, float(z), self.orders.tobytes())
+            if key not in self._SHARED:
+                if len(self._SHARED) > 4096:
+                    self._SHARED.clear()
+                one_step = _rdp().rdp_sampled_without_replacement(self.orders, self.q, z)
+                self._SHARED[key] = np.asarray(one_step, dtype=float)
+            self._rdp[z] = self._SHARED[key]
         return self._rdp[z]
 
     def epsilon(self, z: float, T: np.ndarray) -> np.ndarray:

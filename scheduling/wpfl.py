@@ -399,9 +399,10 @@ def certify(s: Mapping[str, Any], sched: RoundsSchedule, sigma: float, bound: fl
     is exact KM, the closed-form eta_F* and P7 per client.  Check: P7 re-solved by scipy's bounded scalar
     minimiser (the spec's normative method) for every client of the first round (every round with
     ``full``); the golden-section optimum must be no worse and within 1e-6.  Privacy: the T0 uploads of a
-    client re-accounted exactly (PLD for q < 1, analytic Gaussian at q = 1), sensitivity 2C; with ``full``
-    also the exact (PLD) calibration, for the noise the RDP-calibrated sigma wastes."""
-    from fedbound.scheduling.certificate import Certificate, OptimumCheck, reaccount
+    client re-accounted exactly, sensitivity 2C: at q = 1 the analytic Gaussian; at q < 1 the PLD eps of the
+    exact calibration's own final evaluation (:func:`fedbound.bounds.wpfl.tight_calibration`, stated
+    discretisation 1 % of eps), with ``full`` dp-accounting's PLD afresh at discretisation 1e-4."""
+    from fedbound.scheduling.certificate import Certificate, OptimumCheck, PrivacyCheck, reaccount
 
     c = _consts(s)
     rows = slice(None) if full else slice(0, 1)
@@ -414,25 +415,26 @@ def certify(s: Mapping[str, Any], sched: RoundsSchedule, sigma: float, bound: fl
     check = OptimumCheck("scipy minimize_scalar (bounded) per client and interval of P7", int(ref.size),
                          {"round": int(worst[0]), "client": int(worst[1])}, float(ref.max()), agrees,
                          note=f"largest relative difference from the golden-section optimum {gap:.2e}")
-    T0 = int(s["T"])
-    exact = None
-    if full:  # the exact calibration of the same release (PLD root search: seconds), for the noise wasted
-        from fedbound.accounting import calibrate_noise
-
-        z = calibrate_noise(s["eps"], s["delta"], float(s["q"]), T0, method="pld")
-        exact = 2 * float(s["C"]) * float(z)
-    stage, sens, q = f"uplink ({T0} uploads per client)", 2 * float(s["C"]), float(s["q"])
-    if q < 1:  # PLD: an upper bound off by at most T0 x the discretisation (<= 1 % of eps; 1e-4 with full)
+    T0, sens, q = int(s["T"]), 2 * float(s["C"]), float(s["q"])
+    stage = f"uplink ({T0} uploads per client)"
+    tight = wb.tight_calibration(s["eps"], s["delta"], q, T0)
+    deployed_is_tight = math.isclose(tight["z"] * sens, sigma, rel_tol=1e-12)
+    if q < 1 and deployed_is_tight and tight["eps_achieved"] is not None and not full:
+        privacy = (PrivacyCheck(stage, sigma, float(s["eps"]), float(s["delta"]), tight["eps_achieved"],
+                                tight["method"] + " (the calibration's own final evaluation)",
+                                sigma_exact=sigma, slack=tight["slack"]),)
+    elif q < 1:  # PLD afresh: an upper bound off by at most T0 x the discretisation (1e-4 with full)
         from fedbound.accounting.pld import discretization_for, discretization_for_target, pld_epsilon
-        from fedbound.scheduling.certificate import PrivacyCheck
 
         want = 1e-4 if full else discretization_for_target(s["eps"], T0)  # eps error <= 1 % of the target
         disc = float(discretization_for(sigma / sens, q, T0, want))
         privacy = (PrivacyCheck(stage, sigma, float(s["eps"]), float(s["delta"]),
                                 float(pld_epsilon(sigma / sens, q, T0, s["delta"], disc)),
-                                f"PLD (dp-accounting), discretisation {disc:.0e}", sigma_exact=exact),)
+                                f"PLD (dp-accounting), discretisation {disc:.0e}",
+                                sigma_exact=tight["z"] * sens, slack=T0 * disc),)
     else:
-        privacy = (reaccount(stage, sigma, sens, s["eps"], s["delta"], steps=T0, sigma_exact=exact),)
+        privacy = (reaccount(stage, sigma, sens, s["eps"], s["delta"], steps=T0,
+                             sigma_exact=tight["z"] * sens),)
     domain = {"T0": f"{T0} uploads per client (the setting's; held)",
               "K": f"{int(s['K'])} subchannels (held)",
               "rounds": f"{sched.rounds}: until every client has uploaded T0 times (what the run does)",
@@ -462,7 +464,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     radio = radio_setting(s)
     T, seed = int(s["T"]), int(s.get("channel_seed", 0))
     warnings: list[str] = []
-    sigma_tight = wb.noise(s, T, "tight")["uplink"]
+    tight_cal = wb.tight_calibration(s["eps"], s["delta"], s["q"], T)  # exact: what the plan deploys
+    sigma_tight = tight_cal["z"] * 2.0 * float(s["C"])
     try:
         sigma_paper: float | None = wb.noise(s, T, "paper")["uplink"]
     except FedboundError as exc:
@@ -495,15 +498,20 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             warnings.append(f"{SHORT}, P7 (39): some client's optimum sits at an end of its feasible "
                             "interval")
     warnings.extend(tight.warnings)
+    ratio = tight_cal["z_rdp"] / tight_cal["z"]
+    if ratio > 1 + 1e-9:
+        warnings.append(f"{SHORT}: the recommended sigma_DP = {sigma_tight:.4g} is the exact calibration; "
+                        f"fedbound train runs the RDP one, {sigma_tight * ratio:.4g} ({ratio:.3g}x), because "
+                        "its ledger accounts subsampled uploads by RDP")
     vacuous = bound_tight >= float(s["D0"])
     rec = Recommendation(
         T=tight.rounds, K=int(s["K"]), sigma={"uplink": sigma_tight}, bound=bound_tight,
-        accounting="Poisson-subsampled Gaussian mechanism, RDP (fedbound.accounting.calibrate_noise), "
+        accounting=f"Poisson-subsampled Gaussian mechanism calibrated exactly ({tight_cal['method']}), "
                    f"sensitivity 2C, composed over T = {T} uploads per client",
         why=("VACUOUS: " if vacuous else "") + (
              f"T = {tight.rounds} rounds: the {policy} schedule needs them for every client to upload "
              f"T0 = {T} times; "
-             f"sigma_DP = {sigma_tight:.4g} is the smallest noise whose standard (set-based) accounting "
+             f"sigma_DP = {sigma_tight:.4g} is the smallest noise whose exact (set-based) accounting "
              "meets "
              f"(eps, delta) = ({s['eps']:g}, {s['delta']:g}) over {T} uploads; the proposed min-max schedule "
              f"(KM, eta_F* = {eta_F:.4g}, P7 per client) then runs {tight.rounds} rounds and Theorem 4 "
@@ -524,7 +532,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
                "eta_F": eta_F})
     rows = (
         Row("sigma_DP", sigma_paper, sigma_tight,
-            "paper: Theorem 1 (per-outcome delta); tight: RDP, set-based"),
+            "paper: Theorem 1 (per-outcome delta); tight: exact calibration, set-based"),
+        Row("sigma_DP, RDP calibration", None, tight_cal["z_rdp"] * 2.0 * float(s["C"]),
+            "what fedbound train runs: the engine's ledger accounts subsampled uploads by RDP"),
         Row("delta certified at the paper's sigma", delta_paper, None, "Theorem 1, eq. (23)"),
         Row("eps certified by Theorem 1 at the paper's sigma", eps_thm1, None,
             "0 where psi1 underflows (S5)"),

@@ -259,3 +259,20 @@ def test_the_page_opens_on_a_planning_paper_and_its_variant_control_is_not_a_con
     label = re.search(r'<label for="variant">([^<]+)</label>', (static / "index.html").read_text()).group(1)
     keys = {k for p in registry.papers().values() for k in p.config_section.keys()}
     assert "variant" in keys and label.strip() not in keys
+
+
+def test_claims_are_checked_once_per_code_version(monkeypatch, tmp_path):
+    """The claims view is kept across runs (it takes seconds): a new process reads it back, the same JSON."""
+    from fedbound.bounds import claims as claims_module
+
+    monkeypatch.setenv("FEDBOUND_CACHE_DIR", str(tmp_path))
+    name = min(CLAIMS, key=lambda n: len(registry.get(n).all_claims()))
+    calls = []
+    real = claims_module.check_all
+    monkeypatch.setattr(claims_module, "check_all", lambda *a, **k: calls.append(1) or real(*a, **k))
+    api.claims_json.cache_clear()
+    first = api.claims_json(name)
+    api.claims_json.cache_clear()  # as a new process
+    again = api.claims_json(name)
+    api.claims_json.cache_clear()
+    assert again == first and len(calls) == 1

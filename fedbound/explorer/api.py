@@ -211,15 +211,23 @@ def counterexample_links(name: str) -> list[list[str | None]]:
 @cache
 def claims_json(name: str) -> dict[str, Any]:
     """``fedbound claims NAME --json`` (10 points per claim, seed 0: the CLI's defaults; the answer does not
-    depend on the setting, so it is computed once per paper), each claim with ``explore``: its
+    depend on the setting, so it is computed once per paper and kept across runs, keyed by the code's
+    fingerprint: checking a paper's claims takes seconds), each claim with ``explore``: its
     :func:`counterexample_links`."""
-    from fedbound.bounds.claims import check_all
+    from fedbound.bounds.compiled import cached_json
+    from fedbound.planning import code_fingerprint
 
     paper = _paper(name, "claims")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reports = check_all(paper.all_claims(), n=10, seed=0)
-    out = to_jsonable({"paper": paper.name, "points_per_claim": 10, "claims": reports})
+
+    def check() -> dict[str, Any]:
+        from fedbound.bounds.claims import check_all
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reports = check_all(paper.all_claims(), n=10, seed=0)
+        return to_jsonable({"paper": paper.name, "points_per_claim": 10, "claims": reports})
+
+    out = cached_json(f"explorer-claims|{paper.name}|{code_fingerprint()}", check)
     for report, links in zip(out["claims"], counterexample_links(name), strict=True):
         report["explore"] = links
     return out

@@ -29,10 +29,15 @@ __all__ = ["PLOTS", "draw_lambda", "draw_assignment", "draw_T"]
 MAX_LINES = 8
 
 
+def _deployed(s: Mapping[str, Any], T0: int) -> float:
+    """The plan's deployed sigma_DP: the exact calibration of the T0 uploads (wb.tight_calibration)."""
+    return wb.tight_calibration(s["eps"], s["delta"], s["q"], T0)["z"] * 2.0 * float(s["C"])
+
+
 def _schedule(settings: Mapping[str, Any], variant: str, sigma: float | None = None) -> ws.RoundsSchedule:
     s = dict(settings)
-    if sigma is None:  # the plan's recommended (tight) sigma_DP, not Theorem 1's (issue 23)
-        sigma = wb.noise(s, int(s["T"]), "tight")["uplink"]
+    if sigma is None:  # the plan's recommended (exact) sigma_DP, not Theorem 1's (issue 23)
+        sigma = _deployed(s, int(s["T"]))
     return ws.schedule_rounds(ws.radio_setting(s), s, sigma, "proposed", variant,
                               int(s.get("channel_seed", 0)), s.get("max_rounds"))
 
@@ -79,12 +84,13 @@ def draw_T(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
     base = int(settings["T"])
     ts = sorted({max(1, int(round(base * f))) for f in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)})
     for method, label, style in (("paper", "Theorem 1 sigma_DP (per-outcome delta)", {}),
-                                 ("tight", "deployed noise: tight sigma_DP (subsampled Gaussian, RDP)",
+                                 ("tight", "deployed noise: exact sigma_DP (subsampled Gaussian, PLD)",
                                   {"color": "k", "lw": 1.6})):
         values = []
         for t in ts:
             s = {**settings, "T": t}
-            sched = _schedule(s, variant, wb.noise(s, t, method)["uplink"])
+            sigma = _deployed(s, t) if method == "tight" else wb.noise(s, t, method)["uplink"]
+            sched = _schedule(s, variant, sigma)
             bound = wb.geometric_bound(s["eps_P"], sched.rounds, s["D0"], float(sched.Phi.max()))
             values.append(float(bound))
         ax.plot(ts, values, marker="o", label=label, **style)
