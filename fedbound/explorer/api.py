@@ -110,7 +110,7 @@ def overrides(paper: Any, body: Any) -> list[str]:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise BadInput(f"unknown key {str(key)[:60]!r} in [{paper.name}]{hint} Valid keys: "
                            f"{', '.join(section.keys())}", str(key)[:60])
-        target = section.field(paper.aliases.get(key, key))
+        target = section.field(key)
         try:
             target.coerce(key, value)
             literal = _toml_literal(value)
