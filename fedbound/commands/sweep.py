@@ -71,7 +71,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         final = done.final()
         shown = [c for c in SHOWN if c in final.columns and final[c].notna().any()]
         # each run's warnings (e.g. the noise under-delivers its budget), as `train` prints them
-        run_warnings = {k: list(s.get("warnings", [])) for k, s in done.summaries.items() if s.get("warnings")}
+        run_warnings = {k: list(s["warnings"]) for k, s in done.summaries.items() if s.get("warnings")}
         if json_:
             print_json({"out": str(done.out), "table": str(done.out / "table.csv"),
                         "final": final[["key", vs, "seed", "round", *shown]].to_dict("records"),
