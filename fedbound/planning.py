@@ -100,6 +100,14 @@ def _boundary(run: Callable[[dict], Any], values: dict, key: str, bad: float, go
     return good
 
 
+def _round_inward(edge: float, side: str) -> str:
+    """``edge`` to 4 significant digits, rounded towards the working side (a printed edge still works)."""
+    if edge == 0 or not math.isfinite(edge):
+        return f"{edge:g}"
+    unit = 10.0 ** (math.floor(math.log10(abs(edge))) - 3)
+    return f"{(math.floor(edge / unit) if side == '<=' else math.ceil(edge / unit)) * unit:.4g}"
+
+
 def _given_names(paper: Any, given: Iterable[str]) -> list[str]:
     section = paper.config_section
     return [section.canonical(k) for k in given if k in section]
@@ -143,7 +151,7 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
         if f.kind in (int, float) and isinstance(ref, int | float) and not isinstance(value, bool):
             edge = _boundary(run, values, key, float(value), float(ref), f.kind is int, deadline)
             side = "<=" if value > ref else ">="
-            edge_text = f"{int(edge)}" if f.kind is int else f"{edge:.4g}"
+            edge_text = f"{int(edge)}" if f.kind is int else _round_inward(edge, side)
             raise ParameterError(key, value, f"{key} {side} {edge_text} for this setting (the config domain "
                                  f"is {f.valid_range()})", f"with it, {first_line}") from None
         works = f"it plans when {key} is left unset" if ref is None else f"it plans with {key} = {ref!r}"
