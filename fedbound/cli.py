@@ -64,22 +64,36 @@ def main(argv: list[str] | None = None) -> int:
 
     Usage errors (unknown command, bad option) are reported by Typer itself, also with exit code 2.
     """
+    import click
+
     try:
-        app(args=argv, prog_name="fedbound")
-    except FedboundError as exc:
+        code = app(args=argv, prog_name="fedbound", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError:
+        return 2  # the help is printed: it is the answer
+    except (FedboundError, click.UsageError) as exc:
         from rich.console import Console
         from rich.text import Text
 
+        # a usage error (unknown option, a value of the wrong type) is one line too, naming the option
+        text = str(exc) if isinstance(exc, FedboundError) else _usage_line(exc)
         # Text, not markup: messages quote config sections such as "[nbafl]", which rich would swallow
         # one line whatever the terminal width: no wrapping
-        error = Text("error: ", style="red") + Text(str(exc))
+        error = Text("error: ", style="red") + Text(text)
         Console(stderr=True, soft_wrap=True).print(error, highlight=False)
         return 2
+    except click.exceptions.Abort:
+        return 1
     except SystemExit as exc:
         if exc.code is None:
             return 0
         return exc.code if isinstance(exc.code, int) else 1
-    return 0
+    return code if isinstance(code, int) else 0
+
+
+def _usage_line(exc) -> str:
+    """A click usage error as one line: the message, then where to read the command's options."""
+    command = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "fedbound"
+    return f"{' '.join(exc.format_message().split())} (see: {command} --help)"
 
 
 if __name__ == "__main__":  # pragma: no cover
