@@ -76,8 +76,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             print_table("proposed vs the best baseline (%)", ["metric", "ours", "paper (CNN)"],
                         [[k, ours.get(k), theirs[k]] for k in theirs], digits=4, caption=result["note"])
             return
+        from fedbound.bounds.wpfl import NOISE_METHODS
         from fedbound.planning import blame_input
 
+        if noise not in NOISE_METHODS:
+            raise ConfigError(f"--noise = {noise!r} is outside its valid range one of "
+                              f"{', '.join(NOISE_METHODS)}")
         setting = entry.load_setting(config, list(overrides or []))
 
         def run(values):
