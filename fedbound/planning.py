@@ -46,13 +46,18 @@ def example_overrides(paper: Any) -> list[str]:
 
 
 def _reference(paper: Any, key: str) -> tuple[bool, Any]:
-    """(True, the value of ``key`` in the paper's example or its documented default), or (True, None) for
-    an optional key that may be left unset, or (False, None) when there is nothing to compare with."""
+    """(True, the value of ``key`` in the paper's example, its documented default or its field's default),
+    or (True, None) for an optional key that may be left unset, or (False, None) when there is nothing to
+    compare with."""
     if key in paper.example:
         return True, paper.example[key]
     if key in paper.defaults:
         return True, paper.defaults[key]
+    from fedbound.config import REQUIRED
+
     f = paper.config_section.field(key)
+    if f.default is not REQUIRED and f.default is not None:
+        return True, f.default
     return (True, None) if f.optional else (False, None)
 
 
