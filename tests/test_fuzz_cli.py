@@ -7,9 +7,9 @@ working directory, under RLIMIT_CPU (``CASE_SECONDS`` CPU s) and RLIMIT_AS (``ME
 imports).  The verdict (``_fuzz.cli_verdict``): exit 0 with finite output, or exit 2 with one line naming
 the input; never a traceback, never a kill, never a hang.
 
-Profiles: CI-sized by default (every option and every paper's key once, values rotated through the corpus;
-the costly commands with one paper each); ``FEDBOUND_FUZZ=long`` gives every option and every key every
-value of the corpus, for every paper, in plan and train.
+Profiles: CI-sized by default (every option of every command once, with one paper per command, and every
+paper's keys once in plan, values rotated through the corpus); ``FEDBOUND_FUZZ=long`` gives every option
+and every key every value of the corpus, for every paper, in plan and train.
 """
 
 from __future__ import annotations
@@ -101,8 +101,6 @@ def _bases(losses: str) -> dict[str, list[tuple[str, list[str]]]]:
 
 SERVE_SAFE = {"--port": ["-1", "70000", "nan", "", "abc", "1e308"]}
 """``serve`` answers valid input by serving forever: it is fuzzed with values it must refuse up front."""
-COSTLY = {"train", "audit", "estimate", "flower", "sweep", "validate"}
-"""Commands that train: fuzzed with one paper each (rotated) in the CI profile, with all in the long one."""
 
 
 def _option_cases(losses: str) -> list[dict]:
@@ -113,7 +111,7 @@ def _option_cases(losses: str) -> list[dict]:
     for name, cmd in sorted(commands.items()):
         assert name in bases, f"no base invocation for the new command {name!r}: add one to _bases"
         runs = bases[name]
-        if name in COSTLY and not LONG and runs:
+        if not LONG and runs:  # CI: a command's options with one paper (rotated); every paper's keys below
             runs = [runs[len(name) % len(runs)]]
         for label, argv in runs:
             args = [p for p in cmd.params if isinstance(p, click.Argument)]
