@@ -110,7 +110,8 @@ def _round_inward(edge: float, side: str) -> str:
     if edge == 0 or not math.isfinite(edge):
         return f"{edge:g}"
     unit = 10.0 ** (math.floor(math.log10(abs(edge))) - 3)
-    return f"{(math.floor(edge / unit) if side == '<=' else math.ceil(edge / unit)) * unit:.4g}"
+    steps = math.floor(edge / unit + 1e-9) if side == "<=" else math.ceil(edge / unit - 1e-9)
+    return f"{steps * unit:.4g}"
 
 
 def _given_names(paper: Any, given: Iterable[str]) -> list[str]:
@@ -122,7 +123,8 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
                 given: Iterable[str] = ()) -> Any:
     """``run(values)``; when it fails on a derived quantity (``sigma = inf``, ``lambda2``, ``n = 0``, or a
     key the user did not change), the error is re-raised about the input that caused it: its name, its
-    value and the range that works for this setting.
+    value and the range that works for this setting.  An arithmetic overflow (OverflowError,
+    ZeroDivisionError) is treated the same way; one that no input explains is re-raised as it is (a bug).
 
     The one place that turns a failed derived check into a message about the input (issue 26, item 6).
     ``given``: the keys the user set on the command line (tried first).  The culprit is found by probing:
@@ -133,7 +135,7 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
     values = dict(values)
     try:
         return run(values)
-    except FedboundError as exc:
+    except (FedboundError, ArithmeticError) as exc:  # an overflow is a failed derived check too
         error = exc
     section = paper.config_section
     given_keys = _given_names(paper, given)
@@ -148,6 +150,8 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
             candidates.append((key not in given_keys, -_distance(value, ref), key, ref))
     deadline = time.process_time() + SEARCH_CPU_SECONDS
     first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if isinstance(error, ArithmeticError):
+        first_line = f"the computation overflows ({type(error).__name__}: {first_line})"
     for _, _, key, ref in sorted(candidates)[:PROBES]:
         if key == named or not _works(run, values, key, ref):
             continue
