@@ -196,7 +196,7 @@ def test_sweep_warns_when_the_noise_under_delivers(capsys, tmp_path):
     (["plan", "udp", "udp_mnist.toml", "--set", "eps_clients=0"], "eps_clients = '0'", "eps = 0.0"),
     (["plan", "udp", "udp_mnist.toml", "--set", "sizes=0"], "sizes = '0'", "n = 0.0"),
     (["schedule", "wpfl", "wpfl_mnist.toml", "--set", "C=1e-308"], "C = 1e-308", "delta_Q = 0.001"),
-    (["plan", "dppfl", "dppfl_ridge.toml", "--set", "L=1e-308"], "L = 1e-308", "overflows"),  # found by the fuzz
+    (["plan", "dppfl", "dppfl_ridge.toml", "--set", "L=1e-308"], "L = 1e-308", "overflows"),  # by the fuzz
 ])
 def test_a_failed_derived_check_names_the_input(capsys, argv, named, derived):
     argv = [EXAMPLES / a if a.endswith(".toml") else a for a in argv]
