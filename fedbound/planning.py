@@ -78,7 +78,7 @@ def _works(run: Callable[[dict], Any], values: dict, key: str, value: Any) -> bo
         trial[key] = value
     try:
         run(trial)
-    except (FedboundError, ArithmeticError):
+    except (ValueError, ArithmeticError):
         return False
     return True
 
@@ -123,8 +123,9 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
                 given: Iterable[str] = ()) -> Any:
     """``run(values)``; when it fails on a derived quantity (``sigma = inf``, ``lambda2``, ``n = 0``, or a
     key the user did not change), the error is re-raised about the input that caused it: its name, its
-    value and the range that works for this setting.  An arithmetic overflow (OverflowError,
-    ZeroDivisionError) is treated the same way; one that no input explains is re-raised as it is (a bug).
+    value and the range that works for this setting.  An arithmetic failure (OverflowError,
+    ZeroDivisionError, a math ValueError) is treated the same way; one that no input explains is re-raised as
+    it is (a bug).
 
     The one place that turns a failed derived check into a message about the input (issue 26, item 6).
     ``given``: the keys the user set on the command line (tried first).  The culprit is found by probing:
@@ -135,7 +136,7 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
     values = dict(values)
     try:
         return run(values)
-    except (FedboundError, ArithmeticError) as exc:  # an overflow is a failed derived check too
+    except (ValueError, ArithmeticError) as exc:  # FedboundError, and a math error in a derived quantity
         error = exc
     section = paper.config_section
     given_keys = _given_names(paper, given)
@@ -150,8 +151,8 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
             candidates.append((key not in given_keys, -_distance(value, ref), key, ref))
     deadline = time.process_time() + SEARCH_CPU_SECONDS
     first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-    if isinstance(error, ArithmeticError):
-        first_line = f"the computation overflows ({type(error).__name__}: {first_line})"
+    if not isinstance(error, FedboundError):
+        first_line = f"the computation overflows or fails ({type(error).__name__}: {first_line})"
     for _, _, key, ref in sorted(candidates)[:PROBES]:
         if key == named or not _works(run, values, key, ref):
             continue
