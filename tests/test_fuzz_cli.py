@@ -15,6 +15,7 @@ and every key every value of the corpus, for every paper, in plan and train.
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import click
@@ -126,7 +127,8 @@ def _option_cases(losses: str) -> list[dict]:
                     new = list(argv)
                     new[n_words + i] = value
                     cases.append({"id": f"{name} {label} <{param.name}>={value!r}", "argv": new,
-                                  "names": [param.name, param.human_readable_name.lower(), value or "''"]})
+                                  "names": [param.name, param.human_readable_name.lower(), value or "''",
+                                            os.path.normpath(value) if value else "''"]})
             for param in cmd.params:
                 if isinstance(param, click.Argument) or param.is_flag or param.name == "help":
                     continue
