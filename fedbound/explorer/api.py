@@ -181,10 +181,13 @@ def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> d
     if vs not in plots:
         raise BadInput(f"vs = {vs!r} is outside its valid range one of {', '.join(plots)}", "vs")
     try:
+        from fedbound.planning import blame_input
+
         setting = paper.load_setting(None, sets)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            data = figure_data(plots, setting.values, vs, variant)
+            warnings.simplefilter("ignore")  # a failure is blamed on the input that causes it, as in plan
+            data = blame_input(paper, setting.values, lambda values: figure_data(plots, values, vs, variant),
+                               setting.given)
         rec = _recommended(name, sets, variant, vs)
         return to_jsonable({"paper": paper.name, **data, "recommended": rec})
     except FedboundError as exc:
