@@ -76,10 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     Usage errors (unknown command, bad option) are reported by Typer itself, also with exit code 2; a
     missing optional extra (torch, plotly ...) is one line naming the extra to install, exit code 2.
     """
+    import click
+
     try:
-        app(args=argv, prog_name="fedbound")
+        code = app(args=argv, prog_name="fedbound", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError:
+        return 2  # the help is printed: it is the answer
     except FedboundError as exc:
         return _error_line(str(exc))
+    except click.UsageError as exc:  # unknown option, a value of the wrong type: one line naming the option
+        return _error_line(_usage_line(exc))
+    except click.exceptions.Abort:
+        return 1
     except ModuleNotFoundError as exc:  # an optional extra is not installed: say which one (fedbound.extras)
         from fedbound.extras import extra_of, hint
 
@@ -92,7 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         if exc.code is None:
             return 0
         return exc.code if isinstance(exc.code, int) else 1
-    return 0
+    return code if isinstance(code, int) else 0
+
+
+def _usage_line(exc) -> str:
+    """A click usage error as one line: the message, then where to read the command's options."""
+    command = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "fedbound"
+    return f"{' '.join(exc.format_message().split())} (see: {command} --help)"
 
 
 if __name__ == "__main__":  # pragma: no cover

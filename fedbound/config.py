@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fedbound.checks import MAX_INT, interval
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, FedboundWarning
 
 __all__ = ["Field", "Section", "Config", "load_config", "parse_override", "parse_literal", "REQUIRED"]
 
@@ -130,11 +131,18 @@ class Field:
 
 @dataclass(frozen=True)
 class Section:
-    """A TOML table with a fixed set of typed keys."""
+    """A TOML table with a fixed set of typed keys.
+
+    ``aliases`` (``{alias: key}``, e.g. seed 004's ``T0`` -> ``T``) are resolved here, in one place, for
+    config files (:meth:`validate`), ``--set`` (:func:`load_config`) and the explorer's API
+    (:meth:`canonical`, :meth:`field`): an alias is accepted with a note; an alias and its key given with
+    different values is a ConfigError.
+    """
 
     name: str
     fields: tuple[Field, ...]
     doc: str = ""
+    aliases: Mapping[str, str] = field(default_factory=dict)
     _index: Mapping[str, Field] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -142,16 +150,44 @@ class Section:
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             raise ValueError(f"section [{self.name}] declares keys twice: {sorted(dupes)}")
+        bad = {a: k for a, k in self.aliases.items() if a in names or k not in names}
+        if bad:
+            raise ValueError(f"section [{self.name}]: aliases must name a new key and an existing one: {bad}")
         object.__setattr__(self, "_index", {f.name: f for f in self.fields})
 
     def __contains__(self, key: str) -> bool:
-        return key in self._index
+        return key in self._index or key in self.aliases
+
+    def canonical(self, key: str) -> str:
+        """The key an alias stands for (``key`` itself when it is not an alias)."""
+        return self.aliases.get(key, key)
+
+    def spellings(self, key: str) -> list[str]:
+        """Every name of ``key`` (its canonical name first, then its aliases)."""
+        key = self.canonical(key)
+        return [key, *(a for a, k in self.aliases.items() if k == key)]
 
     def field(self, key: str) -> Field:
-        return self._index[key]
+        return self._index[self.canonical(key)]
 
     def keys(self) -> list[str]:
         return list(self._index)
+
+    def resolve_aliases(self, raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+        """``raw`` with every alias replaced by its key (a FedboundWarning notes each one); ConfigError when
+        an alias and its key (or two aliases of one key) are both given with different values."""
+        table = dict(raw)
+        for alias, key in self.aliases.items():
+            if alias not in table:
+                continue
+            value = table.pop(alias)
+            if key in table and not _same(table[key], value):
+                raise ConfigError(f"{source}: [{self.name}] sets both {alias} = {_q(value)} and {key} = "
+                                  f"{_q(table[key])}; {alias!r} is an alias of {key!r}, keep one")
+            table[key] = value
+            warnings.warn(f"[{self.name}] {alias} is accepted as an alias of {key}", FedboundWarning,
+                          stacklevel=3)
+        return table
 
     def validate(self, raw: Mapping[str, Any], source: str,
                  origins: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -161,6 +197,7 @@ class Section:
         typed instead of the file.
         """
         origins = origins or {}
+        raw = self.resolve_aliases(raw, source)
         unknown = [k for k in raw if k not in self._index]
         if unknown:
             key = unknown[0]
@@ -208,6 +245,14 @@ class Config(Mapping[str, Mapping[str, Any]]):
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self._sections.items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two config values that mean the same (``20`` and ``20.0`` do)."""
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool | complex) \
+            and not isinstance(b, bool | complex):
+        return a == b
+    return type(a) is type(b) and a == b
 
 
 def _did_you_mean(name: str, candidates: Iterable[str], quote: bool = True) -> str:
@@ -293,16 +338,28 @@ def _apply_overrides(raw: dict[str, Any], sections: Sequence[Section], overrides
     A string key takes the value's text as written (``--set group_clients=20`` is the string "20").
     """
     origins: dict[str, dict[str, str]] = {}
+    given: dict[tuple[str, str], tuple[str, str, Any]] = {}  # (section, key) -> (spelling, item, value)
     for item in overrides:
         key, text, value = _split_override(item)
         target, sub = _override_target(item, key, sections, known)
-        if target.field(sub).kind is str and not isinstance(value, str):
+        name = target.canonical(sub)
+        if target.field(name).kind is str and not isinstance(value, str):
             value = text
         table = raw.setdefault(target.name, {})
         if not isinstance(table, dict):
             raise ConfigError(f"--set {_q(item)}: {target.name!r} is a value, not a [section]")
-        table[sub] = value
-        origins.setdefault(target.name, {})[sub] = item
+        spelling, first, before = given.get((target.name, name), (sub, item, value))
+        if spelling != sub and not _same(before, value):
+            raise ConfigError(f"--set {_q(first)} and --set {_q(item)} set [{target.name}] {name} twice "
+                              f"with different values ({spelling!r} and {sub!r} are the same key); keep one")
+        given[(target.name, name)] = (sub, item, value)
+        if sub != name:
+            warnings.warn(f"[{target.name}] {sub} is accepted as an alias of {name}", FedboundWarning,
+                          stacklevel=2)
+        for other in target.spellings(name):  # the override replaces the file's value, whatever its name
+            table.pop(other, None)
+        table[name] = value
+        origins.setdefault(target.name, {})[name] = item
     return origins
 
 

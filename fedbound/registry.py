@@ -79,32 +79,23 @@ class Setting:
     assumed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     measured: tuple[str, ...] = ()
+    given: tuple[str, ...] = ()
+    """The keys set with ``--set`` (canonical names): the inputs an error should name first."""
 
 
-def _with_aliases(section: Any, aliases: Mapping[str, str]) -> Any:
-    """A Section that also accepts ``aliases`` (old key -> key), in files and in ``--set``."""
-    from fedbound.config import Section
+def _registered_section(section: Any, aliases: Mapping[str, str], defaults: Mapping[str, Any]) -> Any:
+    """The paper's Section as the registry documents it: accepting ``aliases`` (resolved by
+    :meth:`fedbound.config.Section.resolve_aliases`, the one resolver of files, ``--set`` and the explorer),
+    and with every key that has a documented default in ``defaults`` optional (the default is filled in and
+    listed as assumed), so ``fedbound papers`` and every command agree on what is required."""
+    import dataclasses
 
-    if not aliases:
-        return section
+    from fedbound.config import REQUIRED
 
-    class AliasedSection(Section):
-        def __contains__(self, key: str) -> bool:
-            return key in aliases or super().__contains__(key)
-
-        def validate(self, raw: Mapping[str, Any], source: str, *args: Any, **kw: Any) -> dict[str, Any]:
-            table = dict(raw)
-            for old, new in aliases.items():
-                if old in table:
-                    if new in table:
-                        raise ConfigError(f"{source}: [{self.name}] sets both {old!r} and {new!r}; {old!r} "
-                                          f"is an alias of {new!r}, keep one")
-                    table[new] = table.pop(old)
-                    warnings.warn(f"[{self.name}] {old} is accepted as an alias of {new}", FedboundWarning,
-                                  stacklevel=2)
-            return super().validate(table, source, *args, **kw)
-
-    return AliasedSection(section.name, section.fields, section.doc)
+    fields = tuple(dataclasses.replace(f, default=None, optional=True)
+                   if f.name in defaults and f.default is REQUIRED and not f.optional else f
+                   for f in section.fields)
+    return dataclasses.replace(section, fields=fields, aliases={**section.aliases, **aliases})
 
 
 @dataclass(frozen=True)
@@ -161,7 +152,8 @@ class Paper:
     def config_section(self) -> Any:
         """The ``[NAME]`` Section (built on first use; accepts the paper's aliases)."""
         obj = resolve(self.section)
-        return _with_aliases(obj() if callable(obj) and not hasattr(obj, "fields") else obj, self.aliases)
+        return _registered_section(obj() if callable(obj) and not hasattr(obj, "fields") else obj,
+                                   self.aliases, self.defaults)
 
     def load_setting(self, config: Any = None, overrides: Any = ()) -> Setting:
         """The ``[NAME]`` section of a TOML file (or none) with ``--set`` overrides, validated, unset optional
@@ -178,7 +170,11 @@ class Paper:
         measured = tuple(k for k in measured_keys(config) if k in values and k not in assumed)
         if measured:  # a measured config: every other loss constant is an assumption, given or defaulted
             assumed = tuple(k for k in self.defaults if k not in measured)
-        return Setting(values, assumed, tuple(dict.fromkeys(str(w.message) for w in caught)), measured)
+        section = self.config_section
+        keys = (str(o).partition("=")[0].strip().split(".", 1)[-1] for o in overrides)
+        given = tuple(dict.fromkeys(section.canonical(k) for k in keys if k in section))
+        notes = tuple(dict.fromkeys(str(w.message) for w in caught))
+        return Setting(values, assumed, notes, measured, given)
 
     def variants(self, variant: str = "paper") -> tuple[str, ...]:
         """The named readings ``variant`` combines (ParameterError for an unknown one); all of them when

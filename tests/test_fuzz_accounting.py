@@ -98,14 +98,15 @@ def test_every_parameter_at_every_extreme(fn, names, value):
 
 
 def _timed(call):
-    start = time.perf_counter()
+    """The call's result, the CPU seconds it took (never wall time: issue 26, item 10) and its warnings."""
+    start = time.process_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             result = call()
         except ValueError as exc:
             result = exc
-    return result, time.perf_counter() - start, caught
+    return result, time.process_time() - start, caught
 
 
 # The issue's hangs and memory blow-ups (item 6): each answers within the limit, with PLD's cost chosen from
@@ -124,7 +125,7 @@ def _timed(call):
         "wor-steps1e12"])
 def test_reported_hangs_answer_in_time(call):
     result, seconds, caught = _timed(call)
-    assert seconds < CASE_SECONDS, f"took {seconds:.1f} s"
+    assert seconds < CASE_SECONDS, f"took {seconds:.1f} CPU s"
     if isinstance(result, ValueError):
         assert "\n" not in str(result)
     else:

@@ -30,10 +30,10 @@ def test_plan_answers_every_input_cleanly(name, capsys):
     def run(changes):
         base = {k: v for k, v in paper.example.items() if k not in SLOW_KEYS}
         sets = [a for k, v in {**base, **changes}.items() for a in ("--set", f"{k}={v}")]
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         code = main(["plan", name, *sets, "--json"])
         out, err = capsys.readouterr()
-        assert time.perf_counter() - t0 < 60, f"{changes}: took too long"
+        assert time.process_time() - t0 < 60, f"{changes}: took too long (CPU s)"
         assert code in (0, 2), f"{changes}: exit {code}\n{err[-2000:]}"
         if code == 0:
             json.loads(out)  # the encoder refuses NaN and inf

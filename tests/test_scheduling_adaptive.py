@@ -360,9 +360,9 @@ def test_all_claims_of_the_paper_are_registered_and_fast():
     claims = registry.get("adaptive").all_claims()
     ids = {c.id for c in claims}
     assert {"M12", "M13b", "M16", "M16b", "M18", "M20", "M25"} <= ids and len(ids) == len(claims)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU s: a loaded machine must not fail it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reports = check_all(claims, n=10)
-    assert time.perf_counter() - start < 60  # the brief's budget is ~30 s on one core; slack for a busy CI
+    assert time.process_time() - start < 60  # the brief's budget is ~30 s on one core; slack for a busy CI
     assert not [r.id for r in reports if r.status == "CONTRADICTED"]

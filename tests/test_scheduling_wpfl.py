@@ -196,9 +196,9 @@ def test_every_declared_claim_through_the_shared_checker():
     ids = {c.id for c in claims}
     for expected in ("S1", "S4", "S5", "S6a", "S12b", "S14b", "S16", "S17", "S18", "S21", "S22", "F32", "P1"):
         assert expected in ids
-    start = time.perf_counter()
+    start = time.process_time()  # CPU s, never wall time
     reports = check_all(claims, n=10)
-    assert time.perf_counter() - start < 60
+    assert time.process_time() - start < 60
     bad = [(r.id, r.detail) for r in reports if r.status == "CONTRADICTED"]
     assert not bad
     status = {r.id: r.status for r in reports}

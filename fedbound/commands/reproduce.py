@@ -86,8 +86,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise ConfigError("--all takes at most one PAPER, not a FIGURE")
             chosen = [t for t in targets(names[0] if names else None) if not isinstance(t, Uncovered)]
         elif not names or len(names) % 2:
+            given = f"; got {' '.join(repr(n[:60]) for n in names[:4])}" if names else ""
             raise ConfigError("fedbound reproduce needs PAPER FIGURE [PAPER FIGURE ...], PAPER --all, --all "
-                              "or --list")
+                              f"or --list{given}")
         else:
             chosen = [find(p, f) for p, f in zip(names[::2], names[1::2], strict=True)]
         results = reproduce(chosen, out_folder("--out", out), scale=scale, seeds=seeds, data=data,

@@ -83,11 +83,21 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             print_table("proposed vs the best baseline (%)", ["metric", "ours", "paper (CNN)"],
                         [[k, ours.get(k), theirs[k]] for k in theirs], digits=4, caption=result["note"])
             return
+        from fedbound.bounds.wpfl import NOISE_METHODS
+        from fedbound.planning import blame_input
+
+        if noise not in NOISE_METHODS:
+            raise ConfigError(f"--noise = {noise!r} is outside its valid range one of "
+                              f"{', '.join(NOISE_METHODS)}")
         setting = entry.load_setting(config, list(overrides or []))
-        s = full_setting(setting.values)
-        sigma = wpfl_noise(s, int(s["T"]), noise)["uplink"]
-        sched = schedule_rounds(radio_setting(s), s, sigma, s["policy"], variant, s["channel_seed"],
-                                s.get("max_rounds"))
+
+        def run(values):
+            s = full_setting(values)
+            sigma = wpfl_noise(s, int(s["T"]), noise)["uplink"]
+            return sigma, schedule_rounds(radio_setting(s), s, sigma, s["policy"], variant, s["channel_seed"],
+                                          s.get("max_rounds"))
+
+        sigma, sched = blame_input(entry, setting.values, run, setting.given)
         if json:
             print_json({"command": "schedule", "paper": paper, "noise": noise, **sched.to_dict()})
             return

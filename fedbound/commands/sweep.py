@@ -51,7 +51,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         require("train", "sweep")
         import warnings
 
-        from fedbound.output import print_json, print_table
+        from fedbound.output import print_json, print_table, print_warnings
         from fedbound.paths import out_folder
         from fedbound.registry import get
         from fedbound.validation.sweep import RunSpec, run_sweep
@@ -67,14 +67,19 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                              progress=progress and not json_)
         final = done.final()
         shown = [c for c in SHOWN if c in final.columns and final[c].notna().any()]
+        # each run's warnings (e.g. the noise under-delivers its budget), as `train` prints them
+        run_warnings = {k: list(s["warnings"]) for k, s in done.summaries.items() if s.get("warnings")}
         if json_:
             print_json({"out": str(done.out), "table": str(done.out / "table.csv"),
                         "final": final[["key", vs, "seed", "round", *shown]].to_dict("records"),
+                        "warnings": run_warnings,
                         "failed": {k: v.strip().splitlines()[-1] for k, v in done.failed.items()}})
         else:
             rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown)] for _, r in final.iterrows()]
             print_table(f"fedbound sweep {paper}: {len(final)} runs done, {len(done.failed)} failed "
                         f"(table: {done.out / 'table.csv'})", [vs, "seed", "rounds", *shown], rows)
+            for key, texts in run_warnings.items():
+                print_warnings([f"run {key}: {text}" for text in texts])
         for key, text in done.failed.items():
             typer.echo(f"failed {key}: {text.strip().splitlines()[-1]} (traceback: "
                        f"{done.out / 'failed' / (key + '.txt')})", err=True)

@@ -58,7 +58,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         if json_:
             print_json(result.to_dict())
             return
-        rows = [[p[vs], p["seeds"], p["mean"], p["ci_low"], p["ci_high"], result.bound["paper"][i],
+        def _ci(x):  # one seed has no interval
+            return "n/a" if x is None else x
+
+        rows = [[p[vs], p["seeds"], p["mean"], _ci(p["ci_low"]), _ci(p["ci_high"]), result.bound["paper"][i],
                  result.bound["tight"][i], result.calibrated["prediction"][i]]
                 for i, p in enumerate(result.measured)]
         print_table(f"fedbound validate {result.paper}: F(w_T) - F* against {result.theorem}",

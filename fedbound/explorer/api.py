@@ -90,12 +90,21 @@ def _toml_literal(value: Any) -> str:
     return json.dumps(value, allow_nan=False)
 
 
+def _kind(body: Any) -> str:
+    """What a request body is, in JSON's words."""
+    if isinstance(body, list | tuple):
+        return "a JSON array"
+    if isinstance(body, str | bytes):
+        return "text (send a JSON object with Content-Type: application/json)"
+    return "null" if body is None else f"a JSON {'boolean' if isinstance(body, bool) else 'number'}"
+
+
 def overrides(paper: Any, body: Any) -> list[str]:
     """The body (``{key: value}``, the ``--set`` keys) as ``KEY=VALUE`` override strings, each value checked
     first against its key's domain so that the error names the key; null values are left unset."""
     if not isinstance(body, Mapping):
         raise BadInput(f"the request body must be a JSON object of {paper.name} config keys, "
-                       f"e.g. {{\"eps\": 6}}; got {type(body).__name__}", None)
+                       f"e.g. {{\"eps\": 6}}; got {_kind(body)}", None)
     if len(body) > MAX_KEYS:
         raise BadInput(f"the request body has {len(body)} keys; at most {MAX_KEYS}", None)
     section = paper.config_section
@@ -110,7 +119,7 @@ def overrides(paper: Any, body: Any) -> list[str]:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise BadInput(f"unknown key {str(key)[:60]!r} in [{paper.name}]{hint} Valid keys: "
                            f"{', '.join(section.keys())}", str(key)[:60])
-        target = section.field(paper.aliases.get(key, key))
+        target = section.field(key)
         try:
             target.coerce(key, value)
             literal = _toml_literal(value)
@@ -122,14 +131,14 @@ def overrides(paper: Any, body: Any) -> list[str]:
     return out
 
 
-def _blame(exc: FedboundError, keys: list[str]) -> BadInput:
+def _blame(exc: FedboundError, keys: list[str], note: str = "") -> BadInput:
     """A BadInput from an error raised after the per-key checks (a missing key, a combination of values the
     planner refuses): the parameter is the one the error names, when it names one of the section's keys."""
     name = getattr(exc, "name", None)
     if name not in keys:
         words = str(exc).replace("[", " ").replace("]", " ").replace("=", " ").split()
         name = next((w for w in words if w in keys), None)
-    return BadInput(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, name)
+    return BadInput((str(exc).splitlines()[0] if str(exc) else type(exc).__name__) + note, name)
 
 
 def _variant(paper: Any, variant: str) -> str:
@@ -139,6 +148,12 @@ def _variant(paper: Any, variant: str) -> str:
         return _check_variant(paper, variant)
     except (ParameterError, ConfigError) as exc:
         raise BadInput(str(exc), "variant") from None
+
+
+def _unset(body: Any) -> str:
+    """"; null leaves K unset" for the body's null keys (an error about a missing key then names them)."""
+    nulls = [str(k)[:60] for k, v in body.items() if v is None] if isinstance(body, Mapping) else []
+    return f" (the body's null leaves {', '.join(nulls)} unset)" if nulls else ""
 
 
 def plan_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
@@ -151,7 +166,7 @@ def plan_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
     try:
         return to_jsonable(build_plan(name, None, sets, variant))
     except FedboundError as exc:
-        raise _blame(exc, paper.config_section.keys()) from None
+        raise _blame(exc, paper.config_section.keys(), _unset(body)) from None
 
 
 def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> dict[str, Any]:
@@ -166,14 +181,17 @@ def curve_json(name: str, body: Any, vs: str = "T", variant: str = "paper") -> d
     if vs not in plots:
         raise BadInput(f"vs = {vs!r} is outside its valid range one of {', '.join(plots)}", "vs")
     try:
+        from fedbound.planning import blame_input
+
         setting = paper.load_setting(None, sets)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            data = figure_data(plots, setting.values, vs, variant)
+            warnings.simplefilter("ignore")  # a failure is blamed on the input that causes it, as in plan
+            data = blame_input(paper, setting.values, lambda values: figure_data(plots, values, vs, variant),
+                               setting.given)
         rec = _recommended(name, sets, variant, vs)
         return to_jsonable({"paper": paper.name, **data, "recommended": rec})
     except FedboundError as exc:
-        raise _blame(exc, paper.config_section.keys()) from None
+        raise _blame(exc, paper.config_section.keys(), _unset(body)) from None
 
 
 def _recommended(name: str, sets: list[str], variant: str, vs: str) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fedbound._version import __version__
 from fedbound.explorer import api
@@ -47,14 +48,40 @@ def _bad(exc: api.BadInput) -> JSONResponse:
     return JSONResponse({"detail": str(exc), "parameter": exc.parameter}, status_code=status)
 
 
+BODY = "a JSON object of the paper's config keys, e.g. {\"eps\": 6, \"N\": 50}"
+ROUTES = ("GET /api/papers, GET /api/form/{paper}, POST /api/plan/{paper}, POST /api/curve/{paper}?vs=T, "
+          "GET /api/claims/{paper}")
+
+
 def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
     """The framework's own validation (a body that is not JSON, a bad query type) in the same one-line
-    shape as every other error."""
+    shape as every other error: a body that is not JSON says what the body must be (its error location is
+    a character offset, not a parameter); a bad query value names the query parameter."""
     first = exc.errors()[0] if exc.errors() else {}
-    where = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    loc = list(first.get("loc", ()))
+    text = str(first.get("msg", "invalid request")).splitlines()[0]
+    if first.get("type") == "json_invalid" or (loc and loc[0] == "body"):
+        why = first.get("ctx", {}).get("error", text)
+        at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        return JSONResponse({"detail": f"the request body is not valid JSON ({why}{at}); it must be {BODY}",
+                             "parameter": None}, status_code=422)
+    where = [str(p) for p in loc if p not in ("body", "query", "path")]
     name = where[0] if where else None
-    text = first.get("msg", "invalid request")
-    return JSONResponse({"detail": f"{name or 'request body'}: {text}", "parameter": name}, status_code=422)
+    return JSONResponse({"detail": f"{name or 'request'}: {text}", "parameter": name}, status_code=422)
+
+
+def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """An unknown route (404) or a known route with the wrong method (405), in one line that lists the
+    routes."""
+    route = f"{request.method} {request.url.path[:80]}"
+    if exc.status_code == 404:
+        detail = f"no route {route}; the API's routes are {ROUTES}"
+    elif exc.status_code == 405:
+        detail = f"{route}: method not allowed on this route; the API's routes are {ROUTES}"
+    else:
+        detail = f"{route}: {str(exc.detail).splitlines()[0] if exc.detail else exc.status_code}"
+    return JSONResponse({"detail": detail, "parameter": None}, status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
 
 
 def create_app() -> FastAPI:
@@ -64,6 +91,7 @@ def create_app() -> FastAPI:
                               "registered paper. Bad input: 422 with the parameter named.")
     app.add_exception_handler(api.BadInput, lambda _, exc: _bad(exc))
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> Response:

@@ -59,18 +59,21 @@ def _literal(vs: str, value: float) -> str:
 
 def measured_points(final: Any, vs: str) -> list[dict[str, Any]]:
     """Per value of ``vs``: seeds, mean ``gap`` (``F(w_T) - F*`` of each run, F* of its seed's data),
-    standard error and 95 % interval."""
-    from scipy import stats
+    standard error and 95 % Student-t interval.  One seed has no spread: its ``se`` and interval are None
+    ("n/a" in tables).  The gap is non-negative, so where every run's gap is, the interval is clipped at 0
+    (an interval never leaves its quantity's range)."""
+    from fedbound.validation.reproduce.claims import mean_interval
 
     out = []
     for value, group in final.groupby(vs, sort=True):
         gaps = group["gap"].to_numpy(dtype=float)
         n = len(gaps)
-        mean = float(gaps.mean())
-        se = float(gaps.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
-        half = float(stats.t.ppf(0.975, n - 1) * se) if n > 1 else float("nan")
-        out.append({vs: float(value), "seeds": n, "mean": mean, "se": se, "ci_low": mean - half,
-                    "ci_high": mean + half})
+        floor = 0.0 if (gaps >= 0).all() else None
+        mean, low, high = mean_interval(gaps, low=floor)
+        se = float(gaps.std(ddof=1) / math.sqrt(n)) if n > 1 else None
+        out.append({vs: float(value), "seeds": n, "mean": mean, "se": se,
+                    "ci_low": low if math.isfinite(low) else None,
+                    "ci_high": high if math.isfinite(high) else None})
     return out
 
 
@@ -114,7 +117,7 @@ def verdicts(vs: str, x: np.ndarray, measured: list[dict[str, Any]], bound: np.n
     from scipy import stats
 
     mean = np.array([p["mean"] for p in measured])
-    se = np.array([p["se"] for p in measured])
+    se = np.array([math.nan if p["se"] is None else p["se"] for p in measured], dtype=float)
     out: dict[str, Any] = {}
     defined = np.isfinite(bound)
     if problems or not defined.any():
@@ -122,7 +125,7 @@ def verdicts(vs: str, x: np.ndarray, measured: list[dict[str, Any]], bound: np.n
                         "text": problems[0] if problems else f"{theorem} is undefined at every point"}
     else:
         bad = [{vs: float(x[i]), "measured": float(mean[i]), "bound": float(bound[i]),
-                "significant": bool(measured[i]["ci_low"] > bound[i])}
+                "significant": measured[i]["ci_low"] is not None and bool(measured[i]["ci_low"] > bound[i])}
                for i in np.flatnonzero(defined) if mean[i] > bound[i]]
         if not bad:
             text = (f"holds at every point: the measured gap is below {theorem} at all {int(defined.sum())} "

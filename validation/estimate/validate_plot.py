@@ -29,8 +29,8 @@ def draw(result: Any, out: str | Path) -> dict[str, str]:
     vs = result.vs
     x = np.array([p[vs] for p in result.measured])
     mean = np.array([p["mean"] for p in result.measured])
-    lo = np.array([p["ci_low"] for p in result.measured])
-    hi = np.array([p["ci_high"] for p in result.measured])
+    lo = np.array([np.nan if p["ci_low"] is None else p["ci_low"] for p in result.measured], dtype=float)
+    hi = np.array([np.nan if p["ci_high"] is None else p["ci_high"] for p in result.measured], dtype=float)
     fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     try:
         ax.fill_between(x, np.where(np.isfinite(lo), lo, mean), np.where(np.isfinite(hi), hi, mean),

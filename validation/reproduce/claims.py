@@ -213,8 +213,13 @@ def _seed_outcome(claim: FigureClaim, runs: list[dict[str, Any]]) -> Outcome | N
     return effect > 0, effect, {case_name(claim.case): own, **rival_means}
 
 
-def mean_interval(effects: Any) -> tuple[float, float, float]:
-    """The mean of per-seed ``effects`` and its 95 % Student-t interval (NaN bounds with one seed)."""
+def mean_interval(effects: Any, low: float | None = None, high: float | None = None
+                  ) -> tuple[float, float, float]:
+    """The mean of per-seed ``effects`` and its 95 % Student-t interval (NaN bounds with one seed).
+
+    ``low``/``high``: the range of the quantity (e.g. [-1, 1] for a correlation, [0, inf) for a gap); the
+    interval is clipped to it, so it never claims values the quantity cannot take.  Clipping keeps the
+    interval's coverage (the true mean lies in the range) and only drops impossible values."""
     from scipy import stats
 
     effects = np.asarray(effects, dtype=float)
@@ -222,7 +227,12 @@ def mean_interval(effects: Any) -> tuple[float, float, float]:
     if n < 2:
         return mean, math.nan, math.nan
     half = float(stats.t.ppf(0.975, n - 1) * effects.std(ddof=1) / math.sqrt(n))
-    return mean, mean - half, mean + half
+    lo, hi = mean - half, mean + half
+    if low is not None:
+        lo = max(lo, low)
+    if high is not None:
+        hi = min(hi, high)
+    return mean, lo, hi
 
 
 def _optimum_outcome(claim: FigureClaim, runs: list[dict[str, Any]], sign: float) -> Outcome | None:

@@ -51,7 +51,7 @@ def shape_verdict(claim_id: str, statement: str, vs: str, x: np.ndarray, bound: 
         raise ValueError(f"claim {claim_id}: no run finished ({statement})")
     effects = np.array(list(rhos.values()))
     held = int((effects > 0).sum())
-    mean, low, high = mean_interval(effects)
+    mean, low, high = mean_interval(effects, low=-1.0, high=1.0)  # a Spearman correlation: clipped
     return ClaimVerdict(claim_id, statement, 2 * held > len(effects), held, len(effects), mean, low, high,
                         METRIC, values)
 
