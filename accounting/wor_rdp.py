@@ -63,32 +63,48 @@ def _log_forward_diffs(z: np.ndarray, n: int) -> np.ndarray:
     return deltas
 
 
-def _log_a_int(alpha: int, logq: np.ndarray, z: np.ndarray, deltas: np.ndarray | None) -> np.ndarray:
-    """log A_alpha of Thm 27 (dp-accounting's _compute_rdp_sample_wor_gaussian_int) per pair."""
-    if alpha == 1:
-        return np.zeros(z.shape)
+def _log_a_ints(ints: np.ndarray, logq: np.ndarray, z: np.ndarray, deltas: np.ndarray | None) -> np.ndarray:
+    """log A_alpha of Thm 27 (dp-accounting's _compute_rdp_sample_wor_gaussian_int), shape (pairs, ints):
+    1 + the i = 2 term + the terms i = 3..alpha (with the forward differences for alpha <= 256, the
+    cgf-only bound above), summed as log1p so that a tiny log A keeps its relative digits."""
     sig2 = 2.0 * z**2
     f2 = 2.0 / sig2
-    s2 = 2 * logq + _log_comb(alpha, 2) + np.minimum(math.log(4) + f2 + np.log1p(-np.exp(-f2)),
-                                                        f2 + math.log(2))
-    terms = [np.zeros(z.shape), s2]  # 1 + the i = 2 term + those for i = 3..alpha
-    if alpha >= 3:
-        i = np.arange(3, alpha + 1)
+    s2 = 2 * logq + np.minimum(math.log(4) + f2 + np.log1p(-np.exp(-f2)), f2 + math.log(2))
+    tail = np.full((z.size, ints.size), -np.inf)  # log of the sum over i >= 3
+    for exact in (True, False):
+        cols = np.flatnonzero((ints >= 3) & ((ints <= _EXACT_MAX) == exact))
+        if not cols.size:
+            continue
+        al = ints[cols]
+        i = np.arange(3, al.max() + 1)
         cgf = (i - 1) * i / sig2[:, None]
-        rest = math.log(2) + cgf
-        if alpha <= _EXACT_MAX:
+        e = math.log(2) + cgf
+        if exact:
             lo, hi = 2 * (i // 2) - 1, 2 * ((i + 1) // 2) - 1
-            rest = np.minimum(math.log(4) + 0.5 * (deltas[:, lo] + deltas[:, hi]), rest)
-        rest = rest + i * logq[:, None] + _log_comb(alpha, i)
-        terms.append(logsumexp(rest, axis=1))
-    rest = logsumexp(np.stack(terms[1:], axis=1), axis=1)  # log of A - 1: A itself by log1p, so that a
-    return np.maximum(rest, 0.0) + np.log1p(np.exp(-np.abs(rest)))  # tiny log A keeps its relative digits
+            e = np.minimum(math.log(4) + 0.5 * (deltas[:, lo] + deltas[:, hi]), e)
+        ia = np.minimum(i[None, :], al[:, None])
+        comb = np.where(i[None, :] <= al[:, None], _log_comb(al[:, None], ia), -np.inf)  # (ints, i)
+        step = max(1, int(4_000_000 // (al.size * i.size)))
+        for r in range(0, z.size, step):  # rows in chunks: the (rows, ints, i) array stays small
+            sl = slice(r, r + step)
+            terms = (e[sl] + i * logq[sl, None])[:, None, :] + comb[None, :, :]
+            tail[sl, cols] = logsumexp(terms, axis=2)
+    with np.errstate(divide="ignore"):
+        rest = np.logaddexp(s2[:, None] + _log_comb(ints, np.minimum(ints, 2)), tail)
+    rest = np.where(ints >= 2, rest, -np.inf)  # alpha = 1: log A = 0
+    return np.maximum(rest, 0.0) + np.log1p(np.exp(-np.abs(rest)))
 
 
-def _log_comb(n: int, k: np.ndarray | int) -> np.ndarray:
-    """log C(n, k) for integer n, k (math.lgamma: `fedbound plan` imports no scipy)."""
-    lg = np.array([math.lgamma(v + 1.0) for v in range(n + 1)])
-    k = np.asarray(k)
+_LGAMMA = np.zeros(0)  # log v! for v = 0, 1, ...: grown on demand
+
+
+def _log_comb(n: np.ndarray | int, k: np.ndarray | int) -> np.ndarray:
+    """log C(n, k) for integers 0 <= k <= n (math.lgamma: `fedbound plan` imports no scipy)."""
+    global _LGAMMA
+    n, k = np.asarray(n), np.asarray(k)
+    if _LGAMMA.size <= n.max():
+        _LGAMMA = np.array([math.lgamma(v + 1.0) for v in range(2 * int(n.max()) + 1)])
+    lg = _LGAMMA
     return lg[n] - lg[k] - lg[n - k]
 
 
@@ -113,7 +129,8 @@ def wor_rdp_pairs(orders: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarra
     zu, inv = np.unique(z, return_inverse=True)  # the differences depend on z only: once per distinct z
     deltas = _log_forward_diffs(zu, n)[inv] if n >= 3 else None
     logq = np.log(np.where(q < 1, q, 0.5))
-    log_a = {a: _log_a_int(a, logq, z, deltas) for a in ints}
+    la = _log_a_ints(np.array(ints), logq, z, deltas)
+    log_a = {a: la[:, j] for j, a in enumerate(ints)}
     out = np.empty((q.size, orders.size))
     for k, a in enumerate(orders):
         lo, hi = math.floor(a), math.ceil(a)
