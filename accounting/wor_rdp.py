@@ -1,11 +1,18 @@
 """One-step RDP of the K-of-N (sampling without replacement) Gaussian for many (q, z) pairs at once.
 
-The same bound as :func:`fedbound.accounting.rdp.rdp_sampled_without_replacement` (Wang, Balle &
-Kasiviswanathan 2019, Thm 27 at integer orders <= 256, its Stirling-free upper bound above, Cor. 10
-interpolation at fractional orders), computed the way dp-accounting's RdpAccountant computes it, but
-vectorised: the forward differences of exp(cgf) depend on z only (one pass per z, shared by every q and
-order), and each order's log A is one log-sum-exp over its terms.  Used where thousands of (q, z) pairs
-are needed (NbAFL's joint (T, K) design search); agrees with dp-accounting to float rounding (tested).
+The same bound as dp-accounting's RdpAccountant (Wang, Balle & Kasiviswanathan 2019, Thm 27 at integer
+orders <= 256, its cgf-only upper bound above, Cor. 10 interpolation at fractional orders), vectorised: the
+forward differences of exp(cgf) depend on z only (one pass per z, shared by every q and order), and the
+log A of every integer order is one log-sum-exp over its terms.  Used by
+:func:`fedbound.accounting.rdp.rdp_sampled_without_replacement` (z in [1e-3, 1e6]) and by NbAFL's joint
+(T, K) search.  Equal to dp-accounting's numbers to <= 1e-12 relative (tested at rtol 1e-9).
+
+Why it must repeat dp-accounting's floating-point operations: at z > ~6 the differences Delta^i for
+i >~ 15 are far below the rounding of exp(cgf) ~ 1, so both codes compute cancellation noise there (Thm 27
+takes the min with 2 e^cgf, so the noise is bounded but enters A at orders >~ 32).  With numpy's SIMD exp /
+log1p (last-bit differences from the C library's, which dp-accounting's ``math`` calls use) the noise
+differed and the RDP came out up to 1.3 % below dp-accounting's at q = 0.1, z = 30, order 256.  Neither
+is Thm 27 evaluated exactly there; dp-accounting's is the reference this project certifies against.
 """
 
 from __future__ import annotations
