@@ -128,20 +128,23 @@ _WOR_FAST = (1e-3, 1e6)
 
 
 def _wor_rdp_one_step(orders: np.ndarray, q: float, z: float) -> np.ndarray:
-    """One step's RDP by dp-accounting; its float errors at extreme z (OverflowError at 1e308,
-    ZeroDivisionError at 1e-308, "math domain error" at 1e12) become a DomainError naming the input."""
-    from fedbound.accounting.events import dp_event, make_accountant
+    """One step's RDP: :func:`fedbound.accounting.wor_rdp.wor_rdp_pairs` on ``_WOR_FAST``, else dp-accounting
+    itself, whose float errors at extreme z (OverflowError at 1e308, ZeroDivisionError at 1e-308, "math
+    domain error" at 1e12) become a DomainError naming the input."""
+    from fedbound.accounting.events import dp_event, make_accountant, sample_fraction
 
+    event = dp_event(z, q, 1, "without_replacement")  # checks q; K / N is the rate dp-accounting reads
     if _WOR_FAST[0] <= z <= _WOR_FAST[1]:
         from fedbound.accounting.wor_rdp import wor_rdp_pairs
 
         with np.errstate(all="ignore"):
-            rdp = wor_rdp_pairs(orders, np.array([q]), np.array([z]))[0]
+            k, n = sample_fraction(q)
+            rdp = wor_rdp_pairs(orders, np.array([k / n]), np.array([z]))[0]
         if np.all(np.isfinite(rdp) & (rdp >= 0)):
             return rdp
     acc = make_accountant("rdp", "without_replacement", orders)
     try:
-        acc.compose(dp_event(z, q, 1, "without_replacement"))
+        acc.compose(event)
         rdp = np.asarray(acc.rdp, dtype=float)
     except (ArithmeticError, ValueError) as exc:
         if isinstance(exc, ParameterError):
