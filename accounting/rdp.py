@@ -102,9 +102,11 @@ def rdp_sampled_without_replacement(orders: ArrayLike, q: ArrayLike, noise_multi
                                     steps: ArrayLike = 1) -> float | np.ndarray:
     """RDP upper bound of ``steps`` rounds of a Gaussian on a fixed-size random subset (K of N, q = K/N).
 
-    Replace-one relation; z = std / replace-one sensitivity.  Delegated to dp-accounting's RdpAccountant
-    (Wang, Balle & Kasiviswanathan 2019, Thm 27 at integer orders; fractional orders by their Cor. 10
-    interpolation, also an upper bound).  Loops over distinct (q, z); O(alpha^2) per integer order <= 256.
+    Replace-one relation; z = std / replace-one sensitivity.  dp-accounting's RdpAccountant bound (Wang,
+    Balle & Kasiviswanathan 2019, Thm 27 at integer orders; fractional orders by their Cor. 10
+    interpolation, also an upper bound), for z in [1e-3, 1e6] by :func:`fedbound.accounting.wor_rdp.
+    wor_rdp_pairs` (the same floating-point operations, ~10x faster; equal to dp-accounting's numbers to
+    <= 1e-12 relative, tested), elsewhere by dp-accounting itself.  Loops over distinct (q, z).
     """
     o = check_orders(orders)
     qq = check_probability("q", q, allow_one=True)
@@ -121,14 +123,28 @@ def rdp_sampled_without_replacement(orders: ArrayLike, q: ArrayLike, noise_multi
     return scalar_or_array(out.reshape(qq.shape + o.shape))
 
 
-def _wor_rdp_one_step(orders: np.ndarray, q: float, z: float) -> np.ndarray:
-    """One step's RDP by dp-accounting; its float errors at extreme z (OverflowError at 1e308,
-    ZeroDivisionError at 1e-308, "math domain error" at 1e12) become a DomainError naming the input."""
-    from fedbound.accounting.events import dp_event, make_accountant
+_WOR_FAST = (1e-3, 1e6)
+"""Noise multipliers at which the vectorised K-of-N RDP is used (tested against dp-accounting there)."""
 
+
+def _wor_rdp_one_step(orders: np.ndarray, q: float, z: float) -> np.ndarray:
+    """One step's RDP: :func:`fedbound.accounting.wor_rdp.wor_rdp_pairs` on ``_WOR_FAST``, else dp-accounting
+    itself, whose float errors at extreme z (OverflowError at 1e308, ZeroDivisionError at 1e-308, "math
+    domain error" at 1e12) become a DomainError naming the input."""
+    from fedbound.accounting.events import dp_event, make_accountant, sample_fraction
+
+    event = dp_event(z, q, 1, "without_replacement")  # checks q; K / N is the rate dp-accounting reads
+    if _WOR_FAST[0] <= z <= _WOR_FAST[1]:
+        from fedbound.accounting.wor_rdp import wor_rdp_pairs
+
+        with np.errstate(all="ignore"):
+            k, n = sample_fraction(q)
+            rdp = wor_rdp_pairs(orders, np.array([k / n]), np.array([z]))[0]
+        if np.all(np.isfinite(rdp) & (rdp >= 0)):
+            return rdp
     acc = make_accountant("rdp", "without_replacement", orders)
     try:
-        acc.compose(dp_event(z, q, 1, "without_replacement"))
+        acc.compose(event)
         rdp = np.asarray(acc.rdp, dtype=float)
     except (ArithmeticError, ValueError) as exc:
         if isinstance(exc, ParameterError):

@@ -120,7 +120,7 @@ class KofNCalibration:
 
     _SHARED: dict[tuple[float, float, bytes], np.ndarray] = {}
     """One-step RDP by (q, z, orders), shared by every calibration of the process: a re-plan that keeps
-    (eps, delta, K) asks for the same z's (~0.15 s each through dp-accounting)."""
+    (eps, delta, K) asks for the same z's."""
 
     def _one_step(self, z: float) -> np.ndarray:
         if z not in self._rdp:
