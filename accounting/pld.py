@@ -168,7 +168,8 @@ def pld_delta(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayL
 
 
 def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: int, discretization: float,
-                  upper: float, rtol: float = 1e-3, max_evaluations: int = 40) -> tuple[float, float]:
+                  upper: float, rtol: float = 1e-3, max_evaluations: int = 40,
+                  cpu_seconds: float = 4.0) -> tuple[float, float]:
     """The smallest noise multiplier whose PLD eps (this module's :func:`pld_epsilon` at ``discretization``)
     of ``steps`` Poisson-subsampled Gaussian rounds is at most ``target_eps``: ``(z, eps_pld(z))`` with
     ``(1 - rtol) target <= eps_pld(z) <= target``.
@@ -180,7 +181,13 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
     log z on log eps_pld aimed at the middle of the window (log eps is nearly linear in log z, so 3-4
     evaluations), bisection where the secant leaves the bracket; only an evaluated point that meets the
     target is returned.  PldTooCostly where PLD cannot be evaluated at this input or no bracket is found.
+    The search stops after ``cpu_seconds`` of CPU time (bounded time at extreme inputs such as q = 1e-308,
+    where eps_pld is 0 at every z): PldTooCostly, and the caller falls back to a valid (not tight)
+    calibration.
     """
+    import time
+
+    deadline = time.process_time() + cpu_seconds
     e = float(check_real("target_eps", target_eps, 0.0, low_open=True))
     t = int(check_int("steps", steps, 1))
     up = float(check_real("upper", upper, 0.0, low_open=True))
@@ -215,6 +222,10 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
             x2 = hi - 0.2
         elif math.isfinite(lo) and not x2 > lo:
             x2 = lo + 0.2
+        if time.process_time() > deadline:
+            raise PldTooCostly("target_eps", e, "a target PLD calibrates in bounded time", f"no noise "
+                               f"multiplier within {rtol:g} of eps = {e:g} found in {cpu_seconds:g} CPU s at "
+                               f"q = {sample_rate:g}, steps = {t}")
         if math.isfinite(lo) and math.isfinite(hi) and hi - lo < 1e-12:
             break
         x0, g0, x1, g1 = x1, g1, x2, f(x2)

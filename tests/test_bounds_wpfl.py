@@ -238,3 +238,16 @@ def test_tight_calibration_at_q_one_is_the_analytic_gaussian():
     mu = math.sqrt(5) / rec["z"]
     delta = norm.cdf(-2.0 / mu + mu / 2) - math.exp(2.0) * norm.cdf(-2.0 / mu - mu / 2)
     assert delta == pytest.approx(1e-4, rel=1e-6) and rec["slack"] == 0 and "analytic" in rec["method"]
+
+
+def test_pld_calibration_is_bounded_in_cpu_time_at_extreme_sampling():
+    """q = 1e-308 (fuzz, issue 26): eps_pld is 0 at every z, so no window is ever reached; the search stops
+    after its CPU budget with PldTooCostly and the plan falls back to the RDP sigma, labelled so."""
+    import time
+
+    from fedbound.accounting.pld import PldTooCostly, pld_calibrate
+
+    start = time.process_time()
+    with pytest.raises(PldTooCostly, match="CPU s"):
+        pld_calibrate(1000.0, 1e-3, 1e-308, 10, 1e-2, 0.0044, cpu_seconds=0.5)
+    assert time.process_time() - start < 30  # a guard against a hang, not a speed target

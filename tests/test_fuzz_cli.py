@@ -29,13 +29,6 @@ from fedbound.tests._fuzz import HOSTILE, LONG, cli_verdict, run_cli_cases
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
-KNOWN_BY_H26A = [
-    # Items 0, 3, 4, 5, 8 of issue 26 are fixed on branch h26a; these cases fail here until it is merged.
-    # The lead removes this list after merging h26a (each case then must pass).
-    # item 3: `report` on a folder without results works for minutes (killed at 10 CPU s) before it fails
-    "report ",
-]
-"""Prefixes of case ids (``"COMMAND PAPER OPTION=VALUE"``) known to fail until h26a is merged."""
 
 
 def _config(paper: str) -> str | None:
@@ -201,15 +194,14 @@ def test_every_command_and_key_answers_cleanly(tmp_path):
     losses.write_text("round,loss\n1,2.0\n2,1.5\n3,1.4\n")
     cases = _option_cases(str(losses)) + _key_cases()
     outcomes = run_cli_cases(cases)
-    failures, known = [], []
+    failures = []
     for case, outcome in zip(cases, outcomes, strict=True):
         why = cli_verdict(case, outcome)
         if why is not None:
             command = " ".join(repr(a) if " " in a or not a else a for a in case["argv"])
-            listed = known if case["id"].startswith(tuple(KNOWN_BY_H26A)) else failures
-            listed.append(f"{case['id']}: {why}\n    fedbound {command}")
+            failures.append(f"{case['id']}: {why}\n    fedbound {command}")
     cpu = sum(o["cpu"] for o in outcomes)
-    print(f"{len(cases)} cases, {cpu:.0f} CPU s in the cases; {len(known)} known (h26a)")
+    print(f"{len(cases)} cases, {cpu:.0f} CPU s in the cases")
     assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(failures)
 
 

@@ -191,7 +191,6 @@ def test_sweep_warns_when_the_noise_under_delivers(capsys, tmp_path):
 # ---- item 6: the message names the input ---------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, named, derived", [
-    (["plan", "adaptive", "adaptive_mnist.toml", "--set", "C=1e308"], "C = 1e+308", "sigma = inf"),
     (["plan", "adaptive", "adaptive_mnist.toml", "--set", "mu=1e-308"], "mu = 1e-308", "lambda2"),
     (["plan", "udp", "udp_mnist.toml", "--set", "eps_clients=0"], "eps_clients = '0'", "eps = 0.0"),
     (["plan", "udp", "udp_mnist.toml", "--set", "sizes=0"], "sizes = '0'", "n = 0.0"),
@@ -207,14 +206,20 @@ def test_a_failed_derived_check_names_the_input(capsys, argv, named, derived):
 
 
 def test_the_working_range_is_a_working_range(capsys):
-    """The edge reported for C (adaptive) plans, and the value 10x beyond it fails the same way."""
-    line = _error_line(capsys, ["plan", "adaptive", EXAMPLES / "adaptive_mnist.toml", "--set", "C=1e308"])
-    edge = float(line.split("C <= ")[1].split()[0])
-    assert 1 < edge < 1e308
-    sets = ["--set", f"C={edge!r}"]
-    assert main(["plan", "adaptive", str(EXAMPLES / "adaptive_mnist.toml"), *sets, "--json"]) == 0
+    """The edge reported for L (DP-PFL) plans, and the value 10x beyond it fails the same way."""
+    ridge = EXAMPLES / "dppfl_ridge.toml"
+    line = _error_line(capsys, ["plan", "dppfl", ridge, "--set", "L=1e-308"])
+    edge = float(line.split("L >= ")[1].split()[0])
+    assert 1e-308 < edge < 1
+    assert main(["plan", "dppfl", str(ridge), "--set", f"L={edge!r}", "--json"]) == 0
     capsys.readouterr()
-    _error_line(capsys, ["plan", "adaptive", EXAMPLES / "adaptive_mnist.toml", "--set", f"C={edge * 10!r}"])
+    _error_line(capsys, ["plan", "dppfl", ridge, "--set", f"L={edge / 10!r}"])
+
+
+def test_an_out_of_range_input_is_refused_before_planning(capsys):
+    """PADPFL's C = 1e308 (sigma = inf before): refused by its registered range, naming C and the range."""
+    line = _error_line(capsys, ["plan", "adaptive", EXAMPLES / "adaptive_mnist.toml", "--set", "C=1e308"])
+    assert "C = 1e+308 is outside its valid range" in line, line
 
 
 def test_an_error_that_names_the_input_is_kept():

@@ -88,6 +88,7 @@ def test_a_bad_output_path_is_refused_before_any_work(capsys, place, args, named
     (["plan", "dppfl", EX / "dppfl_mnist.toml", "--set", "C=1e-308"], "C"),  # sigma = inf before
     (["plan", "dppfl", EX / "dppfl_mnist.toml", "--set", "eps=1e308"], "eps"),  # 23 CPU s before
     (["train", "udp", EX / "udp_ridge.toml", "--set", "T=2", "--set", "N=nan"], "N"),
+    (["train", "udp", EX / "udp_ridge.toml", "--set", "T=2", "--set", "U=nan"], "N"),
     (["train", "adaptive", EX / "adaptive_logistic.toml", "--set", "T=2", "--set", "mu=1e308"], "mu"),
     (["train", "adaptive", EX / "adaptive_logistic.toml", "--set", "T=2", "--set",
       "mu=9223372036854775807"], "mu"),
@@ -208,6 +209,7 @@ def test_a_sweep_with_a_failed_run_exits_non_zero_and_says_so(capsys, tmp_path, 
     class Done:
         out = tmp_path / "sw"
         failed = {"T=2_seed0": "Traceback (most recent call last):\nTrainingDiverged: loss = inf at round 2"}
+        summaries = {"T=1_seed0": {"warnings": []}}
 
         def final(self):
             return pd.DataFrame([{"key": "T=1_seed0", "T": 1, "seed": 0, "round": 1, "loss": 0.5}])

@@ -24,6 +24,7 @@ opens with no network.
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -42,10 +43,23 @@ SECTIONS = ("plan", "measured", "claims", "errata")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "papers"
 
 
+MAX_FILES = 200_000
+"""A results folder is walked up to this many entries (``report /`` must not walk the whole disk)."""
+
+
 def find_results(results: Path, name: str) -> dict[str, list[tuple[Path, dict]]]:
-    """Files named ``name`` under ``results`` (JSON objects with a ``paper`` key), grouped by paper."""
+    """Files named ``name`` under ``results`` (JSON objects with a ``paper`` key), grouped by paper; a
+    folder of more than MAX_FILES entries is refused (ConfigError) instead of walked."""
     found: dict[str, list[tuple[Path, dict]]] = {}
-    for path in sorted(results.rglob(name)):
+    paths, seen = [], 0
+    for folder, dirs, files in os.walk(results):
+        dirs.sort()
+        seen += len(dirs) + len(files)
+        if seen > MAX_FILES:
+            raise ConfigError(f"RESULTS_DIR {str(results)!r} holds more than {MAX_FILES:,} files: "
+                              "give the --out folder of fedbound reproduce / validate, not a folder above it")
+        paths += [Path(folder) / name] if name in files else []
+    for path in sorted(paths):
         try:
             doc = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -310,6 +324,10 @@ def build_report(results: str | Path, out: str | Path | None = None, *, points: 
     out = Path(out) if out is not None else results / "report.html"
     reproduced = find_results(results, "verdicts.json")
     measured = find_results(results, "validation.json")
+    if not reproduced and not measured:
+        raise ConfigError(f"RESULTS_DIR {str(results)!r} holds no fedbound results (no verdicts.json "
+                          "of fedbound reproduce, no validation.json of fedbound validate): "
+                          "give their --out folder")
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [f'<header id="overview"><h1>fedbound report</h1><p class="muted">fedbound {esc(__version__)}, '
             f"{esc(when)}, results from <code>{esc(results)}</code>.</p>",

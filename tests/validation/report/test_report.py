@@ -155,3 +155,23 @@ def test_a_missing_results_folder_is_a_one_line_error(tmp_path):
     res = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
     assert res.exit_code != 0 and "is not a folder" in str(res.exception)
     assert main(["report", str(tmp_path / "nope")]) == 2
+
+
+def test_a_folder_without_results_is_refused_at_once(tmp_path, capsys):
+    """issue 26: `report EMPTY_DIR` planned every paper for minutes to write a page with no results."""
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no fedbound results" in err and not (tmp_path / "empty" / "report.html").exists()
+
+
+def test_a_huge_folder_is_refused_not_walked(tmp_path, monkeypatch):
+    """`report /` must not walk the whole disk: past MAX_FILES entries the folder is refused."""
+    import fedbound.validation.report as report_mod
+    from fedbound.errors import ConfigError
+
+    for i in range(5):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    monkeypatch.setattr(report_mod, "MAX_FILES", 3)
+    with pytest.raises(ConfigError, match="more than 3 files"):
+        report_mod.find_results(tmp_path, "verdicts.json")
