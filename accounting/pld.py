@@ -139,6 +139,8 @@ def _gaussian_loss_class():
             near = np.abs(e - edge) <= 1e-9 * np.maximum(np.abs(e), abs(edge))  # math.isclose, as there
             x[near] = -math.inf if add else math.inf
             deltas[inv] = self.mu_upper_cdf(x) - np.exp(e + self.mu_lower_log_cdf(x))
+            if not np.isfinite(deltas).all():  # where dp-accounting's scalar path raises
+                raise ValueError("hockey-stick divergence not finite")
             return np.clip(deltas, 0, 1)
 
     return VectorGaussianPrivacyLoss

@@ -54,3 +54,12 @@ def test_warm_start_meets_the_window_in_fewer_evaluations(monkeypatch):
     monkeypatch.setattr(P, "_STARTS", {})
     z_cold, _ = P.pld_calibrate(1.04, delta, q, t, disc, upper)
     assert math.isclose(z, z_cold, rel_tol=2e-3)
+
+
+@pytest.mark.parametrize("z, q, t, disc", [(0.05, 0.99, 1, 0.05), (0.2, 0.999999, 2, 0.05),
+                                           (3.0, 1e-9, 1, 1e-4), (50.0, 1e-6, 5, 1e-4)])
+def test_vectorised_pld_at_extreme_inputs(z, q, t, disc):
+    """Tiny or huge noise, q near 0 or 1: still dp-accounting's numbers, exactly."""
+    ref, fast = _reference(z, q, t, disc), P.subsampled_gaussian_pld(z, q, t, disc)
+    assert fast.get_epsilon_for_delta(1e-5) == ref.get_epsilon(1e-5)
+    assert fast.get_delta_for_epsilon(1.0) == ref.get_delta(1.0)
