@@ -33,7 +33,8 @@ from fedbound.checks import broadcast, check_int, check_probability, check_real,
 from fedbound.errors import DomainError
 
 __all__ = ["pld_epsilon", "pld_delta", "pld_calibrate", "discretization_for", "discretization_for_target",
-           "PldTooCostly", "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS", "PLD_MAX_DISCRETIZATION"]
+           "PldTooCostly", "subsampled_gaussian_pld", "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS",
+           "PLD_MAX_DISCRETIZATION"]
 
 PLD_STEP_POINTS = 5e5
 """Points of one step's privacy-loss distribution (~4 s per evaluation on this 2-core machine, measured)."""
@@ -105,8 +106,76 @@ def discretization_for_target(target_eps: float, steps: int, fraction: float = 0
     return float(min(max(fraction * e / t, finest), coarsest))
 
 
+def _gaussian_loss_class():
+    """dp-accounting's GaussianPrivacyLoss with ``get_delta_for_epsilon`` vectorised over its epsilons.
+
+    dp-accounting builds a one-step PLD (connect the dots) from the hockey-stick divergences at every
+    discretised loss, inverting the loss point by point in Python: 80 % of a PLD evaluation.  This does the
+    same arithmetic (``inverse_privacy_loss`` of the subsampled Gaussian, add and remove, q < 1) on the whole
+    array at once; tests/test_accounting_pld_fast.py pins it against dp-accounting's own.
+    """
+    from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
+
+    class VectorGaussianPrivacyLoss(GaussianPrivacyLoss):
+        def get_delta_for_epsilon(self, epsilon):
+            q, s = self.sampling_prob, self.sensitivity
+            if isinstance(epsilon, (int, float)) or q >= 1.0 or self.adjacency_type not in (
+                    AdjacencyType.ADD, AdjacencyType.REMOVE):
+                return super().get_delta_for_epsilon(epsilon)
+            eps = np.asarray(epsilon, dtype=float)
+            deltas = np.zeros_like(eps)
+            a, c, var = 1 / q, 1 - 1 / q, self._standard_deviation**2
+            add = self.adjacency_type == AdjacencyType.ADD
+            edge = -math.log1p(-q) if add else math.log1p(-q)
+            inv = eps < edge if add else eps > edge
+            if not add:
+                deltas[~inv] = -np.expm1(eps[~inv])
+            e = eps[inv]
+            d = (-e if add else e) + np.log(a)  # log(a e^(-+e) + c) = common.log_a_times_exp_b_plus_c
+            with np.errstate(divide="ignore", invalid="ignore"):
+                loss = np.where(e == 0, np.log(a + c), d + np.log1p(-np.exp(np.log(-c) - d)))
+            loss = -loss if add else loss
+            x = -0.5 * s - loss * var / s + (s if add else 0.0)
+            near = np.abs(e - edge) <= 1e-9 * np.maximum(np.abs(e), abs(edge))  # math.isclose, as there
+            x[near] = -math.inf if add else math.inf
+            deltas[inv] = self.mu_upper_cdf(x) - np.exp(e + self.mu_lower_log_cdf(x))
+            if not np.isfinite(deltas).all():  # where dp-accounting's scalar path raises
+                raise ValueError("hockey-stick divergence not finite")
+            return np.clip(deltas, 0, 1)
+
+    return VectorGaussianPrivacyLoss
+
+
+def subsampled_gaussian_pld(z: float, q: float, t: int, discretization: float):
+    """dp-accounting's PLD of ``t`` Poisson-subsampled Gaussian steps (add/remove), as its PLDAccountant
+    builds it (``PLD.from_gaussian_mechanism(z, sampling_prob=q)`` self-composed ``t`` times, composed onto
+    the identity), with the one-step PLD's hockey-stick divergences vectorised (:func:`_gaussian_loss_class`),
+    about 4x faster.  q < 1 only."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType
+
+    loss = _gaussian_loss_class()
+
+    def one(adjacency):
+        return pld_lib._create_pld_pmf_from_monotone_privacy_loss(
+            loss(z, sampling_prob=q, adjacency_type=adjacency), pessimistic_estimate=True,
+            value_discretization_interval=discretization, use_connect_dots=True)
+
+    step = pld_lib.PrivacyLossDistribution(one(AdjacencyType.REMOVE), one(AdjacencyType.ADD))
+    return pld_lib.identity(discretization).compose(step.self_compose(t))
+
+
+class _Pld:
+    """The accountant's ``get_epsilon`` / ``get_delta`` on a PLD built by :func:`subsampled_gaussian_pld`."""
+
+    def __init__(self, pld):
+        self.get_epsilon, self.get_delta = pld.get_epsilon_for_delta, pld.get_delta_for_epsilon
+
+
 def _accountant(z: float, q: float, t: int, discretization: float, step_points: float = PLD_STEP_POINTS):
     disc = discretization_for(z, q, t, discretization, step_points)
+    if q < 1.0:
+        return _Pld(subsampled_gaussian_pld(z, q, t, disc))
     acc = make_accountant("pld", "poisson", pld_discretization=disc)
     acc.compose(poisson_gaussian_event(z, q, t))
     return acc
@@ -167,6 +236,35 @@ def pld_delta(noise_multiplier: ArrayLike, sample_rate: ArrayLike, steps: ArrayL
     return scalar_or_array(np.clip(out, 0.0, 1.0))
 
 
+_STARTS: dict[tuple[float, float], dict[tuple[int, float], tuple[float, float]]] = {}
+"""(delta, q) -> {(steps, target eps): (log(z / upper), d log eps / d log z)}: this process's calibrations."""
+
+
+def _warm_start(delta: float, q: float, t: int, eps: float) -> tuple[float, float] | None:
+    """The start of the calibration nearest in (log steps, log eps) at the same delta and q, if any."""
+    near = _STARTS.get((delta, q))
+    if not near:
+        return None
+    key = min(near, key=lambda k: abs(math.log(k[0] / t)) + abs(math.log(k[1] / eps)))
+    return near[key]
+
+
+def _remember(delta: float, q: float, t: int, eps: float, ratio: float, seen: dict) -> None:
+    """Keep the log ratio to ``upper`` and the secant slope through the last two evaluations (at most 256
+    settings per (delta, q); the oldest goes first)."""
+    items, slope = list(seen.items()), None
+    if len(items) > 1:
+        (x0, (v0, _)), (x1, (v1, _)) = items[-2:]
+        slope = (v1 - v0) / (x1 - x0)
+    if slope is None or not (slope < 0 and math.isfinite(slope)):
+        prev = _warm_start(delta, q, t, eps)
+        slope = prev[1] if prev else -1.0
+    near = _STARTS.setdefault((delta, q), {})
+    near[(t, eps)] = (ratio, slope)
+    while len(near) > 256:
+        near.pop(next(iter(near)))
+
+
 def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: int, discretization: float,
                   upper: float, rtol: float = 1e-3, max_evaluations: int = 40,
                   cpu_seconds: float = 4.0) -> tuple[float, float]:
@@ -180,10 +278,12 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
     meet the target (e.g. the RDP calibration, which PLD undercuts by 3-27 %).  A safeguarded secant in
     log z on log eps_pld aimed at the middle of the window (log eps is nearly linear in log z, so 3-4
     evaluations), bisection where the secant leaves the bracket; only an evaluated point that meets the
-    target is returned.  PldTooCostly where PLD cannot be evaluated at this input or no bracket is found.
-    The search stops after ``cpu_seconds`` of CPU time (bounded time at extreme inputs such as q = 1e-308,
-    where eps_pld is 0 at every z): PldTooCostly, and the caller falls back to a valid (not tight)
-    calibration.
+    target is returned.  A later call at the same delta and q starts from the nearest earlier one (its ratio
+    to ``upper`` and its slope: one Newton step), so a re-plan at a new eps takes 1-2 evaluations; the
+    answer is still an evaluated point inside the window.  PldTooCostly where PLD cannot be evaluated at
+    this input or no bracket is found.  The search stops after ``cpu_seconds`` of CPU time (bounded time at
+    extreme inputs such as q = 1e-308, where eps_pld is 0 at every z): PldTooCostly, and the caller falls
+    back to a valid (not tight) calibration.
     """
     import time
 
@@ -200,8 +300,15 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
         return seen[x][0] - aim
 
     lo, hi = -math.inf, math.inf  # log z: lo fails the target, hi meets it
-    x0, x1 = math.log(0.8 * up), math.log(0.84 * up)
-    g0, g1 = f(x0), f(x1)
+    start = _warm_start(float(delta), float(sample_rate), t, e)
+    if start is None:  # cold: two points below the RDP answer
+        x0, x1 = math.log(0.8 * up), math.log(0.84 * up)
+        g0, g1 = f(x0), f(x1)
+    else:  # warm: the ratio to RDP and the slope of the nearest earlier calibration, then one Newton step
+        x0 = math.log(up) + start[0]
+        g0 = f(x0)
+        x1 = x0 - min(max(g0 / start[1], -0.2), 0.2) if floor > seen[x0][0] or seen[x0][0] > 0 else x0
+        g1 = f(x1) if x1 != x0 else g0
     for x in (x0, x1):
         if seen[x][0] <= 0:
             hi = min(hi, x)
@@ -210,6 +317,7 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
     for _ in range(max_evaluations):
         done = [x for x, (v, _) in seen.items() if floor <= v <= 0]
         if done:
+            _remember(float(delta), float(sample_rate), t, e, min(done) - math.log(up), seen)
             return math.exp(min(done)), seen[min(done)][1]
         if g1 == g0 or not math.isfinite(g1 - g0):
             x2 = x1 + (0.1 if g1 > 0 else -0.1)
