@@ -10,6 +10,7 @@ explorer re-draws in the browser.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 
 from fedbound.errors import ParameterError
 
-__all__ = ["draw_figure", "figure_data", "plotted_curves", "masked"]
+__all__ = ["draw_figure", "render_figure", "figure_data", "plotted_curves", "masked"]
 
 Draw = Callable[[Any, Mapping[str, Any], str], str]
 
@@ -112,26 +113,38 @@ def figure_data(plots: Mapping[str, Draw], settings: Mapping[str, Any], vs: str,
                       for t in ax.texts if hasattr(t, "xy")]}
 
 
+def render_figure(plots: Mapping[str, Draw], settings: Mapping[str, Any], vs: str,
+                  variant: str = "paper") -> Any:
+    """``plots[vs]`` for ``settings`` on a new matplotlib Figure (no pyplot state), with the title (wrapped
+    to the figure's width), grid and legend, the legend outside the axes below them so that it never covers
+    a curve or a label on the axes: what :func:`draw_figure` writes."""
+    if vs not in plots:
+        raise ParameterError("--vs", vs, "one of " + ", ".join(plots))
+    import textwrap
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    title = plots[vs](ax, {k: v for k, v in settings.items() if v is not None}, variant)
+    ax.set_title("\n".join(textwrap.wrap(title, 95)), fontsize=9)
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.set_figheight(4.5 + 0.17 * math.ceil(len(handles) / 3))
+        fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncols=min(3, len(handles)))
+    return fig
+
+
 def draw_figure(plots: Mapping[str, Draw], settings: Mapping[str, Any], vs: str, out: str | Path,
                 variant: str = "paper") -> tuple[list[Path], list[dict[str, Any]]]:
-    """Draw ``plots[vs]`` for ``settings``, write ``out`` as .png and .svg; return the paths and curves."""
+    """Draw ``plots[vs]`` for ``settings`` (:func:`render_figure`), write ``out`` as .png and .svg; return
+    the paths and curves."""
     if vs not in plots:
         raise ParameterError("--vs", vs, "one of " + ", ".join(plots))
     paths = _writable(Path(out))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
-    try:
-        title = plots[vs](ax, {k: v for k, v in settings.items() if v is not None}, variant)
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        curves = plotted_curves(ax)
-        for p in paths:
-            fig.savefig(p, dpi=130)
-    finally:
-        plt.close(fig)
+    fig = render_figure(plots, settings, vs, variant)
+    curves = plotted_curves(fig.axes[0])
+    for p in paths:
+        fig.savefig(p, dpi=130)
     return paths, curves
