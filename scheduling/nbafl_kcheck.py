@@ -42,8 +42,8 @@ T_LIMIT = 2**20
 
 @dataclass(frozen=True)
 class KCheck:
-    """The verdict: ``passed``; the best lower bound found per K (``least``, inf where Theorem 3 has no
-    bound); ``points`` (K, T) pairs calibrated; ``full_T`` the integers T brute-forced at K = N;
+    """The verdict: ``passed``; per K the least lower bound over the final cover of T by dominated
+    intervals (``least``: at K = N the brute-force minimum; inf where Theorem 3 has no bound); ``points`` (K, T) pairs calibrated; ``full_T`` the integers T brute-forced at K = N;
     ``note``: what was checked, in words."""
 
     passed: bool
@@ -136,9 +136,9 @@ def check_every_k(s: Mapping[str, Any], best: float, orders: np.ndarray, full_bo
         th_a, n_a = parts(k, lo_T, z_lo)
         th_b, n_b = parts(k, hi_T, z_lo)
         lower = np.minimum(th_a + n_a, th_b + n_b)
-        for kk, v in zip(k, lower, strict=True):
-            least[int(ks_a[kk])] = min(least[int(ks_a[kk])], float(v))
         open_ = lower < target
+        for kk, v in zip(k[~open_], lower[~open_], strict=True):  # the final cover: dominated intervals
+            least[int(ks_a[kk])] = min(least[int(ks_a[kk])], float(v))
         single = open_ & (hi_T == lo_T)
         if np.any(single):
             bad = [(int(ks_a[kk]), int(t)) for kk, t in zip(k[single], lo_T[single], strict=True)]
