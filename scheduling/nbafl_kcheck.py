@@ -43,8 +43,9 @@ T_LIMIT = 2**20
 @dataclass(frozen=True)
 class KCheck:
     """The verdict: ``passed``; per K the least lower bound over the final cover of T by dominated
-    intervals (``least``: at K = N the brute-force minimum; inf where Theorem 3 has no bound); ``points`` (K, T) pairs calibrated; ``full_T`` the integers T brute-forced at K = N;
-    ``note``: what was checked, in words."""
+    intervals (``least``: at K = N the brute-force minimum; inf where Theorem 3 has no bound);
+    ``points``: (K, T) pairs calibrated; ``full_T``: the integers T brute-forced at K = N; ``note``: what was
+    checked, in words."""
 
     passed: bool
     least: dict[int, float]
