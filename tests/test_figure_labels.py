@@ -38,9 +38,11 @@ def _label_boxes(fig):
     for legend in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
         boxes.append(("legend", legend.get_window_extent(r)))
     for ax in fig.axes:
+        (x_lo, x_hi), (y_lo, y_hi) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        ticks = [t for t in ax.get_xticklabels() if x_lo <= t.get_position()[0] <= x_hi]
+        ticks += [t for t in ax.get_yticklabels() if y_lo <= t.get_position()[1] <= y_hi]
         texts = [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label, *ax.texts,
-                 *ax.get_xticklabels(), *ax.get_yticklabels(), ax.xaxis.get_offset_text(),
-                 ax.yaxis.get_offset_text()]
+                 *ticks, ax.xaxis.get_offset_text(), ax.yaxis.get_offset_text()]
         for t in texts:
             if t.get_visible() and t.get_text().strip() and t.get_window_extent(r).width > 0:
                 if hasattr(t, "xy") and not t._check_xy(r):  # an annotation whose point is off the axes
