@@ -256,7 +256,8 @@ def test_the_bound_figure_notes_do_not_overlap(page):
                               ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()")
     assert sum("T* =" in b[0] for b in boxes) >= 3, boxes
     for name, x0, y0, x1, y1 in boxes:
-        inside = x0 >= frame[0] - 0.5 and y0 >= frame[1] - 0.5 and x1 <= frame[2] + 0.5 and y1 <= frame[3] + 0.5
+        inside = (x0 >= frame[0] - 0.5 and y0 >= frame[1] - 0.5
+                  and x1 <= frame[2] + 0.5 and y1 <= frame[3] + 0.5)
         assert inside, (name, (x0, y0, x1, y1), frame)
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
