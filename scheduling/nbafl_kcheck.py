@@ -34,8 +34,8 @@ from fedbound.bounds import nbafl as nb
 
 __all__ = ["KCheck", "check_every_k", "z_lower"]
 
-BISECTIONS = 40
-"""Bisection steps of log z over [1e-4, 1e4]: z_lo within a factor exp(18.4 / 2^40) of z_K(T)."""
+BISECTIONS = 32
+"""Bisection steps of log z over [1e-4, 1e4]: z_lo within a factor exp(18.4 / 2^32) of z_K(T)."""
 T_LIMIT = 2**20
 """The largest T the check covers (the search's own documented maximum is 10^6 < 2^20)."""
 
@@ -56,7 +56,7 @@ class KCheck:
 
 def z_lower(eps: float, delta: float, q: np.ndarray, T: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """Per pair, a z below z_K(T) (the smallest multiplier whose T-fold RDP meets (eps, delta)) by at most
-    a factor exp(18.4/2^40): a bisection keeping the half that fails the target (0 when 1e-4 meets it)."""
+    a factor exp(18.4/2^32): a bisection keeping the half that fails the target (0 when 1e-4 meets it)."""
     from fedbound.accounting.rdp import rdp_to_dp
     from fedbound.accounting.wor_rdp import wor_rdp_pairs
 
