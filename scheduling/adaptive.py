@@ -12,9 +12,14 @@ Seed 001 states no optimum; these are derived in spec 001 Sec. 3.10 from Theorem
   rho A^2 (1+gamma)^2 / 2``: minimised at ``mu* = 2K/(1 - A gamma)`` with
   ``lambda_2* = -(1 - A gamma)^2/(4K)``; lambda_2 < 0 is possible only if A gamma < 1, and then exactly for
   mu > K/(1 - A gamma).
-* impact factors: the convex program of :mod:`fedbound.scheduling.adaptive_weights` (re-exported here);
-  the unconstrained optimum of the printed bound is uniform p (E26), so the designer's constraints and
-  data-quality scores are what make it useful.
+* impact factors (``weights = "planned"``): the argmin of the recommended bound over the feasible p (floor,
+  group bounds), :func:`~fedbound.scheduling.adaptive_weights.bound_optimal_impact_factors`.  The bound
+  depends on p only through the broadcast std max(sigma_A, sigma_AC), increasing in it, and that argmin
+  (water-filling) minimises max p and ||p||_2 together, so it is the same at every (T, mu): the bound is
+  separable, and min over (T, mu) at that p IS the joint (T, mu, p) optimum.  ``weights = "priority"``
+  (a labelled variant) takes the convex program of :mod:`fedbound.scheduling.adaptive_weights` instead
+  (noise against the designer's data-quality scores; not the bound's argmin when quality_weight > 0) and
+  holds it; (T, mu) are then optimised at it.
 * :func:`plan`: the recommendation first (T, mu, p and the noise of tight accounting at that T, with the bound
   it predicts), then the paper's own answer (its sigma's, F47's T*) beside the tight numbers.
 
@@ -38,6 +43,7 @@ from fedbound.bounds.claims import Claim, Computed, Region
 from fedbound.errors import DomainError, ParameterError
 from fedbound.scheduling.adaptive_weights import (
     WeightProblem,
+    bound_optimal_impact_factors,
     impact_factors_slsqp,
     optimal_impact_factors,
     weight_objective,
@@ -52,6 +58,7 @@ __all__ = [
     "best_mu",
     "mu_threshold",
     "WeightProblem",
+    "bound_optimal_impact_factors",
     "optimal_impact_factors",
     "impact_factors_slsqp",
     "weight_objective",
@@ -71,6 +78,8 @@ __all__ = [
 ]
 
 SHORT = "PADPFL (Talaei and Izadi 2024)"
+PLANNED_WEIGHTS = ("planned", "priority")
+"""``weights`` values whose p fedbound chooses: the bound's argmin, or the priority program's trade-off."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -323,7 +332,7 @@ def recommended_rounds(
 
 
 def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float | None, rec: Optimum,
-            noise: Mapping[str, np.ndarray], spent: Mapping[str, float], vacuous: bool, planned: bool,
+            noise: Mapping[str, np.ndarray], spent: Mapping[str, float], vacuous: bool, planned: str,
             full: bool = False) -> Certificate:
     """The recommendation's certificate: the (T, mu) domain searched, a brute force of :func:`tight_bound`
     over every integer T of that window times a log grid of mu (1001 points; 20001 with ``full``) that the
@@ -331,7 +340,8 @@ def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float 
     moves the bound at that T, the grid's resolution), and both
     views' privacy re-accounted exactly (analytic Gaussian of the Gaussian (GDP) composition: exact for
     Gaussian releases).  ``noise``/``spent``: the deployed :func:`~fedbound.bounds.adaptive.noise_details`
-    and :func:`~fedbound.bounds.adaptive.exact_epsilon` over the whole run."""
+    and :func:`~fedbound.bounds.adaptive.exact_epsilon` over the whole run; ``planned``: the setting's
+    ``weights`` (how p was chosen, said in the domain and the search)."""
     lo, hi = rec.evidence["T_window"]
     turned = not rec.at_upper_edge
     rm = float(s.get("rho_minus", 0.0))
@@ -345,8 +355,13 @@ def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float 
     else:
         domain["mu"] = f"{mu_given:g} (the setting's)"
         mus = np.array([mu_given])
-    domain["p"] = ("the impact-factor program's optimum (held: its quality objective is the designer's; the "
-                   "bound alone prefers uniform p, E26)" if planned else "the setting's ratios (held)")
+    domain["p"] = {
+        "planned": "the bound's argmin over the feasible p (water-filling: it minimises max p and ||p||_2 "
+                   "at once, so it is the argmin at every (T, mu); the joint optimum is the (T, mu) optimum "
+                   "at it)",
+        "priority": "the impact-factor program's priority trade-off (noise against the quality scores; held, "
+                    "not the bound's argmin over p)",
+    }.get(planned, "the setting's ratios (held)")
     budget = 2_000_000 if full else 200_000
     Ts = np.arange(lo, hi + 1)
     if Ts.size * mus.size > budget:  # a dense integer grid of T: geometric and linear, both ends included
@@ -372,7 +387,10 @@ def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float 
                      "valid, not tight (the uplink's noise sets it)")
     if rec.evidence.get("mu_at_edge"):
         notes.append("the bound's mu is the infimum mu -> inf (vacuous there); the plan shows Lemma 2's mu*")
-    return Certificate(domain=domain, search=rec.method, check=check, privacy=privacy, vacuous=vacuous,
+    search = rec.method + {"planned": "; p: water-filling, the bound's exact argmin over p at every (T, mu) "
+                           "(so the (T, mu) search at it is the joint (T, mu, p) optimum)",
+                           "priority": "; p: the priority program (cvxpy), held"}.get(planned, "; p: held")
+    return Certificate(domain=domain, search=search, check=check, privacy=privacy, vacuous=vacuous,
                        capped="" if turned else f"T stopped at T_max = {T_MAX}", notes=tuple(notes))
 
 
@@ -429,13 +447,18 @@ def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 
 def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) -> Optimum:
-    """The impact-factor program of an [adaptive] setting (its scores, group bounds, floor, sensitivity) at
-    ``T`` rounds (default the setting's T, else 30) under tight accounting; what ``weights = "planned"``
-    trains with."""
+    """The impact factors fedbound chooses for an [adaptive] setting, what ``weights = "planned"`` /
+    ``"priority"`` train with: ``"priority"``: the impact-factor program (its scores, quality weight, group
+    bounds, floor, sensitivity) at ``T`` rounds (default the setting's T, else 30) under tight accounting;
+    otherwise the bound's argmin over the same feasible set (:func:`bound_optimal_impact_factors`, the
+    same at every T)."""
     s, _ = _provable(normalised_settings(settings, ("N", "R", "parts", "ratios")))
     design = design_from_settings(s)
     design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
-    return optimal_impact_factors(_problem(s, design, float(T or s.get("T", 30)), "tight"))
+    problem = _problem(s, design, float(T or s.get("T", 30)), "tight")
+    if s.get("weights") == "priority":
+        return optimal_impact_factors(problem)
+    return bound_optimal_impact_factors(problem)
 
 
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
@@ -468,8 +491,11 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         )
     problem = _problem(s, design, float(s.get("T", 30)), "tight")
     weights = planned_impact_factors(s)
+    if s.get("weights") == "planned" and float(s.get("quality_weight") or 0.0) > 0:
+        warnings.append(f"{SHORT}: weights = 'planned' takes the bound's argmin over p and ignores scores "
+                        "and quality_weight (weights = 'priority' trades noise against them)")
     phases = design.phase_rows
-    use_planned = s.get("weights", "ratios") == "planned"
+    use_planned = s.get("weights", "ratios") in PLANNED_WEIGHTS
     p_rec = weights.x if use_planned else phases
     mu_given = float(s["mu"]) if s.get("mu") is not None else None
     T_given = int(s["T"]) if s.get("T") is not None else None  # the setting's T is held (issue 23)
@@ -532,7 +558,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         + " with the tight effective noise max(sigma_A, sigma_AC) computed at each T (eqs. (48), (49) with "
         "the injected noise)"
         + ("" if mu_given is None else " at the setting's mu")
-        + ("; p from the impact-factor program" if use_planned else "; p from the setting's ratios")
+        + {"planned": "; p, jointly: the bound's argmin over p, the same at every (T, mu) (water-filling)",
+           "priority": "; p from the priority program (noise against quality, held)"}.get(
+            s.get("weights", "ratios"), "; p from the setting's ratios")
     )
     if vacuous:
         why = (f"VACUOUS: the bound is at least Theta = {s['Theta']:g} for every (T, mu) searched (least "
@@ -606,11 +634,13 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             "objective of p (noise/uniform - quality)",
             weight_objective(problem, _groups(phases[0], design)),
             float(weights.fun),
-            "setting's p vs the impact-factor program",
+            "setting's p vs the chosen p (" + ("priority program" if s.get("weights") == "priority" else
+                                              "the bound's argmin, water-filling") + ")",
         ),
     )
     optima = {"T_recommended": rec_T, "mu": mu_opt, "impact_factors": weights}
-    certificate = certify(s, p_rec, m, mu_given, rec_T, noise_rec, spent_tight, vacuous, use_planned, check)
+    certificate = certify(s, p_rec, m, mu_given, rec_T, noise_rec, spent_tight, vacuous,
+                          str(s.get("weights", "ratios")), check)
     if t_opt is not None:
         optima["T_opt"] = t_opt
     differences = []
@@ -624,7 +654,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         if a != b:
             differences.append(f"sigma_{stage}: the paper's {a} vs {b} (tight, at T = {T_rec})")
     if use_planned:
-        differences.append("p: the impact-factor program's optimum instead of the setting's ratios")
+        how_p = ("the priority program's trade-off" if s.get("weights") == "priority" else
+                 "the bound's argmin over p (water-filling)")
+        differences.append(f"p: {how_p} instead of the setting's ratios")
     data = {
         "p": phases[0] if len(phases) == 1 else phases,
         "p_planned": weights.x,

@@ -13,6 +13,13 @@ composition; sqrt(T), sqrt(R) / min m under exact composition; m_ref = min m for
 sensitivity).  It is DCP (a max of linear terms and a norm): :func:`optimal_impact_factors` solves it with
 cvxpy; :func:`impact_factors_slsqp` solves the same problem in epigraph form with scipy (an independent
 check; the tests also compare with brute force on small simplices).
+
+:func:`bound_optimal_impact_factors` is what the *bound* asks for: the reported bound depends on p only
+through the broadcast noise max(a max_i p_i, b ||p||_2) (both scaled by 1/min m, eq. (10)), increasing in
+it, and the water-filling point p_i = clip(nu, L_i, U_i) (one level nu, the feasible box of each client)
+minimises every Schur-convex function of p on the box-constrained simplex at once, for every a, b (proof
+in its docstring).  So the bound's argmin over p is the same at every (T, mu): the joint optimum is
+min over (T, mu) at that p.
 """
 
 from __future__ import annotations
@@ -27,7 +34,13 @@ from fedbound.bounds import adaptive as ba
 from fedbound.errors import InfeasibleError, ParameterError
 from fedbound.scheduling.results import Optimum
 
-__all__ = ["WeightProblem", "weight_objective", "optimal_impact_factors", "impact_factors_slsqp"]
+__all__ = [
+    "WeightProblem",
+    "weight_objective",
+    "optimal_impact_factors",
+    "impact_factors_slsqp",
+    "bound_optimal_impact_factors",
+]
 
 
 @dataclass(frozen=True)
@@ -234,4 +247,49 @@ def impact_factors_slsqp(problem: WeightProblem, x0: np.ndarray | None = None) -
         res.message,
         {"nit": int(res.nit)},
         bool(res.success),
+    )
+
+
+def bound_optimal_impact_factors(problem: WeightProblem) -> Optimum:
+    """The impact factors minimising the reported bound (seed 001 eq. (48) with the deployed noise (49))
+    over the program's feasible set, for every (T, mu) at once: the water-filling point.
+
+    Each client i of group k has the box L_k = max(floor/N, group_min_k/n_k) <= p_i <= U_k =
+    min(1, group_max_k/n_k) and sum_i p_i = 1.  By the KKT conditions, for every strictly convex phi the
+    minimiser of sum_i phi(p_i) on that set is p_i = clip(nu, L_i, U_i) with the one level nu where the
+    weights sum to 1, independent of phi; so (Hardy-Littlewood-Polya) this point is majorised by every
+    feasible p and minimises every Schur-convex function of p, in particular max_i p_i and ||p||_2 together,
+    hence the broadcast std max(sqrt(T) z 2C max p/min m, sqrt(R) z 2C ||p||/min m) at every T.  The bound
+    Theta + T (lambda_2 beta^2 + lambda_1 E||n|| beta + lambda_0 E||n||^2) increases in that std
+    (lambda_1 = 1 + rho A (1+gamma)/mu_bar > 0, lambda_0 = rho/2 > 0), so this p is its argmin over p at
+    every (T, mu).  It gives all clients of a group one weight.  ``nu`` is exact: f(nu) = sum n_k clip(nu,
+    L_k, U_k) is piecewise linear, solved on the segment between breakpoints where it crosses 1.
+    The scores and quality weight are ignored (they are the program's, not the bound's).
+    """
+    n = np.asarray(problem.part_sizes, dtype=float)
+    lo, hi, gmin, gmax = problem.bounds()
+    low, up = np.maximum(lo, gmin / n), np.minimum(hi, gmax / n)
+    if np.any(low > up) or float(n @ low) > 1 + 1e-12 or float(n @ up) < 1 - 1e-12:
+        raise InfeasibleError(
+            f"impact factors: no point of the simplex meets the constraints (group_min = "
+            f"{problem.group_min}, group_max = {problem.group_max}, floor = {problem.floor})"
+        )
+    knots = np.unique(np.concatenate([low, up]))
+    total = np.array([float(n @ np.clip(v, low, up)) for v in knots])  # non-decreasing in nu
+    j = int(np.searchsorted(total, 1.0))
+    if j == 0:
+        nu = float(knots[0])
+    elif j >= len(knots):
+        nu = float(knots[-1])
+    else:  # f is linear on [knots[j-1], knots[j]]: interpolate exactly
+        a, b, fa, fb = knots[j - 1], knots[j], total[j - 1], total[j]
+        nu = float(a + (1.0 - fa) * (b - a) / (fb - fa)) if fb > fa else float(b)
+    q = np.clip(nu, low, up)
+    return _result(
+        problem,
+        q,
+        "water-filling (exact argmin of the bound over p at every (T, mu))",
+        f"level nu = {nu:.10g}",
+        {"level": nu, "box_low": low, "box_high": up},
+        True,
     )

@@ -471,6 +471,19 @@ def _independent_k(s: dict[str, Any], K: int, T: np.ndarray) -> np.ndarray:
                      for t in T])
 
 
+def _check_every_k(s: dict[str, Any], rec: Recommendation, d: Any) -> Any:
+    """:func:`fedbound.scheduling.nbafl_kcheck.check_every_k` at the Renyi orders the search deployed (the
+    capped set unless the cap binds at a K < N argmin, as :func:`.nbafl_design._joint_search`)."""
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+    from fedbound.scheduling.nbafl_kcheck import check_every_k
+
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= nbd.ORDER_CAP]
+    if d.K is not None and nbd.KofNCalibration(s["eps"], s["delta"], d.K / s["N"]).best_order(
+            d.z, d.T, DEFAULT_ORDERS) >= nbd.ORDER_CAP:
+        orders = DEFAULT_ORDERS
+    return check_every_k(s, float(rec.bound), orders, _independent_full)
+
+
 def _certificate(s: dict[str, Any], rec: Recommendation, found: Any, check: bool) -> Certificate:
     """Domain searched, an independent check of the argmin, and every deployed view re-accounted."""
     notes: list[str] = []
@@ -502,9 +515,19 @@ def _certificate(s: dict[str, Any], rec: Recommendation, found: Any, check: bool
             agrees = agrees and all(v >= fun * (1 - 1e-5) for v in near.values())
             note += "; at that T, K = " + ", ".join(f"{K}: {v:.6g}" for K, v in near.items())
         opt_check = OptimumCheck(method, points, x, fun, bool(agrees), note)
-    if d.K is None and s.get("K") is None:
+    if s.get("K") is None and not T_fixed and check:  # K open: every K checked independently
+        kc = _check_every_k(s, rec, d)
+        if opt_check is None:
+            opt_check = OptimumCheck("interval lower bounds over every (K, T)", kc.points, {"T": rec.T},
+                                     float(rec.bound), kc.passed, kc.note)
+        else:
+            opt_check = OptimumCheck(opt_check.method + " + interval lower bounds over every (K, T)",
+                                     opt_check.points + kc.points, opt_check.x, opt_check.fun,
+                                     bool(opt_check.agrees and kc.passed), opt_check.note + "; " + kc.note)
+    elif d.K is None and s.get("K") is None:
         notes.append("K < N (Theorem 3): excluded by the joint search's branch and bound (RDP brackets of "
-                     "every (K, T)); no independent check of those designs")
+                     "every (K, T)); the independent check over every K runs with --check"
+                     + (" (not at a T the user set)" if T_fixed else ""))
     if T_dom is None:
         notes.append("K < N: the independent check (calibrate_noise at the argmin's neighbours) runs with "
                      "--check")

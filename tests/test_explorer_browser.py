@@ -240,3 +240,27 @@ def test_the_claims_table_links_counterexamples_to_their_settings(page):
     for key in set(target) - {"paper", "variant"}:
         assert float(page.tab.input_value(f"#in-{key}")) == float(target[key])
     assert page.errors == [] or all("422" in e for e in page.errors)
+
+
+def test_the_bound_figure_notes_do_not_overlap(page):
+    """Issue 23: the notes on the bound-vs-T figure ("T* = ..", "recommended T = ..") keep clear of each
+    other and of the chart's edges; DP-PFL's example puts three T* = 1 notes on one point (the offsets come
+    from fedbound.validation.reproduce.plots.figure_data, the same code path for every paper)."""
+    page.open("paper=dppfl")
+    assert page.tab.evaluate("document.body.dataset.state") == "ready", page.text("#error")
+    boxes = page.tab.evaluate(
+        "[...document.querySelectorAll('#chart .annotation')].filter(a => a.textContent.trim())"
+        ".map(a => { const r = a.getBoundingClientRect(); return [a.textContent, r.left, r.top, r.right, "
+        "r.bottom]; })")
+    frame = page.tab.evaluate("(() => { const r = document.querySelector('#chart .main-svg')"
+                              ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })()")
+    assert sum("T* =" in b[0] for b in boxes) >= 3, boxes
+    for name, x0, y0, x1, y1 in boxes:
+        inside = (x0 >= frame[0] - 0.5 and y0 >= frame[1] - 0.5
+                  and x1 <= frame[2] + 0.5 and y1 <= frame[3] + 0.5)
+        assert inside, (name, (x0, y0, x1, y1), frame)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            overlap_w = min(a[3], b[3]) - max(a[1], b[1])
+            overlap_h = min(a[4], b[4]) - max(a[2], b[2])
+            assert overlap_w <= 0.5 or overlap_h <= 0.5, (a, b)

@@ -274,3 +274,87 @@ def test_wor_rdp_pairs_shape_sign_and_monotone_in_z(q, z, n):
     r = wor_rdp_pairs(orders, np.full(n, q), zs)
     assert r.shape == (n, orders.size) and np.all(np.isfinite(r)) and np.all(r >= 0)
     assert np.all(np.diff(r, axis=0) <= 1e-12 * np.maximum(r[:-1], 1.0))
+
+
+# --- issue 23, remaining item 3: K open, an exhaustive independent check (helper h23e) --------------------
+@functools.lru_cache(maxsize=512)
+def _z_kn_brent(eps, delta, N, K, T):
+    """z of T rounds of K-of-N sampled Gaussians: dp-accounting's RdpAccountant at integer orders, the root
+    of eps(z) = eps by Brent's method in log z (to 1e-9)."""
+    from dp_accounting import dp_event
+    from dp_accounting.privacy_accountant import NeighboringRelation
+    from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
+
+    def gap(logz):
+        acc = RdpAccountant(_INT_ORDERS, NeighboringRelation.REPLACE_ONE)
+        ev = dp_event.SampledWithoutReplacementDpEvent(N, K, dp_event.GaussianDpEvent(math.exp(logz)))
+        return acc.compose(ev, T).get_epsilon(delta) - eps
+
+    return math.exp(brentq(gap, math.log(0.02), math.log(200.0), xtol=1e-9))
+
+
+def _exhaustive_k_open(st, T_top):
+    """The argmin over every (T, K) design: K = N by Theorem 2 at every T until its noise term alone exceeds
+    the best; K < N (0 < Q < 1) by Theorem 3 with dp-accounting's z at every T <= T_top, and past T_top
+    interval lower bounds: on [a, b] the bound is >= Q^b Theta + the noise term at a (never decreasing)."""
+    N = st["N"]
+    T_full = 64
+    while _thm2_deployed(T_full, {**st, "Theta": 0.0}) < _brute(st, T_full)[1]:
+        T_full *= 2
+    designs = {(T, N): v for T, v in enumerate((_thm2_deployed(T, st) for T in range(1, T_full + 1)), 1)}
+    Ks = [K for K in range(1, N) if _q_alphas(st, K) is not None]
+    for K in Ks:
+        for T in range(1, T_top + 1):
+            designs[(T, K)] = _thm3_deployed(T, K, st, _z_kn_brent(st["eps"], st["delta"], N, K, T))
+    (T_b, K_b), v_b = min(designs.items(), key=lambda kv: kv[1])
+    for K in Ks:  # T > T_top cannot win
+        Q, a, steps = _q_alphas(st, K), T_top + 1, 0
+        while math.isfinite(a):
+            noise = _thm3_deployed(a, K, {**st, "Theta": 0.0}, _z_kn_brent(st["eps"], st["delta"], N, K, a))
+            b = math.inf if noise >= v_b else math.floor(math.log((v_b - noise) / st["Theta"]) / math.log(Q))
+            assert b >= a and steps < 30, (K, a, b)
+            a, steps = b + 1, steps + 1
+    return T_b, K_b, v_b, Ks, designs
+
+
+@pytest.mark.parametrize("over", [{"N": 10, "m": 1000}, {"N": 12, "m": 600, "eps": 12.0, "C": 12.0}])
+def test_check_with_K_open_equals_an_exhaustive_brute_force(over):
+    """K open, small N: every (T, K) design's bound with its own noise (Theorem 2 / Theorem 3 written here,
+    K-of-N z by dp-accounting) brute-forced; the plan (with --check, whose certificate now covers every K
+    by interval lower bounds) recommends its argmin."""
+    st = {**BASE, **over}
+    st.pop("K", None)
+    T_b, K_b, v_b, Ks, designs = _exhaustive_k_open(st, 10)
+    assert Ks  # Theorem 3 has designs to compete
+    p = planner.plan(st, check=True)
+    rec, cert = p.recommendation, p.certificate
+    assert cert.passed and "every K in 1.." in cert.check.note, cert.line()
+    assert (rec.T, rec.K or st["N"]) == (T_b, K_b)
+    assert rec.bound == pytest.approx(v_b, rel=1e-9)
+    assert min(v for (T, K), v in designs.items() if K < st["N"]) > v_b  # the K < N designs lose here
+
+
+def test_every_k_check_fails_when_a_better_design_exists():
+    """The interval check is not vacuous: with Theorem 2 taken out (K = N never wins), a target just above the
+    best K < N design (each K's optimum by the planner at that K) fails, naming a (K, T), and one just below
+    it passes."""
+    from fedbound.accounting.rdp import DEFAULT_ORDERS
+    from fedbound.bounds import nbafl as nb
+    from fedbound.scheduling import nbafl_design as nbd
+    from fedbound.scheduling.nbafl_kcheck import check_every_k
+
+    st = {**BASE, "N": 10, "m": 1000}
+    st.pop("K", None)
+    s = nb.with_tight_z(st, "paper")
+    s.setdefault("L", 1)
+    k_best = min(nbd.optimal_design({**s, "K": K}).design.bound for K in (7, 8, 9))
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= 32]
+
+    def no_full(_s, T):
+        return np.full(len(T), np.inf)
+
+    high = check_every_k(s, k_best * 1.001, orders, no_full)
+    assert not high.passed and "(K, T) = [(" in high.note
+    low = check_every_k(s, k_best * 0.999, orders, no_full)
+    assert low.passed and min(low.least.values()) >= k_best * 0.999
+    assert min(low.least.values()) <= k_best * (1 + 1e-6)  # the lower bound reaches the optimum itself

@@ -258,7 +258,10 @@ def test_plan_corrected_tv3_and_planned_weights_for_training():
         warnings.simplefilter("ignore")
         corrected = sa.plan(s, "corrected")
         paper = sa.plan(s, "paper")
-        planned = sa.plan({**s, "weights": "planned", "scores": "0,1,2", "quality_weight": 0.5})
+        planned = sa.plan({**s, "weights": "priority", "scores": "0,1,2", "quality_weight": 0.5})
+        bound_p = sa.plan({**s, "weights": "planned", "scores": "0,1,2", "quality_weight": 0.5})
+    assert any("ignores scores" in w for w in bound_p.warnings)  # 'planned' is the bound's p: uniform here
+    np.testing.assert_allclose(bound_p.recommendation.extra["p"], 1 / 60, rtol=1e-12)
     assert (corrected.data["T_opt"], corrected.data["bound_at_T_opt"]) == (2, pytest.approx(2.25028780128))
     assert (paper.data["T_opt"], paper.data["bound_at_T_opt"]) == (8, pytest.approx(1.97083770249))
     assert any("max_i m_i where the noise (13) uses min_i m_i" in w for w in paper.warnings)

@@ -185,3 +185,111 @@ def test_a_T_the_setting_gives_is_held_and_mu_optimised_there():
     best = min(_bound_at(s, p, 50.0, 30, mu) for mu in mus[::50])  # a coarse independent scan ...
     assert plan.recommendation.T == 30 and "held" in plan.certificate.domain["T"]
     assert plan.recommendation.bound <= best + 1e-12 and plan.certificate.passed  # ... never below it
+
+
+# --- issue 23, remaining item 1: the impact factors p jointly with (T, mu) (helper h23e) ------------------
+def _joint_setting(**over) -> dict:
+    """Three groups (2, 3, 4 clients of 40, 60, 100 samples) whose bounds make the bound's argmin over p
+    non-uniform: group 1 holds >= 0.5 of the weight, group 3 <= 0.3."""
+    return {**registry.get("adaptive").defaults, "N": 9, "R": 1, "C": 5.0, "eps": 8.0, "delta": 1e-3,
+            "parts": "2,3,4", "sizes": "40,60,100", "ratios": "1,1,1", "weights": "planned",
+            "group_min": "0.5,0,0", "group_max": "1,1,0.3", **over}
+
+
+def _p_grid(n: np.ndarray, low: np.ndarray, high: np.ndarray, steps: int) -> np.ndarray:
+    """Per-client group weights q (rows) on a grid of group totals of the simplex, inside the boxes."""
+    if n.size == 2:
+        g1 = np.linspace(0.0, 1.0, steps + 1)
+        g = np.stack([g1, 1 - g1], axis=1)
+    else:
+        g = np.array([(a, b, steps - a - b) for a in range(steps + 1) for b in range(steps + 1 - a)]) / steps
+    q = g / n
+    return q[np.all((q >= low - 1e-12) & (q <= high + 1e-12), axis=1)]
+
+
+def _bounds_over(s: dict, q: np.ndarray, n: np.ndarray, m_min: float, T: np.ndarray, mu: np.ndarray):
+    """Theta + T (lambda_2 beta^2 + lambda_1 E||n|| beta + lambda_0 E||n||^2) (seed 001 Lemma 2 eq. (23),
+    eq. (48)) with the deployed broadcast std max(sqrt(T) z 2C max p/min m, sqrt(R) z 2C ||p||/min m),
+    written here from the paper; broadcasts over the rows of q, T and mu."""
+    A, g, rho, beta, C = s["A"], s["gamma"], s["rho"], s["beta"], s["C"]
+    z = exact_gaussian_z(s["eps"], s["delta"])
+    pmax, norm2 = q.max(axis=-1), np.sqrt((n * q**2).sum(axis=-1))
+    sigma = np.maximum(np.sqrt(T) * z * 2 * C * pmax / m_min, math.sqrt(s["R"]) * z * 2 * C / m_min * norm2)
+    N = int(n.sum())
+    e1, e2 = sigma * math.sqrt(2 * N / math.pi), sigma**2 * N
+    lam2 = -1 / mu + A / mu * (g + rho * (1 + g) / mu) + rho * A * A * (1 + g) ** 2 / (2 * mu * mu)
+    lam1 = 1 + rho * A * (1 + g) / mu
+    return s["Theta"] + T * (lam2 * beta**2 + lam1 * e1 * beta + rho / 2 * e2)
+
+
+@pytest.mark.parametrize("over", [{}, {"group_min": "0,0,0", "group_max": "0.2,1,1", "floor": 0.6},
+                                  {"parts": "3,6", "sizes": "50,80", "ratios": "1,1", "group_min": "0.6,0",
+                                   "group_max": "1,1", "eps": 3.0}])
+def test_impact_factors_are_jointly_optimal_with_T_and_mu(over):
+    """The bound depends on p only through the broadcast std, and the plan's p (water-filling) minimises it
+    at every (T, mu): brute force over a dense grid of p on the feasible set at several (T, mu), then over
+    p x every integer T x (mu in closed form, checked on a log grid), finds nothing below the plan's
+    (T, mu, p)."""
+    s = _joint_setting(**over)
+    plan = _plan(s)
+    rec = plan.recommendation
+    n = np.array([int(x) for x in s["parts"].split(",")])
+    sizes = np.array([float(x) for x in s["sizes"].split(",")])
+    m_min = float(sizes.min())
+    gmin = np.array([float(x) for x in s["group_min"].split(",")])
+    gmax = np.array([float(x) for x in s["group_max"].split(",")])
+    low = np.maximum(gmin / n, float(s.get("floor", 0.0)) / n.sum())
+    high = np.minimum(gmax / n, 1.0)
+    starts = np.cumsum([0, *n[:-1]])
+    q_plan = np.asarray(rec.extra["p"], dtype=float)[starts]
+    assert np.all(q_plan >= low - 1e-12) and np.all(q_plan <= high + 1e-12)
+    assert float(n @ q_plan) == pytest.approx(1.0, abs=1e-12)
+    assert not np.allclose(q_plan, 1 / n.sum())  # the constraints bind: a real test of the p search
+    grid = _p_grid(n, low, high, 600 if n.size == 3 else 4000)
+    assert grid.shape[0] > 200
+    # (a) at fixed (T, mu): no grid p beats the plan's p; the grid's best is within its resolution
+    for T in (1, 7, rec.T, 5 * rec.T):
+        for mu in (2.0, rec.extra["mu"], 60.0):
+            at_plan = float(_bounds_over(s, q_plan, n, m_min, T, mu))
+            vals = _bounds_over(s, grid, n, m_min, T, mu)
+            assert vals.min() >= at_plan - 1e-12 * abs(at_plan), (T, mu)
+            assert vals.min() - at_plan <= 2e-2 * abs(at_plan - s["Theta"]) + 1e-12, (T, mu)
+    # (b) jointly: every grid p x every integer T in 1..4 T_rec x the bound's mu at (p, T)
+    Ts = np.arange(1, 4 * rec.T + 40, dtype=float)
+    A, g, rho, beta = s["A"], s["gamma"], s["rho"], s["beta"]
+    K = rho * A * (1 + g) + rho * A * A * (1 + g) ** 2 / 2
+    z = exact_gaussian_z(s["eps"], s["delta"])
+    sigma = np.maximum(np.sqrt(Ts)[None, :] * z * 2 * s["C"] * grid.max(axis=1)[:, None] / m_min,
+                       z * 2 * s["C"] / m_min * np.sqrt((n * grid**2).sum(axis=1))[:, None]
+                       * math.sqrt(s["R"]))
+    a = beta**2 * (1 - A * g) - sigma * math.sqrt(2 * n.sum() / math.pi) * beta * rho * A * (1 + g)
+    mu_best = np.clip(2 * beta**2 * K / np.where(a > 0, a, 1e-300), 1e-3, 1e6)  # x = 1/mu: a quadratic
+    joint = _bounds_over(s, grid[:, None, :], n, m_min, Ts[None, :], mu_best)
+    mus = np.geomspace(1e-3, 1e6, 400)  # the closed form for mu is right: a log grid never beats it
+    i, j = np.unravel_index(np.argmin(joint), joint.shape)
+    on_grid = _bounds_over(s, grid[i], n, m_min, Ts[j], mus)
+    assert on_grid.min() >= joint[i, j] - 1e-12 * abs(joint[i, j])
+    assert joint.min() >= rec.bound - 1e-9 * abs(rec.bound)
+    assert joint.min() - rec.bound <= 2e-2 * abs(rec.bound - s["Theta"]) + 1e-12
+    assert rec.bound == pytest.approx(float(_bounds_over(s, q_plan, n, m_min, rec.T, rec.extra["mu"])),
+                                      rel=1e-10)
+    assert j + 1 < Ts.size - 1  # the T range reaches past where the bound turned
+    # the certificate says how p was chosen
+    assert "water-filling" in plan.certificate.domain["p"] and "water-filling" in plan.certificate.search
+
+
+def test_water_filling_matches_the_cvxpy_program_without_quality():
+    """Without quality scores the program minimises the same noise; its optimum value equals the water-filling
+    point's at every T (the argmin of the bound is the same at every T), and with quality it differs."""
+    s = _joint_setting()
+    for T in (1.0, 30.0, 3000.0):
+        prob = sa.WeightProblem((2, 3, 4), (40, 60, 100), T=T, R=1, group_min=(0.5, 0, 0),
+                                group_max=(1, 1, 0.3))
+        wf, cv = sa.bound_optimal_impact_factors(prob), sa.optimal_impact_factors(prob)
+        assert wf.success and wf.fun <= cv.fun + 1e-7
+        assert cv.fun <= wf.fun + 1e-6
+    q = sa.planned_impact_factors(s).evidence["per_group"]
+    np.testing.assert_allclose(q, [0.25, 0.5 / 7, 0.5 / 7], rtol=1e-12)  # 2 x 0.25, then 7 clients share 0.5
+    prio = sa.plan({**s, "weights": "priority", "scores": "0,1,2", "quality_weight": 0.5})
+    assert "priority" in prio.certificate.domain["p"] and "held" in prio.certificate.domain["p"]
+    assert prio.recommendation.bound > _plan(s).recommendation.bound  # quality costs bound

@@ -505,7 +505,7 @@ def test_plan_noise_comes_from_bounds_noise_and_planned_weights_train():
         **SETTING,
         "ratios": "1,1,1",
         "switch_after": None,
-        "weights": "planned",
+        "weights": "priority",
         "sizes": "12,12,12",
         "scores": "0,1,2",
         "quality_weight": 0.5,

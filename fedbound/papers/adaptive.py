@@ -84,8 +84,10 @@ def section():
                 "weights",
                 str,
                 "ratios",
-                "impact factors used: 'ratios' (the setting's) or 'planned' (the program's optimum)",
-                choices=("ratios", "planned"),
+                "impact factors used: 'ratios' (the setting's), 'planned' (the bound's argmin over the "
+                "feasible p, jointly optimal with T and mu) or 'priority' (the program: noise against "
+                "quality)",
+                choices=("ratios", "planned", "priority"),
             ),
             text("scores", 'data-quality score per part favoured by the impact-factor program, e.g. "0,1,2"'),
             Field(

@@ -16,9 +16,10 @@ The adversary views are NbAFL's: the uplink (each client's noised upload, at mos
 
 The impact factors come from the ``[adaptive]`` section as data: ``parts`` (clients per part), ``ratios``
 (one priority list per phase, F55), ``switch_after`` (rounds after which the later phases start), or
-``weights = "planned"``: the optimum of ``fedbound plan adaptive``'s impact-factor program (its ``scores``,
-``group_min``/``group_max`` and ``floor``).  ``dropout`` (> 0): each client is absent from a round with that
-probability (seeded by ``[train] seed``) and its weight is redistributed over the present clients
+``weights = "planned"``: the bound's argmin over p of ``fedbound plan adaptive`` (``group_min``/
+``group_max`` and ``floor``), or ``"priority"``: its impact-factor program (also the ``scores``).
+``dropout`` (> 0): each client is absent from a round with that probability (seeded by ``[train] seed``)
+and its weight is redistributed over the present clients
 (:func:`fedbound.bounds.adaptive.redistribute_impact`; the server noise follows the round's p).
 ``salt_pepper`` (per part and phase) gives scenario 4's quality swap (seed 001 Table I).
 """
@@ -66,7 +67,7 @@ def setting_impact_schedule(setting: Mapping[str, Any], rounds: int) -> np.ndarr
 def impact_rows(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> np.ndarray:
     """The ``(rounds, N)`` impact factors training uses: the ratio schedule or the planned weights, then the
     seeded dropout redistribution.  The noise plan and the algorithm both call this (same rows)."""
-    if setting.get("weights") == "planned":
+    if setting.get("weights") in ("planned", "priority"):
         from fedbound.scheduling.adaptive import planned_impact_factors
 
         p = np.tile(planned_impact_factors(setting, rounds).x, (rounds, 1))

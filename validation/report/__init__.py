@@ -24,6 +24,7 @@ opens with no network.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import warnings
@@ -144,8 +145,12 @@ def _bound_figure(paper: Any) -> str:
         fig.add_vline(x=v["x"], line={"color": v["color"], "dash": v["dash"]},
                       annotation_text=_plain(v["label"]), annotation_position="top right")
     for note in d["notes"]:
-        fig.add_annotation(x=note["x"], y=note["y"], text=_plain(note["text"]), showarrow=False,
-                           xanchor="left", yanchor="bottom", font={"size": 10})
+        log_x, log_y = d["xscale"] == "log", d["yscale"] == "log"  # plotly places on log axes by log10
+        fig.add_annotation(x=math.log10(note["x"]) if log_x else note["x"],
+                           y=math.log10(note["y"]) if log_y else note["y"], text=_plain(note["text"]),
+                           showarrow=False,
+                           xanchor="left", yanchor="bottom", font={"size": 10},
+                           xshift=note.get("dx", 4) * 4 / 3, yshift=note.get("dy", 6) * 4 / 3)
     fig.update_layout(title=_plain(d["title"]), xaxis_title=d["xlabel"], yaxis_title=d["ylabel"],
                       height=420, margin={"t": 60}, template="plotly_white", xaxis_type=d["xscale"],
                       yaxis_type=d["yscale"])

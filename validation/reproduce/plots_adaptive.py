@@ -74,7 +74,7 @@ def _recommended(ax: Any, settings: Mapping[str, Any], s: Mapping[str, Any], p: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rec = sa.plan(settings).recommendation
-    if s.get("weights") == "planned":
+    if s.get("weights") in ("planned", "priority"):
         p = np.atleast_2d(rec.extra["p"])
     Td = np.arange(1, max(top, rec.T) + 1, dtype=float)
     ax.plot(Td, sa.tight_bound(s, p, m, rec.extra["mu"], Td), color="k", lw=1.6,

@@ -309,7 +309,8 @@ function renderCurve(fig) {
   }
   for (const n of fig.notes) {
     annotations.push({ x: fig.xscale === "log" ? Math.log10(n.x) : n.x, y: fig.yscale === "log" ? Math.log10(n.y) : n.y,
-      text: tex(n.text), showarrow: false, xanchor: "left", yanchor: "top", font: { size: 11 } });
+      text: tex(n.text), showarrow: false, xanchor: "left", yanchor: "bottom", font: { size: 11 },
+      xshift: (n.dx ?? 4) * 4 / 3, yshift: (n.dy ?? 6) * 4 / 3 });  // points -> CSS px: no two notes overlap
   }
   const layout = { title: { text: tex(fig.title), font: { size: 13 } }, margin: { t: 50, r: 20 },
     xaxis: axis(fig.xscale, fig.xlabel), yaxis: axis(fig.yscale, fig.ylabel, fig.ylim), shapes, annotations,
