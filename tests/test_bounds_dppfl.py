@@ -242,9 +242,11 @@ def test_theorem1_calibration_explains_the_calibrate_difference():
     assert out["sigma_default_orders"] == pytest.approx(3.3581, rel=1e-4)
     assert out["steps_equivalent"] == 400 and out["inner_share"] == pytest.approx(0.5)
     assert out["sigma_tight"] <= out["sigma"] * (1 + 1e-9)
-    from fedbound.accounting import calibrate_noise
-    assert float(calibrate_noise(2.0, 1e-3, 0.1, 400, method="rdp")) == pytest.approx(
+    from fedbound.accounting import DEFAULT_ORDERS, calibrate_noise
+    assert float(calibrate_noise(2.0, 1e-3, 0.1, 400, method="rdp", orders=DEFAULT_ORDERS)) == pytest.approx(
         out["sigma_default_orders"], rel=1e-4)
+    # calibrate_noise's own default (a superset of Opacus' orders) is never looser than Opacus' grid
+    assert float(calibrate_noise(2.0, 1e-3, 0.1, 400, method="rdp")) <= 3.34841371 * (1 + 1e-6)
 
 
 @pytest.mark.parametrize("q,sigma,alpha,expected", [

@@ -11,9 +11,9 @@ import pytest
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 from scipy import stats
 
-from fedbound.accounting import DEFAULT_ORDERS
 from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
+from fedbound.training.privacy import ORDERS as DEFAULT_ORDERS  # the ledger's orders (calibrate_noise's)
 from fedbound.training.privacy import PrivacyLedger
 
 

@@ -15,8 +15,9 @@ a config into one through ``fedbound.bounds`` / ``fedbound.accounting``) and han
 * ``paper_accountant``: the paper's composition rule (``"classic_linear"``, ``"udp_moments"``, ``"rdp"``,
   ``"none"``; see ``privacy.py``);
 * ``orders``: the Renyi orders both RDP accountants of the ledger minimise over (None:
-  ``fedbound.accounting.DEFAULT_ORDERS``); a paper that fixes its grid sets it (spec 000 Sec. 3.4: Opacus'
-  151 orders), so that a plan calibrated on that grid spends exactly its eps in the ledger.
+  ``fedbound.accounting.calibrate.CALIBRATION_ORDERS``, calibrate_noise's own); a paper that fixes its grid
+  sets it (spec 000 Sec. 3.4: Opacus' 151 orders), so that a plan calibrated on that grid spends exactly its
+  eps in the ledger.
 """
 
 from __future__ import annotations

@@ -33,7 +33,9 @@ Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
   post-processing).
 * ``"none"``: no paper accounting.
 
-Both accountants convert RDP to (eps, delta) over ``plan.orders`` (default ``DEFAULT_ORDERS``).
+Both accountants convert RDP to (eps, delta) over ``plan.orders`` (default ``CALIBRATION_ORDERS``, the
+orders ``fedbound.accounting.calibrate_noise`` calibrates on: a sigma calibrated there spends exactly its
+eps here).
 
 Nothing here is silent: an epsilon can be ``inf`` (a release with zero noise), never NaN.
 """
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedbound.accounting import DEFAULT_ORDERS as ORDERS
+from fedbound.accounting.calibrate import CALIBRATION_ORDERS as ORDERS
 from fedbound.accounting.paper_accountants import PAPER_ACCOUNTANTS as _REGISTERED
 from fedbound.accounting.paper_accountants import inverse_square, paper_accountant
 from fedbound.errors import PrivacyBudgetExceeded
