@@ -107,6 +107,10 @@ demo: $(STAMP)
 	for i in $$(seq 100); do grep -q http $(DEMO_OUT)/serve.log && break; sleep 0.1; done; head -1 $(DEMO_OUT)/serve.log; \
 	$(PY) -m fedbound.explorer.probe "$$(grep -o 'http://[0-9.:]*/' $(DEMO_OUT)/serve.log | head -1)" nbafl; \
 	status=$$?; kill $$pid; exit $$status
+	@echo "== 7b. Answers a designer can trust: PADPFL's p, T and mu chosen jointly and checked (--check exits"
+	@echo "==     non-zero if the certificate fails); a documented alias (B for C) and a bad value, answered in one line"
+	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml --check --set weights='"planned"' --set B=20.0 | grep -E "certificate|^  T ="
+	-$(FEDBOUND) plan adaptive examples/adaptive_mnist.toml --set mu=1e-308
 	@echo "== 8. The report: one self-contained HTML page (plans, predicted vs measured, every claim, errata)"
 	$(FEDBOUND) report $(DEMO_OUT) --out $(DEMO_OUT)/report.html
 	@echo "== Open the report: $(abspath $(DEMO_OUT))/report.html"
