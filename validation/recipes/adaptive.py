@@ -48,6 +48,7 @@ __all__ = [
     "proximal_mu",
     "setting_impact_schedule",
     "impact_rows",
+    "adopt_design",
     "adaptive_plan",
     "RECIPE",
 ]
@@ -67,7 +68,9 @@ def setting_impact_schedule(setting: Mapping[str, Any], rounds: int) -> np.ndarr
 def impact_rows(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int) -> np.ndarray:
     """The ``(rounds, N)`` impact factors training uses: the ratio schedule or the planned weights, then the
     seeded dropout redistribution.  The noise plan and the algorithm both call this (same rows)."""
-    if setting.get("weights") in ("planned", "priority"):
+    if setting.get("p_planned") is not None:  # the plan's p (--design recommended, see adopt_design)
+        p = np.tile(np.asarray(setting["p_planned"], dtype=np.float64), (rounds, 1))
+    elif setting.get("weights") in ("planned", "priority"):
         from fedbound.scheduling.adaptive import planned_impact_factors
 
         p = np.tile(planned_impact_factors(setting, rounds).x, (rounds, 1))
@@ -250,6 +253,21 @@ def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int
     )
 
 
+def adopt_design(setting: dict, recommendation: Any) -> dict[str, Any]:
+    """``--design recommended``: train the plan's own mu (its joint (T, mu) optimum, not Lemma 2's mu*) and,
+    with ``weights = "planned"`` / ``"priority"``, the very p it printed (the priority program depends on the
+    T it is solved at, so re-solving at the trained T would deploy another p)."""
+    info: dict[str, Any] = {}
+    if setting.get("mu") is None:
+        setting["mu"] = float(recommendation.extra["mu"])
+        info["mu"] = {"value": setting["mu"], "source": "recommended by plan (joint (T, mu) optimum)"}
+    if setting.get("weights") in ("planned", "priority"):
+        p = np.asarray(recommendation.extra["p"], dtype=np.float64)
+        setting["p_planned"] = p.tolist()
+        info["p"] = {"value": p.tolist(), "source": f"recommended by plan (weights = {setting['weights']!r})"}
+    return info
+
+
 def _rounds(setting: Mapping[str, Any]) -> int:
     if setting.get("T") is None:
         raise ConfigError("[adaptive] T is required for training (fedbound plan adaptive recommends one)")
@@ -279,5 +297,6 @@ RECIPE = Recipe(
     rounds=_rounds,
     min_client_size=lambda setting: setting.get("m"),
     summary=_summary,
+    adopt=adopt_design,
     doc="PADPFL (seed 001): personalized / adaptive impact factors with client and server noise",
 )

@@ -48,6 +48,10 @@ def _no_summary(setting: Setting) -> dict[str, Any]:
     return {}
 
 
+def _adopt_nothing(setting: dict, recommendation: Any) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What ``fedbound train ALGO`` needs to know about one algorithm.
@@ -55,7 +59,9 @@ class Recipe:
     ``plan(setting, train, client_sizes, rounds)`` returns the NoisePlan (it is only called when
     ``[train] private = true``); ``algorithm(setting, train, rounds)`` the training.Algorithm;
     ``min_client_size(setting)`` the smallest client the setting allows (e.g. NbAFL's m), or None;
-    ``summary(setting)`` extra entries for the run summary (e.g. where T came from).  ``section`` is
+    ``summary(setting)`` extra entries for the run summary (e.g. where T came from); ``adopt(setting,
+    recommendation)`` puts the plan's other design values (e.g. PADPFL's mu and p) into the setting where the
+    config leaves them open, and returns where each came from (``--design recommended``).  ``section`` is
     optional: the paper's registered section is used.  ``noise_methods``: what ``[train] noise`` may name
     for this paper (its ``noise`` function's methods).
     """
@@ -68,6 +74,7 @@ class Recipe:
     rounds: Callable[[Setting], int] = _rounds_from_T
     min_client_size: Callable[[Setting], int | None] = _no_minimum
     summary: Callable[[Setting], dict[str, Any]] = _no_summary
+    adopt: Callable[[dict, Any], dict[str, Any]] = _adopt_nothing
     doc: str = field(default="", compare=False)
 
 
@@ -254,6 +261,7 @@ def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[
                          else "config (unset: every client each round)"}
     if "T" in setting:
         setting["T"] = rounds
+    info.update(paper.load("recipe").adopt(setting, r))
     was = train["noise"]
     if "tight" in paper.load("recipe").noise_methods:
         train["noise"] = "tight"
