@@ -33,7 +33,22 @@ def _plan_line(plan: dict[str, Any]) -> str:
             f"for a new input: at most {explorer:.2f} CPU s per paper.")
 
 
+def _engine_line(scale: dict[str, Any]) -> str:
+    """bench/engine_scale.py's largest size as one line: round time, peak memory against the data."""
+    row = max(scale["sizes"], key=lambda r: r["clients"])
+    gib = 2.0**30
+    marginal = scale.get("marginal_ratio_to_data")
+    return (f"A logistic-regression NbAFL round of {row['clients']:,} clients x {row['samples_per_client']} "
+            f"samples ({row['features']} features) on one machine: {row['round_s']:.1f} s per round "
+            f"({row['round_cpu_s']:.1f} CPU s); peak memory {row['peak_rss_bytes'] / gib:.2f} GiB = the "
+            f"{row['base_rss_bytes'] / gib:.2f} GiB base + {row['ratio_to_data']:.2f}x the float32 client "
+            "data"
+            + (f" ({marginal:.2f}x per added byte)" if marginal is not None else "")
+            + f"; setup {row['setup_s']:.0f} s.")
+
+
 TEMPLATES = {
+    "engine_scale": lambda figures: _engine_line(figures["engine_scale"]),
     "plan": lambda figures: _plan_line(figures["plan"]),
     "accounting": "Calibrating σ for {accounting[grid_points]} privacy targets in one call: "
                   "{accounting[speedup][median]:.0f}x faster than a loop of Opacus' get_noise_multiplier "
