@@ -2,7 +2,7 @@
 Opacus' default orders and dp-accounting's, on one grid of targets, timed interleaved in CPU seconds.
 
 Grid: eps in geomspace(0.5, 20, N) x q in geomspace(1e-3, 0.9, N) x steps in geomspace(10, 1e4, N),
-delta = 1e-5 (N = 6; 4 with --quick).  Each side is one vectorised ``calibrate_noise`` call on the whole grid
+delta = 1e-5 (N = 10: 1,000 targets; 4 with --quick).  Each side is one vectorised ``calibrate_noise`` call on the whole grid
 (fedbound's RDP on that side's orders).  Figures: each side's CPU time over the 2..64 side's (target for the
 default: <= 2), and the default's σ over each other side's σ (max <= 1: never looser than Opacus or
 dp-accounting; min: how much tighter).  Writes bench/results/calibrate_orders.json.
@@ -40,7 +40,7 @@ def grid(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def main() -> dict:
-    eps, q, steps = grid(4 if QUICK else 6)
+    eps, q, steps = grid(4 if QUICK else 10)
     calls = {name: (lambda o=o: calibrate_noise(eps, DELTA, q, steps, orders=o)) for name, o in SIDES.items()}
     sigma = {name: fn() for name, fn in calls.items()}
     t = interleaved(calls, repeat=3 if QUICK else 5, warmup=0, clock=time.process_time)
