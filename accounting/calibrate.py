@@ -292,31 +292,13 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
     fast = np.flatnonzero(~direct)
     if fast.size == 0:
         return z
-    # Bound nodes: the core and two anchors in (1, 2] (the smallest order and the one nearest 1.5), which the
-    # chords of integer orders cannot bound from below; the anchors are checked exactly every round.
-    anchor = np.zeros(orders.size, dtype=bool)
-    anchor[np.argmin(np.where(core, np.inf, orders))] = True
-    anchor[np.argmin(np.where(core, np.inf, np.abs(orders - 1.5)))] = True
-    node_orders, rest = orders[core | anchor], orders[~core & ~anchor]
-    anchors = np.flatnonzero(anchor[core | anchor])  # the anchors' columns among the nodes
     zf, q_fast = z[fast], q[fast]
-    b, usable_rest = budget[fast][:, ~core & ~anchor], usable[fast][:, ~core & ~anchor]
-    at_nodes = _rdp_grid(q_fast, zf, node_orders)
-    lower = _convex_lower_rdp(node_orders, at_nodes, rest)
-    # Candidates: the orders the bounds leave (margin 1e-6 for rounding), evaluated exactly, and the anchors.
-    pts, ords = np.nonzero(usable_rest & (lower < b * (1.0 + 1e-6)))
-    a_pts, a_ords = np.nonzero(usable[fast][:, anchor])
-    alpha = np.concatenate([rest[ords], orders[anchor][a_ords]])
-    log_b = np.log(np.concatenate([b[pts, ords], budget[fast][:, anchor][a_pts, a_ords]]))
+    alpha, pts, log_r, log_b = _screen(q_fast, zf, budget[fast], usable[fast], orders, core)
 
     def log_rdp(x, idx):
         with np.errstate(divide="ignore"):
             return np.log(_sgm.log_a_batched(alpha[idx], q_fast[pts[idx]], np.exp(x)) / (alpha[idx] - 1.0))
 
-    with np.errstate(divide="ignore"):
-        log_r = np.concatenate([log_rdp(np.log(zf[pts]), np.arange(pts.size)),
-                                np.log(at_nodes[:, anchors][a_pts, a_ords])])
-    pts = np.concatenate([pts, a_pts])
     live = np.arange(pts.size)
     # z only decreases and RDP only grows as it does, so an order that cannot beat z now never will: each
     # round drops those, solves the root of the order with the most slack per point, re-checks the rest.
@@ -398,29 +380,111 @@ def _secant_root(f: Callable, lo: np.ndarray, hi: np.ndarray, f_lo: np.ndarray, 
     return hi
 
 
-def _convex_lower_rdp(core: np.ndarray, rdp_core: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """A lower bound on rdp(alpha) from rdp at the sorted ``core`` orders (shape (points, core)): log A is
-    convex in the order with log A_1 = 0, so each chord of two neighbouring known orders, extended beyond
-    them, lies below it (the chord on the left of alpha extended right, the one on its right extended
-    left)."""
-    nodes = np.concatenate([[1.0], core])
-    log_a = np.concatenate([np.zeros((rdp_core.shape[0], 1)), rdp_core * (core - 1.0)], axis=1)
-    j = np.searchsorted(nodes, alpha)  # nodes[j - 1] < alpha < nodes[j]
-    best = np.zeros((rdp_core.shape[0], alpha.size))
-    for i0, ok in ((j - 2, j >= 2), (j, j + 1 < nodes.size)):  # left chord (j-2, j-1), right chord (j, j+1)
-        i0 = np.clip(i0, 0, nodes.size - 2)
-        x0, x1 = nodes[i0], nodes[i0 + 1]
-        with np.errstate(invalid="ignore", over="ignore"):
-            line = log_a[:, i0] + (alpha - x0) * (log_a[:, i0 + 1] - log_a[:, i0]) / (x1 - x0)
-        best = np.where(ok & np.isfinite(line), np.maximum(best, line), best)
-    return best / (alpha - 1.0)
+#: Screening refinement: rounds that each evaluate, per point and per gap between orders known exactly, the
+#: candidate nearest the gap's middle, which then bounds its neighbours as a node.
+_REFINE_ROUNDS = 3
+#: Relative error allowed for a known log A in the chord bounds (series and quadrature are accurate to
+#: ~1e-13): each chord is lowered by it, amplified by the extrapolation.
+_NODE_RTOL = 1e-10
+
+
+def _screen(q, z, budget, usable, orders, core):
+    """The non-core orders that may beat each point's z, evaluated exactly there: (alpha, pts, log_r, log_b),
+    one entry per (point, order), log_r = log rdp at z, log_b = log budget.
+
+    An order a with rdp_a(z) >= budget_a cannot lower z* (rdp only grows as z falls), and ``_chord_lower``
+    bounds rdp_a(z) from below from the orders known exactly at z.  Known at first: the core orders next to
+    a non-core one (a short binomial series each) and two anchors in (1, 2] (the smallest order and the one
+    nearest 1.5; integer chords cannot bound that range), which are always returned.  Then,
+    ``_REFINE_ROUNDS`` times, in each gap between known orders that holds candidates (bound below budget,
+    margin 1e-6), the candidate nearest the gap's middle is evaluated and becomes a node, tightening its
+    neighbours' bounds; at last every candidate left is evaluated.
+    """
+    alpha, first = np.unique(orders, return_index=True)  # sorted, without repeats
+    core, b, ok = core[first], budget[:, first], usable[:, first]
+    anchor = np.zeros(alpha.size, dtype=bool)
+    anchor[np.argmin(np.where(core, np.inf, alpha))] = True
+    anchor[np.argmin(np.where(core, np.inf, np.abs(alpha - 1.5)))] = True
+    rest = np.flatnonzero(~core & ~anchor)
+    nodes = np.flatnonzero(core | anchor)
+    j = np.searchsorted(alpha[nodes], alpha[rest])  # the two nodes on each side of every other order
+    nodes = np.union1d(nodes[np.unique(np.clip(np.concatenate([j - 2, j - 1, j, j + 1]), 0, nodes.size - 1))],
+                       np.flatnonzero(anchor))
+    # One row per point: the order 1 (log A = 0), the nodes and the other orders, sorted; flattened.
+    cols = np.concatenate([[-1], nodes, rest])
+    cols = cols[np.argsort(np.where(cols < 0, 1.0, alpha[cols]), kind="stable")]
+    y = np.full((q.size, cols.size), np.nan)
+    y[:, cols < 0] = 0.0
+    y[:, np.isin(cols, nodes)] = _log_a_grid(q, z, alpha[cols[np.isin(cols, nodes)]])
+    pt, col, y = np.repeat(np.arange(q.size), cols.size), np.tile(cols, q.size), y.ravel()
+    colc = np.maximum(col, 0)
+    x = np.where(col < 0, 1.0, alpha[colc])
+    other = np.isin(col, rest)
+    evaluated = np.zeros(pt.size, dtype=bool)
+    for rnd in range(_REFINE_ROUNDS + 1):
+        lower, left, right = _chord_lower(pt, x, y)
+        with np.errstate(invalid="ignore"):  # x = 1 (0 / 0) is never a candidate
+            cand = other & ~evaluated & ok[pt, colc] & (lower / (x - 1.0) < b[pt, colc] * (1.0 + 1e-6))
+        pick = np.flatnonzero(cand)
+        if pick.size and rnd < _REFINE_ROUNDS:  # per gap: the candidate nearest the gap's middle
+            gap = left[pick]
+            mid = 0.5 * (x[gap] + np.where(right[pick] < x.size, x[np.minimum(right[pick], x.size - 1)],
+                                           x[pick]))
+            by = np.lexsort((np.abs(x[pick] - mid), gap))
+            pick = pick[by[np.unique(gap[by], return_index=True)[1]]]
+        keep = ~other | evaluated | cand  # orders left out now are left out for good
+        new = np.zeros(pt.size, dtype=bool)
+        new[pick] = True
+        pt, col, colc, x, y, other, evaluated, new = (v[keep] for v in (pt, col, colc, x, y, other, evaluated,
+                                                                        new))
+        if pick.size == 0:
+            break
+        y[new] = _sgm.log_a_batched(x[new], q[pt[new]], z[pt[new]])
+        evaluated |= new
+    out = np.flatnonzero((evaluated | np.isin(col, np.flatnonzero(anchor))) & ok[pt, colc])
+    p, c = pt[out], colc[out]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return alpha[c], p, np.log(y[out] / (alpha[c] - 1.0)), np.log(b[p, c])
+
+
+def _chord_lower(pt: np.ndarray, x: np.ndarray, y: np.ndarray, rtol: float = _NODE_RTOL):
+    """Lower bounds on log A_x from the known (not NaN) entries of a table sorted by (point ``pt``, order
+    ``x``) whose rows each start with the order 1 (log A_1 = 0); returns (lower, left, right): the bound and
+    the entries of the nearest known order on each side in the same row (-1 / len(x): none).
+
+    log A_alpha is convex in alpha (A_alpha is a moment of the likelihood ratio: Hoelder's inequality; van
+    Erven & Harremoes 2014, "Renyi divergence and Kullback-Leibler divergence") and >= 0, so the chord of
+    the two nearest known orders on the left, extended right, and that of the two on the right, extended
+    left, lie below it; each is lowered by ``rtol`` times its nodes' values, amplified by the extrapolation,
+    so that rounding in the known values cannot lift a bound above the truth."""
+    n = x.size
+    idx = np.arange(n)
+    known = ~np.isnan(y)
+    left = np.concatenate([[-1], np.maximum.accumulate(np.where(known, idx, -1))[:-1]])
+    right = np.concatenate([np.minimum.accumulate(np.where(known, idx, n)[::-1])[::-1][1:], [n]])
+    left = np.where((left >= 0) & (pt[np.maximum(left, 0)] == pt), left, -1)
+    right = np.where((right < n) & (pt[np.minimum(right, n - 1)] == pt), right, n)
+    left2 = np.where(left >= 0, left[np.maximum(left, 0)], -1)
+    right2 = np.where(right < n, right[np.minimum(right, n - 1)], n)
+    lower = np.zeros(n)
+    for a, c, valid in ((left2, left, left2 >= 0), (right, right2, right2 < n)):
+        a, c = np.clip(a, 0, n - 1), np.clip(c, 0, n - 1)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            line = y[a] + (x - x[a]) * (y[c] - y[a]) / (x[c] - x[a])
+            line -= rtol * (np.abs(y[a]) * np.abs(x - x[c]) + np.abs(y[c]) * np.abs(x - x[a])) / (x[c] - x[a])
+        lower = np.where(valid & np.isfinite(line), np.maximum(lower, line), lower)
+    return lower, left, right
+
+
+def _log_a_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """log A of every point (q_p, z_p) at every order, shape (points, orders)."""
+    a = np.tile(orders, q.size)
+    return _sgm.log_a(a, np.repeat(q, orders.size), np.repeat(z, orders.size)).reshape(q.size, orders.size)
 
 
 def _rdp_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """Per-step RDP of every point (q_p, z_p) at every order, shape (points, orders)."""
-    alpha = np.tile(orders, q.size)
-    log_a = _sgm.log_a(alpha, np.repeat(q, orders.size), np.repeat(z, orders.size))
-    return (log_a / (alpha - 1.0)).reshape(q.size, orders.size)
+    return _log_a_grid(q, z, orders) / (orders - 1.0)
 
 
 def _calibrate_subsampled(q, z_hi, budget, usable, orders) -> np.ndarray:
