@@ -343,10 +343,10 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
 def _secant_root(f: Callable, lo: np.ndarray, hi: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray,
                  xtol: float) -> np.ndarray:
     """``decreasing_root``'s ``hi`` (f(hi) <= 0 < f(lo), hi - lo <= xtol) in fewer evaluations where f is
-    smooth: three secant steps on the latest two points (kept inside the bracket), then one call at the
-    secant estimate +- xtol / 2.2, which brackets the root when the estimate is that close; whatever is
-    still wider than xtol finishes by ``decreasing_root``.  The bracket is kept at every step, so the answer
-    is as certain as ``decreasing_root``'s."""
+    smooth: secant steps on the latest two points (kept inside the bracket) until a step moves less than
+    xtol / 4, then points at the estimate +- xtol / 2.2, which bracket the root that close; whatever is
+    still wider than xtol after six calls finishes by ``decreasing_root``.  The bracket is kept at every
+    step, so the answer is as certain as ``decreasing_root``'s."""
     lo, hi, f_lo, f_hi = lo.copy(), hi.copy(), f_lo.copy(), f_hi.copy()
     x0, f0, x1, f1 = lo.copy(), f_lo.copy(), hi.copy(), f_hi.copy()
 
@@ -360,22 +360,21 @@ def _secant_root(f: Callable, lo: np.ndarray, hi: np.ndarray, f_lo: np.ndarray, 
         lo[i[pos]], f_lo[i[pos]] = x[pos], fx[pos]
         hi[i[~pos]], f_hi[i[~pos]] = x[~pos], fx[~pos]
 
-    for _ in range(3):
+    for _ in range(6):
         i = np.flatnonzero(hi - lo > xtol)
         if i.size == 0:
             return hi
-        x = estimate(i)
-        fx = f(x, i)
-        update(i, x, fx)
-        x0[i], f0[i], x1[i], f1[i] = x1[i], f1[i], x, fx
-    i = np.flatnonzero(hi - lo > xtol)
-    if i.size:
         r = estimate(i)
+        near = np.abs(r - x1[i]) < 0.25 * xtol  # converged: one point on each side of r closes the bracket
         a, c = np.maximum(r - xtol / 2.2, lo[i]), np.minimum(r + xtol / 2.2, hi[i])
-        inner_a, inner_c = a > lo[i], c < hi[i]
-        both = np.concatenate([i[inner_a], i[inner_c]])
-        x = np.concatenate([a[inner_a], c[inner_c]])
-        update(both, x, f(x, both))
+        side_a, side_c = near & (a > lo[i]), near & (c < hi[i])
+        step = ~near
+        idx = np.concatenate([i[step], i[side_a], i[side_c]])
+        x = np.concatenate([r[step], a[side_a], c[side_c]])
+        fx = f(x, idx)
+        update(idx, x, fx)
+        k = np.flatnonzero(step)
+        x0[i[k]], f0[i[k]], x1[i[k]], f1[i[k]] = x1[i[k]], f1[i[k]], x[:k.size], fx[:k.size]
     _, hi = decreasing_root(f, lo, hi, f_lo, f_hi, xtol=xtol)
     return hi
 

@@ -2,10 +2,11 @@
 Opacus' default orders and dp-accounting's, on one grid of targets, timed interleaved in CPU seconds.
 
 Grid: eps in geomspace(0.5, 20, N) x q in geomspace(1e-3, 0.9, N) x steps in geomspace(10, 1e4, N),
-delta = 1e-5 (N = 10: 1,000 targets; 4 with --quick).  Each side is one vectorised ``calibrate_noise`` call on the whole grid
-(fedbound's RDP on that side's orders).  Figures: each side's CPU time over the 2..64 side's (target for the
-default: <= 2), and the default's σ over each other side's σ (max <= 1: never looser than Opacus or
-dp-accounting; min: how much tighter).  Writes bench/results/calibrate_orders.json.
+delta = 1e-5 (N = 10: 1,000 targets; 4 with --quick).  Each side is one vectorised ``calibrate_noise`` call
+on the whole grid (fedbound's RDP on that side's orders).  Figures: each side's CPU time over the 2..64
+side's (target for the default: <= 2, median and worst quartile), and the default's σ over each other
+side's σ (max <= 1: never looser than Opacus or dp-accounting; min: how much tighter).  Writes
+bench/results/calibrate_orders.json.
 """
 
 from __future__ import annotations
