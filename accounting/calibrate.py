@@ -319,16 +319,20 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
         def f(x, i, chosen=chosen):
             return log_rdp(x, chosen[i]) - log_b[chosen[i]]
 
-        # RDP falls about like z^-2, so the root lies near log z - slack / 2: bracket [log z - slack, log z]
+        # First point: the tangent at log z, its slope that of the integer orders around the chosen one
+        # (log rdp is about linear in log z, steeper than -2); if f is still <= 0 there it becomes hi, and lo
+        # goes to log z - slack, then down by halving z until the order misses its budget.
         hi = np.log(zf[at])
-        lo, f_hi = hi - slack[pick], -slack[pick]
+        f_hi = -slack[pick]
+        lo = hi - slack[pick] / (1.02 * _log_rdp_slope(alpha[chosen], q_fast[at], zf[at]))
         f_lo = f(lo, np.arange(pick.size))
-        for _ in range(60):  # move lo down (by halving z) until the order misses its budget there
+        for k in range(61):
             low = np.flatnonzero(f_lo <= 0)
             if low.size == 0:
                 break
+            step = slack[pick][low] + lo[low] - hi[low] if k == 0 else np.log(2.0)  # to log z - slack
             hi[low], f_hi[low] = lo[low], f_lo[low]
-            lo[low] -= np.log(2.0)
+            lo[low] -= np.maximum(step, 1e-3) if k == 0 else step
             f_lo[low] = f(lo[low], low)
         keep = np.flatnonzero(f_lo > 0)  # an order feasible 2^-60 below z is float noise: dropped, as above
         root = _secant_root(lambda x, i, keep=keep: f(x, keep[i]), lo[keep], hi[keep], f_lo[keep],
@@ -338,6 +342,18 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
         log_r[live] = log_rdp(np.log(zf[pts[live]]), live)
     z[fast] = zf
     return z
+
+
+def _log_rdp_slope(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """-d log rdp_alpha / d log z at z (>= 2), interpolated in alpha from the integer orders on each side (a
+    forward difference of 1 %: a guess for a root search, never a bound)."""
+    k0 = np.maximum(np.floor(alpha), 2.0)
+    out = []
+    for k in (k0, k0 + 1.0):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append((np.log(_sgm.log_a(k, q, z)) - np.log(_sgm.log_a(k, q, z * np.exp(0.01)))) / 0.01)
+    s = out[0] + (alpha - k0) * (out[1] - out[0])
+    return np.where(np.isfinite(s), np.maximum(s, 2.0), 2.0)
 
 
 def _secant_root(f: Callable, lo: np.ndarray, hi: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray,
