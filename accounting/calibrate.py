@@ -425,16 +425,25 @@ def _screen(q, z, budget, usable, orders, core):
     j = np.searchsorted(alpha[nodes], alpha[rest])  # the two nodes on each side of every other order
     nodes = np.union1d(nodes[np.unique(np.clip(np.concatenate([j - 2, j - 1, j, j + 1]), 0, nodes.size - 1))],
                        np.flatnonzero(anchor))
-    # One row per point: the order 1 (log A = 0), the nodes and the other orders, sorted; flattened.
-    cols = np.concatenate([[-1], nodes, rest])
-    cols = cols[np.argsort(np.where(cols < 0, 1.0, alpha[cols]), kind="stable")]
-    y = np.full((q.size, cols.size), np.nan)
-    y[:, cols < 0] = 0.0
-    y[:, np.isin(cols, nodes)] = _log_a_grid(q, z, alpha[cols[np.isin(cols, nodes)]])
-    pt, col, y = np.repeat(np.arange(q.size), cols.size), np.tile(cols, q.size), y.ravel()
+    # The nodes' bounds on every other order (dense: the same nodes for every point); only the candidates
+    # join the table (per point: the order 1 with log A = 0, the nodes, its candidates; sorted, flattened).
+    xn = np.concatenate([[1.0], alpha[nodes]])
+    yn = np.concatenate([np.zeros((q.size, 1)), _log_a_grid(q, z, alpha[nodes])], axis=1)
+    j = np.searchsorted(xn, alpha[rest])
+    lower = np.zeros((q.size, rest.size))
+    for a, c, valid in ((j - 2, j - 1, j >= 2), (j, j + 1, j + 1 < xn.size)):
+        a, c = np.clip(a, 0, xn.size - 1), np.clip(c, 0, xn.size - 1)
+        line = _chord(xn[a], yn[:, a], xn[c], yn[:, c], alpha[rest])
+        lower = np.where(valid & np.isfinite(line), np.maximum(lower, line), lower)
+    p, i = np.nonzero(ok[:, rest] & (lower / (alpha[rest] - 1.0) < b[:, rest] * (1.0 + 1e-6)))
+    pt = np.concatenate([np.repeat(np.arange(q.size), xn.size), p])
+    col = np.concatenate([np.tile(np.concatenate([[-1], nodes]), q.size), rest[i]])
+    y = np.concatenate([yn.ravel(), np.full(p.size, np.nan)])
     colc = np.maximum(col, 0)
     x = np.where(col < 0, 1.0, alpha[colc])
-    other = np.isin(col, rest)
+    by = np.lexsort((x, pt))
+    pt, col, colc, x, y = pt[by], col[by], colc[by], x[by], y[by]
+    other = np.isnan(y)
     evaluated = np.zeros(pt.size, dtype=bool)
     for rnd in range(_REFINE_ROUNDS + 1):
         lower, left, right = _chord_lower(pt, x, y)
@@ -484,11 +493,18 @@ def _chord_lower(pt: np.ndarray, x: np.ndarray, y: np.ndarray, rtol: float = _NO
     lower = np.zeros(n)
     for a, c, valid in ((left2, left, left2 >= 0), (right, right2, right2 < n)):
         a, c = np.clip(a, 0, n - 1), np.clip(c, 0, n - 1)
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            line = y[a] + (x - x[a]) * (y[c] - y[a]) / (x[c] - x[a])
-            line -= rtol * (np.abs(y[a]) * np.abs(x - x[c]) + np.abs(y[c]) * np.abs(x - x[a])) / (x[c] - x[a])
+        line = _chord(x[a], y[a], x[c], y[c], x, rtol)
         lower = np.where(valid & np.isfinite(line), np.maximum(lower, line), lower)
     return lower, left, right
+
+
+def _chord(xa, ya, xc, yc, x, rtol: float = _NODE_RTOL):
+    """The line through (xa, ya) and (xc, yc) at x, lowered by ``rtol`` times |ya| and |yc| amplified by
+    the extrapolation (a lower bound on a convex function outside [xa, xc] even when ya, yc carry that
+    relative error)."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        line = ya + (x - xa) * (yc - ya) / (xc - xa)
+        return line - rtol * (np.abs(ya) * np.abs(x - xc) + np.abs(yc) * np.abs(x - xa)) / (xc - xa)
 
 
 def _log_a_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
