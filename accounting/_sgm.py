@@ -77,7 +77,8 @@ def log_a_batched(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray
 def _bucket(nodes: np.ndarray) -> np.ndarray:
     """Node counts rounded up to a grid of ratio 2^(1/4): few distinct quadrature calls, at
     most ~19 % more nodes than the step needs (powers of 2 cost up to 2x)."""
-    return np.maximum(32, np.ceil(2.0 ** (np.ceil(4.0 * np.log2(np.maximum(nodes, 2))) / 4.0))).astype(int)
+    n = np.clip(nodes, 2, 2 * _MAX_NODES)  # beyond _MAX_NODES (or inf) the series answers: any bucket will do
+    return np.maximum(32, np.ceil(2.0 ** (np.ceil(4.0 * np.log2(n)) / 4.0))).astype(int)
 
 
 def log_a_minus_one(alpha: float, q: np.ndarray, z: np.ndarray) -> np.ndarray:

@@ -132,6 +132,18 @@ def test_screened_equals_exhaustive_on_random_targets(seed):
     np.testing.assert_allclose(z, z_all, rtol=1e-10)
 
 
+@pytest.mark.parametrize("orders", [
+    np.concatenate([np.arange(2.0, 65.0), [128.0, 256.0, 512.0, 1024.0]]),  # only large non-core orders
+    1.0 + np.arange(1, 100) / 10.0,  # Opacus' fractional orders with their integers
+    np.array([1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.25, 8.0, 100.0]),  # sparse, unevenly spaced
+])
+def test_screened_equals_exhaustive_on_other_order_sets(monkeypatch, orders):
+    e, d, q, t = _random_targets(7, 40, q_min=1e-5)
+    z = calibrate_noise(e, d, q, t, orders=orders)
+    _exhaustive(monkeypatch)
+    np.testing.assert_allclose(z, calibrate_noise(e, d, q, t, orders=orders), rtol=1e-10)
+
+
 @settings(max_examples=4)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_default_sigma_never_above_opacus_or_dp_accounting_on_random_targets(seed):
