@@ -79,10 +79,10 @@ PLD_CALIBRATION_STEP_POINTS = 5e4
 #: (dp_accounting.rdp.DEFAULT_RDP_ORDERS, a superset): 1.1, 1.2, ..., 10.9; 11, ..., 63; 128, 256, 512, 1024.
 REFERENCE_ORDERS = np.concatenate([1.0 + np.arange(1, 100) / 10.0, np.arange(11.0, 64.0),
                                    [128.0, 256.0, 512.0, 1024.0]])
-#: The orders of method="rdp" with Poisson sampling when none are given (207): REFERENCE_ORDERS united with
+#: The orders of method="rdp" with Poisson sampling when none are given (200): REFERENCE_ORDERS united with
 #: DEFAULT_ORDERS.  A superset gives an eps (and a calibrated noise) never above either library's default,
-#: since the conversion minimises over the orders; calibration still costs about the integer orders <= 64
-#: alone (see ``_calibrate_screened``).
+#: since the conversion minimises over the orders; calibration costs < 2x the integer orders 2..64 alone
+#: (``_calibrate_screened``; bench/calibrate_orders.py).
 CALIBRATION_ORDERS = np.union1d(REFERENCE_ORDERS, DEFAULT_ORDERS)
 for _a in (REFERENCE_ORDERS, CALIBRATION_ORDERS):
     _a.setflags(write=False)
@@ -262,18 +262,20 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
 
 
 def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
-    """``_calibrate_subsampled`` over all ``orders``, exact, at about the cost of the integer orders <= 64.
+    """``_calibrate_subsampled`` over all ``orders``, exact, at < 2x the cost of the integer orders 2..64.
 
     z* = min_a z_a, where rdp_a(z_a) = budget_a and rdp_a decreases in z, so an order can lower the minimum
     below z iff rdp_a(z) < budget_a there.
     1. Calibrate on the core orders (integers <= 64, short binomial series): z_c.
-    2. Screen the other orders at z_c without evaluating them: log A_alpha = (alpha - 1) rdp(alpha) is convex
-       in alpha (A_alpha is a moment of the likelihood ratio: Hoelder's inequality; van Erven & Harremoes
-       2014, "Renyi divergence and Kullback-Leibler divergence"), with log A_1 = 0, so the chords
-       through neighbouring core orders, extended, bound it from below; an order whose lower bound already
-       exceeds its budget cannot lower z*.  The rest are evaluated exactly at z_c.
-    3. While some order beats the current z: solve the root of the one with the most slack per point
-       (Illinois, log z), then re-check the others at the new z.
+    2. Screen the other orders at z_c (``_screen``): log A_alpha = (alpha - 1) rdp(alpha) is convex in alpha,
+       so chords of orders known exactly at z_c bound it from below (``_chord_lower``); an order whose bound
+       already exceeds its budget cannot lower z*.  Known at first: the core orders around the others and
+       two anchors in (1, 2]; the candidates nearest the middle of each gap are evaluated and become nodes,
+       round by round; the candidates left are evaluated exactly at z_c.
+    3. While some order beats the current z: solve the root of the one with the most slack per point (secant
+       in log z from the tangent at z, bracket kept: ``_secant_root``), then re-check the others at the new
+       z.  Only orders that provably cannot beat z are skipped, so z* is the exhaustive answer (to the
+       roots' tolerance, 1e-11 in log z).
     Points with no usable core order, or a core answer outside (0, inf), take the direct route.
     """
     core = (orders == np.round(orders)) & (orders <= 64)
