@@ -29,8 +29,8 @@ SIDES = {"integers_2_64": np.arange(2.0, 65.0), "default": None, "opacus": OPACU
          "dp_accounting": REFERENCE_ORDERS}
 HEADLINE = ("σ calibration on fedbound's default Renyi orders ({orders} orders, a superset of Opacus' and "
             "dp-accounting's defaults): {time_over_2_64[default][median]:.2f}x the CPU time of orders 2–64 "
-            "(upper quartile {time_over_2_64[default][q75]:.2f}x) "
-            "(Opacus' orders: {time_over_2_64[opacus][median]:.2f}x), σ never above Opacus' "
+            "(upper quartile {time_over_2_64[default][q75]:.2f}x; Opacus' orders: "
+            "{time_over_2_64[opacus][median]:.2f}x), σ never above Opacus' "
             "(max ratio {sigma_over[opacus][max]:.4f}) or dp-accounting's "
             "({sigma_over[dp_accounting][max]:.4f}).")
 
