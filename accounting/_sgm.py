@@ -64,7 +64,7 @@ def log_a_batched(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray
     rest = np.flatnonzero(~quad)
     if rest.size:
         out[rest] = log_a(alpha[rest], q[rest], z[rest])
-    buckets = np.maximum(64, 2 ** np.ceil(np.log2(np.maximum(nodes, 2)))).astype(int)
+    buckets = _bucket(nodes)
     for n in np.unique(buckets[quad]):
         sel = np.flatnonzero(quad & (buckets == n))
         step = max(1, _CHUNK // int(n))
@@ -72,6 +72,13 @@ def log_a_batched(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray
             part = sel[i:i + step]
             out[part] = np.logaddexp(0.0, _log_excess_quadrature(alpha[part], q[part], z[part], int(n)))
     return out
+
+
+def _bucket(nodes: np.ndarray) -> np.ndarray:
+    """Node counts rounded up to a grid of ratio 2^(1/4): few distinct quadrature calls, at
+    most ~19 % more nodes than the step needs (powers of 2 cost up to 2x)."""
+    n = np.clip(nodes, 2, 2 * _MAX_NODES)  # beyond _MAX_NODES (or inf) the series answers: any bucket will do
+    return np.maximum(32, np.ceil(2.0 ** (np.ceil(4.0 * np.log2(n)) / 4.0))).astype(int)
 
 
 def log_a_minus_one(alpha: float, q: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -84,7 +91,7 @@ def log_a_minus_one(alpha: float, q: np.ndarray, z: np.ndarray) -> np.ndarray:
     series = nodes > _MAX_NODES
     if series.any():
         out[series] = _chunked(_log_excess_series, alpha, q[series], z[series], int(np.ceil(alpha)) + 41)
-    buckets = np.maximum(64, 2 ** np.ceil(np.log2(np.maximum(nodes, 2)))).astype(int)
+    buckets = _bucket(nodes)
     for n in np.unique(buckets[~series]):
         sel = ~series & (buckets == n)
         out[sel] = _chunked(_log_excess_quadrature, alpha, q[sel], z[sel], int(n))

@@ -79,10 +79,10 @@ PLD_CALIBRATION_STEP_POINTS = 5e4
 #: (dp_accounting.rdp.DEFAULT_RDP_ORDERS, a superset): 1.1, 1.2, ..., 10.9; 11, ..., 63; 128, 256, 512, 1024.
 REFERENCE_ORDERS = np.concatenate([1.0 + np.arange(1, 100) / 10.0, np.arange(11.0, 64.0),
                                    [128.0, 256.0, 512.0, 1024.0]])
-#: The orders of method="rdp" with Poisson sampling when none are given (207): REFERENCE_ORDERS united with
+#: The orders of method="rdp" with Poisson sampling when none are given (200): REFERENCE_ORDERS united with
 #: DEFAULT_ORDERS.  A superset gives an eps (and a calibrated noise) never above either library's default,
-#: since the conversion minimises over the orders; calibration still costs about the integer orders <= 64
-#: alone (see ``_calibrate_screened``).
+#: since the conversion minimises over the orders; calibration costs < 2x the integer orders 2..64 alone
+#: (``_calibrate_screened``; bench/calibrate_orders.py).
 CALIBRATION_ORDERS = np.union1d(REFERENCE_ORDERS, DEFAULT_ORDERS)
 for _a in (REFERENCE_ORDERS, CALIBRATION_ORDERS):
     _a.setflags(write=False)
@@ -262,18 +262,20 @@ def _calibrate_rdp(e: np.ndarray, d: np.ndarray, q: np.ndarray, t: np.ndarray, o
 
 
 def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
-    """``_calibrate_subsampled`` over all ``orders``, exact, at about the cost of the integer orders <= 64.
+    """``_calibrate_subsampled`` over all ``orders``, exact, at < 2x the cost of the integer orders 2..64.
 
     z* = min_a z_a, where rdp_a(z_a) = budget_a and rdp_a decreases in z, so an order can lower the minimum
     below z iff rdp_a(z) < budget_a there.
     1. Calibrate on the core orders (integers <= 64, short binomial series): z_c.
-    2. Screen the other orders at z_c without evaluating them: log A_alpha = (alpha - 1) rdp(alpha) is convex
-       in alpha (A_alpha is a moment of the likelihood ratio: Hoelder's inequality; van Erven & Harremoes
-       2014, "Renyi divergence and Kullback-Leibler divergence"), with log A_1 = 0, so the chords
-       through neighbouring core orders, extended, bound it from below; an order whose lower bound already
-       exceeds its budget cannot lower z*.  The rest are evaluated exactly at z_c.
-    3. While some order beats the current z: solve the root of the one with the most slack per point
-       (Illinois, log z), then re-check the others at the new z.
+    2. Screen the other orders at z_c (``_screen``): log A_alpha = (alpha - 1) rdp(alpha) is convex in alpha,
+       so chords of orders known exactly at z_c bound it from below (``_chord_lower``); an order whose bound
+       already exceeds its budget cannot lower z*.  Known at first: the core orders around the others and
+       two anchors in (1, 2]; the candidates nearest the middle of each gap are evaluated and become nodes,
+       round by round; the candidates left are evaluated exactly at z_c.
+    3. While some order beats the current z: solve the root of the one with the most slack per point (secant
+       in log z from the tangent at z, bracket kept: ``_secant_root``), then re-check the others at the new
+       z.  Only orders that provably cannot beat z are skipped, so z* is the exhaustive answer (to the
+       roots' tolerance, 1e-11 in log z).
     Points with no usable core order, or a core answer outside (0, inf), take the direct route.
     """
     core = (orders == np.round(orders)) & (orders <= 64)
@@ -292,31 +294,13 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
     fast = np.flatnonzero(~direct)
     if fast.size == 0:
         return z
-    # Bound nodes: the core and two anchors in (1, 2] (the smallest order and the one nearest 1.5), which the
-    # chords of integer orders cannot bound from below; the anchors are checked exactly every round.
-    anchor = np.zeros(orders.size, dtype=bool)
-    anchor[np.argmin(np.where(core, np.inf, orders))] = True
-    anchor[np.argmin(np.where(core, np.inf, np.abs(orders - 1.5)))] = True
-    node_orders, rest = orders[core | anchor], orders[~core & ~anchor]
-    anchors = np.flatnonzero(anchor[core | anchor])  # the anchors' columns among the nodes
     zf, q_fast = z[fast], q[fast]
-    b, usable_rest = budget[fast][:, ~core & ~anchor], usable[fast][:, ~core & ~anchor]
-    at_nodes = _rdp_grid(q_fast, zf, node_orders)
-    lower = _convex_lower_rdp(node_orders, at_nodes, rest)
-    # Candidates: the orders the bounds leave (margin 1e-6 for rounding), evaluated exactly, and the anchors.
-    pts, ords = np.nonzero(usable_rest & (lower < b * (1.0 + 1e-6)))
-    a_pts, a_ords = np.nonzero(usable[fast][:, anchor])
-    alpha = np.concatenate([rest[ords], orders[anchor][a_ords]])
-    log_b = np.log(np.concatenate([b[pts, ords], budget[fast][:, anchor][a_pts, a_ords]]))
+    alpha, pts, log_r, log_b = _screen(q_fast, zf, budget[fast], usable[fast], orders, core)
 
     def log_rdp(x, idx):
         with np.errstate(divide="ignore"):
             return np.log(_sgm.log_a_batched(alpha[idx], q_fast[pts[idx]], np.exp(x)) / (alpha[idx] - 1.0))
 
-    with np.errstate(divide="ignore"):
-        log_r = np.concatenate([log_rdp(np.log(zf[pts]), np.arange(pts.size)),
-                                np.log(at_nodes[:, anchors][a_pts, a_ords])])
-    pts = np.concatenate([pts, a_pts])
     live = np.arange(pts.size)
     # z only decreases and RDP only grows as it does, so an order that cannot beat z now never will: each
     # round drops those, solves the root of the order with the most slack per point, re-checks the rest.
@@ -337,20 +321,24 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
         def f(x, i, chosen=chosen):
             return log_rdp(x, chosen[i]) - log_b[chosen[i]]
 
-        # RDP falls about like z^-2, so the root lies near log z - slack / 2: bracket [log z - slack, log z]
+        # First point: the tangent at log z, its slope that of the integer orders around the chosen one
+        # (log rdp is about linear in log z, steeper than -2); if f is still <= 0 there it becomes hi, and lo
+        # goes to log z - slack, then down by halving z until the order misses its budget.
         hi = np.log(zf[at])
-        lo, f_hi = hi - slack[pick], -slack[pick]
+        f_hi = -slack[pick]
+        lo = hi - slack[pick] / (1.02 * _log_rdp_slope(alpha[chosen], q_fast[at], zf[at]))
         f_lo = f(lo, np.arange(pick.size))
-        for _ in range(60):  # move lo down (by halving z) until the order misses its budget there
+        for k in range(61):
             low = np.flatnonzero(f_lo <= 0)
             if low.size == 0:
                 break
+            step = slack[pick][low] + lo[low] - hi[low] if k == 0 else np.log(2.0)  # to log z - slack
             hi[low], f_hi[low] = lo[low], f_lo[low]
-            lo[low] -= np.log(2.0)
+            lo[low] -= np.maximum(step, 1e-3) if k == 0 else step
             f_lo[low] = f(lo[low], low)
         keep = np.flatnonzero(f_lo > 0)  # an order feasible 2^-60 below z is float noise: dropped, as above
-        _, root = decreasing_root(lambda x, i, keep=keep: f(x, keep[i]), lo[keep], hi[keep], f_lo[keep],
-                                  f_hi[keep], xtol=1e-11)
+        root = _secant_root(lambda x, i, keep=keep: f(x, keep[i]), lo[keep], hi[keep], f_lo[keep],
+                            f_hi[keep], xtol=1e-11)
         zf[at[keep]] = np.minimum(zf[at[keep]], np.exp(root))
         live = np.setdiff1d(live, chosen)
         log_r[live] = log_rdp(np.log(zf[pts[live]]), live)
@@ -358,29 +346,178 @@ def _calibrate_screened(q, z_full, budget, usable, orders) -> np.ndarray:
     return z
 
 
-def _convex_lower_rdp(core: np.ndarray, rdp_core: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """A lower bound on rdp(alpha) from rdp at the sorted ``core`` orders (shape (points, core)): log A is
-    convex in the order with log A_1 = 0, so each chord of two neighbouring known orders, extended beyond
-    them, lies below it (the chord on the left of alpha extended right, the one on its right extended
-    left)."""
-    nodes = np.concatenate([[1.0], core])
-    log_a = np.concatenate([np.zeros((rdp_core.shape[0], 1)), rdp_core * (core - 1.0)], axis=1)
-    j = np.searchsorted(nodes, alpha)  # nodes[j - 1] < alpha < nodes[j]
-    best = np.zeros((rdp_core.shape[0], alpha.size))
-    for i0, ok in ((j - 2, j >= 2), (j, j + 1 < nodes.size)):  # left chord (j-2, j-1), right chord (j, j+1)
-        i0 = np.clip(i0, 0, nodes.size - 2)
-        x0, x1 = nodes[i0], nodes[i0 + 1]
-        with np.errstate(invalid="ignore", over="ignore"):
-            line = log_a[:, i0] + (alpha - x0) * (log_a[:, i0 + 1] - log_a[:, i0]) / (x1 - x0)
-        best = np.where(ok & np.isfinite(line), np.maximum(best, line), best)
-    return best / (alpha - 1.0)
+def _log_rdp_slope(alpha: np.ndarray, q: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """-d log rdp_alpha / d log z at z (>= 2), interpolated in alpha from the integer orders on each side (a
+    forward difference of 1 %: a guess for a root search, never a bound)."""
+    k0 = np.maximum(np.floor(alpha), 2.0)
+    out = []
+    for k in (k0, k0 + 1.0):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append((np.log(_sgm.log_a(k, q, z)) - np.log(_sgm.log_a(k, q, z * np.exp(0.01)))) / 0.01)
+    s = out[0] + (alpha - k0) * (out[1] - out[0])
+    return np.where(np.isfinite(s), np.maximum(s, 2.0), 2.0)
+
+
+def _secant_root(f: Callable, lo: np.ndarray, hi: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray,
+                 xtol: float) -> np.ndarray:
+    """``decreasing_root``'s ``hi`` (f(hi) <= 0 < f(lo), hi - lo <= xtol) in fewer evaluations where f is
+    smooth: secant steps on the latest two points (kept inside the bracket) until a step moves less than
+    xtol / 4, then points at the estimate +- xtol / 2.2, which bracket the root that close; whatever is
+    still wider than xtol after six calls finishes by ``decreasing_root``.  The bracket is kept at every
+    step, so the answer is as certain as ``decreasing_root``'s."""
+    lo, hi, f_lo, f_hi = lo.copy(), hi.copy(), f_lo.copy(), f_hi.copy()
+    x0, f0, x1, f1 = lo.copy(), f_lo.copy(), hi.copy(), f_hi.copy()
+
+    def estimate(i):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = x1[i] - f1[i] * (x1[i] - x0[i]) / (f1[i] - f0[i])
+        return np.where(np.isfinite(r) & (r > lo[i]) & (r < hi[i]), r, 0.5 * (lo[i] + hi[i]))
+
+    def update(i, x, fx):
+        pos = fx > 0
+        lo[i[pos]], f_lo[i[pos]] = x[pos], fx[pos]
+        hi[i[~pos]], f_hi[i[~pos]] = x[~pos], fx[~pos]
+
+    for _ in range(6):
+        i = np.flatnonzero(hi - lo > xtol)
+        if i.size == 0:
+            return hi
+        r = estimate(i)
+        near = np.abs(r - x1[i]) < 0.25 * xtol  # converged: one point on each side of r closes the bracket
+        a, c = np.maximum(r - xtol / 2.2, lo[i]), np.minimum(r + xtol / 2.2, hi[i])
+        side_a, side_c = near & (a > lo[i]), near & (c < hi[i])
+        step = ~near
+        idx = np.concatenate([i[step], i[side_a], i[side_c]])
+        x = np.concatenate([r[step], a[side_a], c[side_c]])
+        fx = f(x, idx)
+        update(idx, x, fx)
+        k = np.flatnonzero(step)
+        x0[i[k]], f0[i[k]], x1[i[k]], f1[i[k]] = x1[i[k]], f1[i[k]], x[:k.size], fx[:k.size]
+    _, hi = decreasing_root(f, lo, hi, f_lo, f_hi, xtol=xtol)
+    return hi
+
+
+#: Screening refinement: rounds that each evaluate, per point and per gap between orders known exactly, the
+#: candidate nearest the gap's middle, which then bounds its neighbours as a node.
+_REFINE_ROUNDS = 3
+#: Relative error allowed for a known log A in the chord bounds (series and quadrature are accurate to
+#: ~1e-13): each chord is lowered by it, amplified by the extrapolation.
+_NODE_RTOL = 1e-10
+
+
+def _screen(q, z, budget, usable, orders, core):
+    """The non-core orders that may beat each point's z, evaluated exactly there: (alpha, pts, log_r, log_b),
+    one entry per (point, order), log_r = log rdp at z, log_b = log budget.
+
+    An order a with rdp_a(z) >= budget_a cannot lower z* (rdp only grows as z falls), and ``_chord_lower``
+    bounds rdp_a(z) from below from the orders known exactly at z.  Known at first: the core orders next to
+    a non-core one (a short binomial series each) and two anchors in (1, 2] (the smallest order and the one
+    nearest 1.5; integer chords cannot bound that range), which are always returned.  Then,
+    ``_REFINE_ROUNDS`` times, in each gap between known orders that holds candidates (bound below budget,
+    margin 1e-6), the candidate nearest the gap's middle is evaluated and becomes a node, tightening its
+    neighbours' bounds; at last every candidate left is evaluated.
+    """
+    alpha, first = np.unique(orders, return_index=True)  # sorted, without repeats
+    core, b, ok = core[first], budget[:, first], usable[:, first]
+    anchor = np.zeros(alpha.size, dtype=bool)
+    anchor[np.argmin(np.where(core, np.inf, alpha))] = True
+    anchor[np.argmin(np.where(core, np.inf, np.abs(alpha - 1.5)))] = True
+    rest = np.flatnonzero(~core & ~anchor)
+    nodes = np.flatnonzero(core | anchor)
+    j = np.searchsorted(alpha[nodes], alpha[rest])  # the two nodes on each side of every other order
+    nodes = np.union1d(nodes[np.unique(np.clip(np.concatenate([j - 2, j - 1, j, j + 1]), 0, nodes.size - 1))],
+                       np.flatnonzero(anchor))
+    # The nodes' bounds on every other order (dense: the same nodes for every point); only the candidates
+    # join the table (per point: the order 1 with log A = 0, the nodes, its candidates; sorted, flattened).
+    xn = np.concatenate([[1.0], alpha[nodes]])
+    yn = np.concatenate([np.zeros((q.size, 1)), _log_a_grid(q, z, alpha[nodes])], axis=1)
+    j = np.searchsorted(xn, alpha[rest])
+    lower = np.zeros((q.size, rest.size))
+    for a, c, valid in ((j - 2, j - 1, j >= 2), (j, j + 1, j + 1 < xn.size)):
+        a, c = np.clip(a, 0, xn.size - 1), np.clip(c, 0, xn.size - 1)
+        line = _chord(xn[a], yn[:, a], xn[c], yn[:, c], alpha[rest])
+        lower = np.where(valid & np.isfinite(line), np.maximum(lower, line), lower)
+    p, i = np.nonzero(ok[:, rest] & (lower / (alpha[rest] - 1.0) < b[:, rest] * (1.0 + 1e-6)))
+    pt = np.concatenate([np.repeat(np.arange(q.size), xn.size), p])
+    col = np.concatenate([np.tile(np.concatenate([[-1], nodes]), q.size), rest[i]])
+    y = np.concatenate([yn.ravel(), np.full(p.size, np.nan)])
+    colc = np.maximum(col, 0)
+    x = np.where(col < 0, 1.0, alpha[colc])
+    by = np.lexsort((x, pt))
+    pt, col, colc, x, y = pt[by], col[by], colc[by], x[by], y[by]
+    other = np.isnan(y)
+    evaluated = np.zeros(pt.size, dtype=bool)
+    for rnd in range(_REFINE_ROUNDS + 1):
+        lower, left, right = _chord_lower(pt, x, y)
+        with np.errstate(invalid="ignore"):  # x = 1 (0 / 0) is never a candidate
+            cand = other & ~evaluated & ok[pt, colc] & (lower / (x - 1.0) < b[pt, colc] * (1.0 + 1e-6))
+        pick = np.flatnonzero(cand)
+        if pick.size and rnd < _REFINE_ROUNDS:  # per gap: the candidate nearest the gap's middle
+            gap = left[pick]
+            mid = 0.5 * (x[gap] + np.where(right[pick] < x.size, x[np.minimum(right[pick], x.size - 1)],
+                                           x[pick]))
+            by = np.lexsort((np.abs(x[pick] - mid), gap))
+            pick = pick[by[np.unique(gap[by], return_index=True)[1]]]
+        keep = ~other | evaluated | cand  # orders left out now are left out for good
+        new = np.zeros(pt.size, dtype=bool)
+        new[pick] = True
+        pt, col, colc, x, y, other, evaluated, new = (v[keep] for v in (pt, col, colc, x, y, other, evaluated,
+                                                                        new))
+        if pick.size == 0:
+            break
+        y[new] = _sgm.log_a_batched(x[new], q[pt[new]], z[pt[new]])
+        evaluated |= new
+    out = np.flatnonzero((evaluated | np.isin(col, np.flatnonzero(anchor))) & ok[pt, colc])
+    p, c = pt[out], colc[out]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return alpha[c], p, np.log(y[out] / (alpha[c] - 1.0)), np.log(b[p, c])
+
+
+def _chord_lower(pt: np.ndarray, x: np.ndarray, y: np.ndarray, rtol: float = _NODE_RTOL):
+    """Lower bounds on log A_x from the known (not NaN) entries of a table sorted by (point ``pt``, order
+    ``x``) whose rows each start with the order 1 (log A_1 = 0); returns (lower, left, right): the bound and
+    the entries of the nearest known order on each side in the same row (-1 / len(x): none).
+
+    log A_alpha is convex in alpha (A_alpha is a moment of the likelihood ratio: Hoelder's inequality; van
+    Erven & Harremoes 2014, "Renyi divergence and Kullback-Leibler divergence") and >= 0, so the chord of
+    the two nearest known orders on the left, extended right, and that of the two on the right, extended
+    left, lie below it; each is lowered by ``rtol`` times its nodes' values, amplified by the extrapolation,
+    so that rounding in the known values cannot lift a bound above the truth."""
+    n = x.size
+    idx = np.arange(n)
+    known = ~np.isnan(y)
+    left = np.concatenate([[-1], np.maximum.accumulate(np.where(known, idx, -1))[:-1]])
+    right = np.concatenate([np.minimum.accumulate(np.where(known, idx, n)[::-1])[::-1][1:], [n]])
+    left = np.where((left >= 0) & (pt[np.maximum(left, 0)] == pt), left, -1)
+    right = np.where((right < n) & (pt[np.minimum(right, n - 1)] == pt), right, n)
+    left2 = np.where(left >= 0, left[np.maximum(left, 0)], -1)
+    right2 = np.where(right < n, right[np.minimum(right, n - 1)], n)
+    lower = np.zeros(n)
+    for a, c, valid in ((left2, left, left2 >= 0), (right, right2, right2 < n)):
+        a, c = np.clip(a, 0, n - 1), np.clip(c, 0, n - 1)
+        line = _chord(x[a], y[a], x[c], y[c], x, rtol)
+        lower = np.where(valid & np.isfinite(line), np.maximum(lower, line), lower)
+    return lower, left, right
+
+
+def _chord(xa, ya, xc, yc, x, rtol: float = _NODE_RTOL):
+    """The line through (xa, ya) and (xc, yc) at x, lowered by ``rtol`` times |ya| and |yc| amplified by
+    the extrapolation (a lower bound on a convex function outside [xa, xc] even when ya, yc carry that
+    relative error)."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        line = ya + (x - xa) * (yc - ya) / (xc - xa)
+        return line - rtol * (np.abs(ya) * np.abs(x - xc) + np.abs(yc) * np.abs(x - xa)) / (xc - xa)
+
+
+def _log_a_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """log A of every point (q_p, z_p) at every order, shape (points, orders)."""
+    a = np.tile(orders, q.size)
+    return _sgm.log_a(a, np.repeat(q, orders.size), np.repeat(z, orders.size)).reshape(q.size, orders.size)
 
 
 def _rdp_grid(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """Per-step RDP of every point (q_p, z_p) at every order, shape (points, orders)."""
-    alpha = np.tile(orders, q.size)
-    log_a = _sgm.log_a(alpha, np.repeat(q, orders.size), np.repeat(z, orders.size))
-    return (log_a / (alpha - 1.0)).reshape(q.size, orders.size)
+    return _log_a_grid(q, z, orders) / (orders - 1.0)
 
 
 def _calibrate_subsampled(q, z_hi, budget, usable, orders) -> np.ndarray:
