@@ -55,6 +55,7 @@ client (the paper's T0):
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -273,19 +274,33 @@ def tight_calibration(eps: float, delta: float, q: float, T: int,
     """
     key = (float(eps), float(delta), float(q), int(T))
     if key not in _TIGHT:
-        from fedbound.bounds.compiled import cached_json, fingerprint
-
-        if key[2] >= 1.0:
-            _TIGHT[key] = _calibrate_tight(*key, _z_rdp)
-        else:
-            import importlib.metadata
-            import importlib.util
-
-            pld_file = importlib.util.find_spec("fedbound.accounting.pld").origin
-            version = importlib.metadata.version("dp-accounting")
-            tag = f"wpfl-tight|{fingerprint(__file__, pld_file)}|{version}|{key!r}"
-            _TIGHT[key] = cached_json(tag, lambda: _calibrate_tight(*key, _z_rdp))
+        with _TIGHT_GUARD:  # one lock per key: concurrent requests (the explorer's plan and its figure) for
+            if len(_TIGHT_LOCKS) > 1024:  # the same calibration compute it once
+                _TIGHT_LOCKS.clear()
+            lock = _TIGHT_LOCKS.setdefault(key, threading.Lock())
+        with lock:
+            if key not in _TIGHT:
+                _TIGHT[key] = _tight_record(key, _z_rdp)
     return dict(_TIGHT[key])
+
+
+_TIGHT_LOCKS: dict[tuple, threading.Lock] = {}
+_TIGHT_GUARD = threading.Lock()
+
+
+def _tight_record(key: tuple, z_rdp: Callable[[int], float] | None) -> dict[str, Any]:
+    """:func:`_calibrate_tight`, kept across runs for q < 1 (see :func:`tight_calibration`)."""
+    from fedbound.bounds.compiled import cached_json, fingerprint
+
+    if key[2] >= 1.0:
+        return _calibrate_tight(*key, z_rdp)
+    import importlib.metadata
+    import importlib.util
+
+    pld_file = importlib.util.find_spec("fedbound.accounting.pld").origin
+    version = importlib.metadata.version("dp-accounting")
+    tag = f"wpfl-tight|{fingerprint(__file__, pld_file)}|{version}|{key!r}"
+    return cached_json(tag, lambda: _calibrate_tight(*key, z_rdp))
 
 
 def _calibrate_tight(eps: float, delta: float, q: float, T: int,

@@ -158,3 +158,45 @@ def test_wpfl_explorer_T_curve_draws_the_deployed_sigma():
     plan = api.plan_json("wpfl", body)
     assert plan["recommendation"]["sigma"]["uplink"] == pytest.approx(
         wb.tight_calibration(s["eps"], s["delta"], s["q"], 8)["z"] * 2.0 * float(s["C"]), rel=1e-12)
+
+
+def _max_concurrency(monkeypatch, module, attr, call):
+    """Run ``call`` in two threads at once with ``module.attr`` slowed down; how many ran it at once."""
+    import threading
+    import time
+
+    inner, state, guard = getattr(module, attr), {"now": 0, "max": 0, "calls": 0}, threading.Lock()
+
+    def slow(*args, **kwargs):
+        with guard:
+            state["now"] += 1
+            state["calls"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.2)  # long enough for the other thread to arrive
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            with guard:
+                state["now"] -= 1
+
+    monkeypatch.setattr(module, attr, slow)
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return state
+
+
+def test_concurrent_requests_plan_once(monkeypatch):
+    """The page's plan and curve for one body build the plan once; WPFL's calibration is computed once."""
+    import fedbound.commands.papers as papers
+
+    body = {**registry.get("udp").example, "eps": 5.9}
+    sets = api.overrides(registry.get("udp"), body)
+    state = _max_concurrency(monkeypatch, papers, "build_plan", lambda: api._build_plan("udp", sets, "paper"))
+    assert state["max"] == 1
+    wb._TIGHT.pop((1.77, 1e-3, 0.5, 4), None)
+    state = _max_concurrency(monkeypatch, wb, "_tight_record",
+                             lambda: wb.tight_calibration(1.77, 1e-3, 0.5, 4))
+    assert state == {"now": 0, "max": 1, "calls": 1}
