@@ -332,10 +332,14 @@ def _release_rows(terms: tuple[np.ndarray, np.ndarray, np.ndarray], rows: np.nda
 def z_exact(eps: Any, delta: Any, q: Any, T: Any) -> np.ndarray:
     """The smallest noise multiplier z whose T rounds of Algorithm 1's release meet (eps, delta), exactly, for
     many settings at once: every argument broadcasts to one shape (no input checks; :func:`sigma_exact` is the
-    checked entry).  Per element: z is bracketed in ln z (steps of 1), then the root of
-    :func:`release_log_delta` - ln delta is found by Illinois regula falsi with a bisection guard
-    (:func:`_illinois`) to 1e-12 in ln z; the feasible end is returned.  Each
-    element's iterates depend on that element alone, so a grid answers what each point answers alone."""
+    checked entry).  Per element: z is bracketed in ln z (steps of 1) from sqrt(T) x the analytic Gaussian
+    multiplier, then the root of ln(-ln delta(z)) - ln(-ln delta) (nearly linear in ln z; its sign is that of
+    :func:`release_log_delta` - ln delta) is found by Illinois regula falsi with Dekker's nudge
+    (``fedbound.accounting._numerics.decreasing_root``) to 1e-12 in ln z, about 10 evaluations; the feasible
+    end is returned.  Each element's iterates depend on that element alone, so a grid answers what each point
+    answers alone (to float rounding)."""
+    from fedbound.accounting._numerics import decreasing_root
+
     e, d, qq, t = (a.ravel() for a in np.broadcast_arrays(*(np.asarray(x, dtype=float)
                                                           for x in (eps, delta, q, T))))
     terms = _release_terms(qq, t)
@@ -371,39 +375,8 @@ def z_exact(eps: Any, delta: Any, q: Any, T: Any) -> np.ndarray:
                                  f"(the chance that a client uploads in {int(t[k])} rounds at q = {qq[k]:g})",
                                  hint="a larger delta is met without any noise")
         g_lo[bad] = gap(lo[bad], bad)
-    _, hi = _illinois(gap, lo, hi, g_lo, g_hi, 1e-12)
+    _, hi = decreasing_root(gap, lo, hi, g_lo, g_hi, 1e-12, nudge=True)
     return np.exp(hi).reshape(np.broadcast_shapes(*(np.shape(x) for x in (eps, delta, q, T))))
-
-
-def _illinois(f: Any, lo: np.ndarray, hi: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray, xtol: float
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """Bracketed roots of many decreasing ``f(x, rows)`` at once, f(lo) > 0 >= f(hi) kept throughout:
-    Illinois regula falsi, a bisection every fourth step unless the bracket has halved since the last, and
-    Dekker's nudge (a point closer than xtol/2 to an end moves to xtol/2 inside it), so once the secant
-    has found the root the next point straddles it and the bracket closes to xtol.  Returns (lo, hi)."""
-    lo, hi, f_lo, f_hi = (np.array(a, dtype=float) for a in (lo, hi, f_lo, f_hi))
-    last = np.zeros(lo.shape, dtype=np.int8)  # +1: lo moved last, -1: hi moved last
-    width0 = hi - lo
-    for it in range(400):
-        rows = np.flatnonzero(hi - lo > xtol)
-        if rows.size == 0:
-            break
-        a, b, fa, fb = lo[rows], hi[rows], f_lo[rows], f_hi[rows]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x = b - fb * (b - a) / (fb - fa)
-        slow = (it % 4 == 3) & ((b - a) > 0.5 * width0[rows])
-        x = np.clip(np.where(~np.isfinite(x) | slow, 0.5 * (a + b), x), a + 0.5 * xtol, b - 0.5 * xtol)
-        if it % 4 == 3:
-            width0[rows] = b - a
-        fx = f(x, rows)
-        pos = fx > 0
-        up, down = rows[pos], rows[~pos]
-        lo[up], f_lo[up] = x[pos], fx[pos]
-        hi[down], f_hi[down] = x[~pos], fx[~pos]
-        f_hi[up[last[up] == 1]] *= 0.5  # Illinois: the same end moved twice, halve the other end's value
-        f_lo[down[last[down] == -1]] *= 0.5
-        last[up], last[down] = 1, -1
-    return lo, hi
 
 
 def sigma_exact(eps: float, delta: float, q: float, T: Any, sens: float) -> float | np.ndarray:

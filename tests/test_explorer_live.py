@@ -200,3 +200,25 @@ def test_concurrent_requests_plan_once(monkeypatch):
     state = _max_concurrency(monkeypatch, wb, "_tight_record",
                              lambda: wb.tight_calibration(1.77, 1e-3, 0.5, 4))
     assert state == {"now": 0, "max": 1, "calls": 1}
+
+
+def test_decreasing_root_nudge_closes_the_bracket_at_an_exact_root():
+    """A linear f is solved exactly by the first secant step (f = 0 there): with the nudge the next point
+    straddles the root and the bracket closes; without it the search bisects down to xtol.  Both keep
+    f(hi) <= 0 < f(lo) and hi - lo <= xtol."""
+    from fedbound.accounting._numerics import decreasing_root
+
+    root = np.array([0.25, -1.5])
+    counts = {}
+    for nudge in (True, False):
+        calls = []
+
+        def f(x, rows, calls=calls):
+            calls.append(len(rows))
+            return root[rows] - x
+
+        lo, hi = decreasing_root(f, root - 1.0, root + 2.0, np.full(2, 1.0), np.full(2, -2.0), 1e-12,
+                                 nudge=nudge)
+        assert np.all(hi - lo <= 1e-12) and np.all(root - hi <= 0) and np.all(root - lo > 0)
+        counts[nudge] = len(calls)
+    assert counts[True] <= 3 < 30 < counts[False]
