@@ -32,6 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _harness import write_result
 
+HEADLINE = ("The explorer's live update ({explorer[paper]}, over HTTP): median "
+            "{explorer[update][median_ms]:.0f} ms, {explorer[update_ratio_http_vs_in_process]:.2f}x the "
+            "in-process plan; "
+            "{explorer[routes][summary]}.")
 PAPER = "nbafl"
 UPDATES = 30
 CONCURRENT = 200
@@ -189,6 +193,13 @@ def _routes(reps: int = ROUTE_REPS) -> dict:
                   f"{v['over_numpy']:.1f}x the numpy import)")
             if v["median_cpu_s"] >= ROUTE_TARGET_S and label.split("[")[0] not in NOT_TARGETED:
                 result["over_target"].append(f"{label} {r}")
+    worst = {label: max(routes.items(), key=lambda kv: kv[1]["median_cpu_s"])
+             for label, routes in result["cases"].items()}
+    result["summary"] = (
+        f"every route of every paper through the app, a new eps each time, median CPU s (the numpy import: "
+        f"{floor:.2f}): the slowest route per paper " + ", ".join(
+            f"{label} {route} {v['median_cpu_s']:.2f}" for label, (route, v) in worst.items())
+        + f"; at or over {ROUTE_TARGET_S} s (DP-PFL aside): {', '.join(result['over_target']) or 'none'}")
     print(f"numpy import floor {floor:.3f} CPU s; routes at or over {ROUTE_TARGET_S} CPU s (DP-PFL aside): "
           f"{', '.join(result['over_target']) or 'none'}")
     return result
