@@ -150,13 +150,15 @@ def _z_grid(classes: Sequence[tuple[float, float, float]], T: np.ndarray) -> np.
     """z_exact for every (eps, delta, q) class x every T: the missing ones in one vectorised
     :func:`fedbound.bounds.udp_moments.z_exact` call, the rest from :data:`_Z_CACHE`."""
     keys = [(e, d, q, int(t)) for e, d, q in classes for t in T]
-    missing = list(dict.fromkeys(k for k in keys if k not in _Z_CACHE))
+    found = {k: _Z_CACHE.get(k) for k in keys}  # read once: another thread may clear the cache meanwhile
+    missing = [k for k, z in found.items() if z is None]
     if missing:
         z = um.z_exact(*(np.array(c, dtype=float) for c in zip(*missing, strict=True)))
+        found.update(zip(missing, z.tolist(), strict=True))
         if len(_Z_CACHE) + len(missing) > _Z_CACHE_MAX:
             _Z_CACHE.clear()
         _Z_CACHE.update(zip(missing, z.tolist(), strict=True))
-    return np.array([_Z_CACHE[k] for k in keys]).reshape(len(classes), len(T))
+    return np.array([found[k] for k in keys]).reshape(len(classes), len(T))
 
 
 def _noise_term(s: Mapping[str, Any], T: np.ndarray) -> np.ndarray:
