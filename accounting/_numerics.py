@@ -102,13 +102,17 @@ def log1mexp(x: np.ndarray) -> np.ndarray:
 
 
 def decreasing_root(f: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                    f_lo: np.ndarray, f_hi: np.ndarray, xtol: float, maxiter: int = 200
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    f_lo: np.ndarray, f_hi: np.ndarray, xtol: float, maxiter: int = 200, *,
+                    nudge: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Bracketed roots of many decreasing functions at once (Illinois regula falsi with a bisection guard).
 
     ``f(x, idx)`` evaluates the functions with indices ``idx`` at the points ``x``.  On entry every bracket
     satisfies ``f(lo) > 0 >= f(hi)`` and ``lo < hi``; the invariant is kept, so on return ``hi`` is always on
     the feasible side (``f(hi) <= 0``) and ``hi - lo <= xtol``.  Returns ``(lo, hi)``.
+
+    ``nudge``: a secant point outside or within xtol/2 of an end moves to xtol/2 inside it (Dekker) instead
+    of bisecting, so once the secant has found the root the next point straddles it and the bracket closes
+    at once (an f that is exactly 0 at the root otherwise bisects down to xtol).
     """
     lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
     f_lo, f_hi = np.array(f_lo, dtype=float), np.array(f_hi, dtype=float)
@@ -124,8 +128,11 @@ def decreasing_root(f: Callable[[np.ndarray, np.ndarray], np.ndarray], lo: np.nd
         # Guard: bisect when the secant point is unusable, and every fourth step when the bracket has not
         # at least halved since the last guard (keeps the worst case at bisection speed).
         slow = (it % 4 == 3) & ((b - a) > 0.5 * width0[idx])
-        bad = ~np.isfinite(x) | (x <= a) | (x >= b) | slow
-        x = np.where(bad, 0.5 * (a + b), x)
+        if nudge:
+            x = np.clip(np.where(~np.isfinite(x) | slow, 0.5 * (a + b), x), a + 0.5 * xtol, b - 0.5 * xtol)
+        else:
+            bad = ~np.isfinite(x) | (x <= a) | (x >= b) | slow
+            x = np.where(bad, 0.5 * (a + b), x)
         if it % 4 == 3:
             width0[idx] = b - a
         fx = f(x, idx)

@@ -292,54 +292,102 @@ def release_log_delta(eps: float, q: float, T: Any, z: Any) -> np.ndarray:
     analytic Gaussian profile (Balle & Wang 2018, Thm 8).  No bound, no discretisation.  Vectorised over
     equally shaped ``T`` and ``z``.
     """
-    from fedbound.accounting.analytic import analytic_gaussian_log_delta
-
     T_arr, z_arr = np.broadcast_arrays(np.asarray(T, dtype=float), np.asarray(z, dtype=float))
-    T_flat, z_flat = T_arr.ravel(), z_arr.ravel()
+    terms = _release_terms(np.full(T_arr.size, float(q)), T_arr.ravel())
+    rows = np.arange(T_arr.size)
+    return _release_rows(terms, rows, np.full(T_arr.size, float(eps)), z_arr.ravel()).reshape(T_arr.shape)
+
+
+def _release_terms(q: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row r (q_r, T_r), what :func:`release_log_delta` needs that does not depend on z: the log Binomial
+    weights of j uploads (-inf where j > T), sqrt(j), and the bound on the weight of the terms dropped."""
     # |j - qT| >= t has weight <= 2 exp(-2 t^2 / T) (Hoeffding) = 2 e^-700 at t = sqrt(350 T): those terms
     # are bounded by their weight (delta_G <= 1) and added as such, so the result never falls below the exact
-    spread = np.sqrt(350.0 * T_flat) + 1.0
-    j_lo = np.maximum(1.0, np.floor(q * T_flat - spread))
-    width = int(np.max(np.minimum(T_flat, q * T_flat + spread) - j_lo)) + 1
+    spread = np.sqrt(350.0 * T) + 1.0
+    j_lo = np.maximum(1.0, np.floor(q * T - spread))
+    width = int(np.max(np.minimum(T, q * T + spread) - j_lo)) + 1
     j = j_lo[:, None] + np.arange(width)[None, :]
-    Tc = T_flat[:, None]
+    Tc, qc = T[:, None], q[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_w = (gammaln(Tc + 1) - gammaln(j + 1) - gammaln(np.maximum(Tc - j, 0) + 1) + j * math.log(q)
-                 + (Tc - j) * (math.log1p(-q) if q < 1 else 0.0))
-        log_w = np.where((j <= Tc) & ((Tc - j == 0) | (q < 1)), log_w, -np.inf)
-        mu_inv = z_flat[:, None] / np.sqrt(np.minimum(j, Tc))
-        log_d = analytic_gaussian_log_delta(np.asarray(eps, float), mu_inv)
-    kept = logsumexp(log_w + log_d, axis=1)
-    cut = (j_lo > 1) | (j_lo + width - 1 < T_flat)
+        log_w = (gammaln(Tc + 1) - gammaln(j + 1) - gammaln(np.maximum(Tc - j, 0) + 1) + j * np.log(qc)
+                 + (Tc - j) * np.where(qc < 1, np.log1p(-qc), 0.0))
+        log_w = np.where((j <= Tc) & ((Tc - j == 0) | (qc < 1)), log_w, -np.inf)
+    cut = (j_lo > 1) | (j_lo + width - 1 < T)
     dropped = np.where(cut, math.log(2.0) - 700.0, -np.inf)  # the dropped weights, at most
-    return np.logaddexp(kept, dropped).reshape(T_arr.shape)
+    return log_w, np.sqrt(np.minimum(j, Tc)), dropped
+
+
+def _release_rows(terms: tuple[np.ndarray, np.ndarray, np.ndarray], rows: np.ndarray, eps: np.ndarray,
+                  z: np.ndarray) -> np.ndarray:
+    """ln delta(eps_r) of the release at multipliers z_r for the given rows of :func:`_release_terms`."""
+    from fedbound.accounting._numerics import logsumexp_rows
+    from fedbound.accounting.analytic import analytic_gaussian_log_delta
+
+    log_w, sqrt_j, dropped = terms[0][rows], terms[1][rows], terms[2][rows]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_d = analytic_gaussian_log_delta(eps[:, None], z[:, None] / sqrt_j)
+        return np.logaddexp(logsumexp_rows(log_w + log_d), dropped)
+
+
+def z_exact(eps: Any, delta: Any, q: Any, T: Any) -> np.ndarray:
+    """The smallest noise multiplier z whose T rounds of Algorithm 1's release meet (eps, delta), exactly, for
+    many settings at once: every argument broadcasts to one shape (no input checks; :func:`sigma_exact` is the
+    checked entry).  Per element: z is bracketed in ln z (steps of 1) from sqrt(T) x the analytic Gaussian
+    multiplier, then the root of ln(-ln delta(z)) - ln(-ln delta) (nearly linear in ln z; its sign is that of
+    :func:`release_log_delta` - ln delta) is found by Illinois regula falsi with Dekker's nudge
+    (``fedbound.accounting._numerics.decreasing_root``) to 1e-12 in ln z, about 10 evaluations; the feasible
+    end is returned.  Each element's iterates depend on that element alone, so a grid answers what each point
+    answers alone (to float rounding)."""
+    from fedbound.accounting._numerics import decreasing_root
+
+    e, d, qq, t = (a.ravel() for a in np.broadcast_arrays(*(np.asarray(x, dtype=float)
+                                                          for x in (eps, delta, q, T))))
+    terms = _release_terms(qq, t)
+    log_d = np.log(d)
+
+    def gap(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        # ln(-ln delta(z)) is nearly linear in ln z (-ln delta grows like z^2), so regula falsi converges in
+        # a few steps; its sign is that of ln delta(z) - ln delta, the feasibility test itself
+        log_delta = _release_rows(terms, rows, e[rows], np.exp(x))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = np.log(-log_d[rows]) - np.log(-log_delta)
+        return np.where(log_delta > log_d[rows], np.maximum(g, 1e-300), np.minimum(g, -1e-300))
+
+    every = np.arange(t.size)
+    # every one of j <= T uploads is a Gaussian of sensitivity at most sqrt(T)/z, so sqrt(T) x the analytic
+    # Gaussian multiplier at (eps, delta) meets delta (to the dropped-tail bound: the loop below checks)
+    from fedbound.accounting.analytic import analytic_gaussian_std
+
+    hi = np.log(np.sqrt(t) * np.asarray(analytic_gaussian_std(e, d), dtype=float)) + 1e-9
+    g_hi = gap(hi, every)
+    while np.any(g_hi > 0):
+        bad = np.flatnonzero(g_hi > 0)
+        hi[bad] += 1.0
+        g_hi[bad] = gap(hi[bad], bad)
+    lo = hi - 1.0
+    g_lo = gap(lo, every)
+    while np.any(g_lo <= 0):
+        bad = np.flatnonzero(g_lo <= 0)
+        lo[bad] -= 1.0
+        if np.min(lo) < math.log(1e-6):  # delta >= P(a client uploads at all): no noise is needed
+            k = int(np.argmin(lo))
+            raise ParameterError("delta", float(d[k]), f"(0, {-math.expm1(t[k] * math.log1p(-qq[k])):.4g}) "
+                                 f"(the chance that a client uploads in {int(t[k])} rounds at q = {qq[k]:g})",
+                                 hint="a larger delta is met without any noise")
+        g_lo[bad] = gap(lo[bad], bad)
+    _, hi = decreasing_root(gap, lo, hi, g_lo, g_hi, 1e-12, nudge=True)
+    return np.exp(hi).reshape(np.broadcast_shapes(*(np.shape(x) for x in (eps, delta, q, T))))
 
 
 def sigma_exact(eps: float, delta: float, q: float, T: Any, sens: float) -> float | np.ndarray:
     """The smallest constant sigma whose T rounds of Algorithm 1's release meet (eps, delta), exactly
-    (:func:`release_log_delta`; bisection in ln z to 1e-12, vectorised over an array of T)."""
+    (:func:`release_log_delta`; :func:`z_exact` to 1e-12 in ln z, vectorised over an array of T)."""
     e = float(check_real("eps", eps, 0.0, low_open=True))
     d = float(check_probability("delta", delta))
     qq = float(check_probability("q", q, allow_one=True))
     s = float(check_real("sens", sens, 0.0, low_open=True))
     t = np.atleast_1d(np.asarray(check_int("T", T, 1), dtype=float))
-    hi = np.log(np.sqrt(2.0 * t * math.log(1.25 / d)) / min(e, 1.0) + 1.0)  # classic constant: enough
-    while np.any(release_log_delta(e, qq, t, np.exp(hi)) > math.log(d)):
-        hi = hi + 1.0
-    lo = hi - 1.0
-    while np.any(release_log_delta(e, qq, t, np.exp(lo)) <= math.log(d)):
-        lo = np.where(release_log_delta(e, qq, t, np.exp(lo)) <= math.log(d), lo - 1.0, lo)
-        if np.min(lo) < math.log(1e-6):  # delta >= P(a client uploads at all): no noise is needed
-            from fedbound.errors import ParameterError
-
-            raise ParameterError("delta", d, f"(0, {-math.expm1(float(t.min()) * math.log1p(-qq)):.4g}) "
-                                 f"(the chance that a client uploads in {int(t.min())} rounds at q = {qq:g})",
-                                 hint="a larger delta is met without any noise")
-    while np.max(hi - lo) > 1e-12:
-        mid = (lo + hi) / 2
-        ok = release_log_delta(e, qq, t, np.exp(mid)) <= math.log(d)
-        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
-    out = np.exp(hi) * s
+    out = z_exact(e, d, qq, t) * s
     return float(out[0]) if np.ndim(T) == 0 else out
 
 

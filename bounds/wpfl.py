@@ -54,7 +54,9 @@ client (the paper's T0):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -229,7 +231,33 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
 _TIGHT: dict[tuple, dict[str, Any]] = {}
 
 
-def tight_calibration(eps: float, delta: float, q: float, T: int) -> dict[str, Any]:
+def tight_calibrations(eps: float, delta: float, q: float, Ts: Any) -> list[dict[str, Any]]:
+    """:func:`tight_calibration` at every T of ``Ts`` (a curve against T0): the same records (the same
+    cache), with the RDP calibrations of the missing ones in one vectorised ``calibrate_noise`` call (equal to
+    the one-by-one values) and the PLD searches run nearest-first from the records already there, each
+    warm-started from its neighbour (``fedbound.accounting.pld.pld_calibrate``)."""
+    import fedbound.accounting as acc
+
+    Ts = [int(t) for t in Ts]
+    known = [t for t in Ts if (float(eps), float(delta), float(q), t) in _TIGHT]
+    z_rdp: dict[int, float] = {}
+
+    def rdp(T: int) -> float:
+        if not z_rdp:  # the first miss computes every missing T's RDP calibration at once
+            missing = sorted({t for t in Ts if t not in known})
+            z_rdp.update(zip(missing, np.atleast_1d(acc.calibrate_noise(eps, delta, q, np.array(missing)))
+                             .tolist(), strict=True))
+        return z_rdp[T]
+
+    def nearest(t: int) -> float:
+        return min((abs(math.log(t / k)) for k in known), default=0.0)
+
+    out = {t: tight_calibration(eps, delta, q, t, rdp) for t in sorted(set(Ts), key=nearest)}
+    return [out[t] for t in Ts]
+
+
+def tight_calibration(eps: float, delta: float, q: float, T: int,
+                      _z_rdp: Callable[[int], float] | None = None) -> dict[str, Any]:
     """The exact calibration of the T uploads' release (module docstring, ``"tight"``), as a record:
     ``z`` (noise multiplier: sigma_DP = 2C z), ``eps_achieved`` (by ``method``), ``method``, ``slack``
     (the method's stated error in eps), ``z_rdp`` (the RDP calibration, what ``"tight"`` trains).
@@ -246,22 +274,37 @@ def tight_calibration(eps: float, delta: float, q: float, T: int) -> dict[str, A
     """
     key = (float(eps), float(delta), float(q), int(T))
     if key not in _TIGHT:
-        from fedbound.bounds.compiled import cached_json, fingerprint
-
-        if key[2] >= 1.0:
-            _TIGHT[key] = _calibrate_tight(*key)
-        else:
-            import importlib.metadata
-            import importlib.util
-
-            pld_file = importlib.util.find_spec("fedbound.accounting.pld").origin
-            version = importlib.metadata.version("dp-accounting")
-            tag = f"wpfl-tight|{fingerprint(__file__, pld_file)}|{version}|{key!r}"
-            _TIGHT[key] = cached_json(tag, lambda: _calibrate_tight(*key))
+        with _TIGHT_GUARD:  # one lock per key: concurrent requests (the explorer's plan and its figure) for
+            if len(_TIGHT_LOCKS) > 1024:  # the same calibration compute it once
+                _TIGHT_LOCKS.clear()
+            lock = _TIGHT_LOCKS.setdefault(key, threading.Lock())
+        with lock:
+            if key not in _TIGHT:
+                _TIGHT[key] = _tight_record(key, _z_rdp)
     return dict(_TIGHT[key])
 
 
-def _calibrate_tight(eps: float, delta: float, q: float, T: int) -> dict[str, Any]:
+_TIGHT_LOCKS: dict[tuple, threading.Lock] = {}
+_TIGHT_GUARD = threading.Lock()
+
+
+def _tight_record(key: tuple, z_rdp: Callable[[int], float] | None) -> dict[str, Any]:
+    """:func:`_calibrate_tight`, kept across runs for q < 1 (see :func:`tight_calibration`)."""
+    from fedbound.bounds.compiled import cached_json, fingerprint
+
+    if key[2] >= 1.0:
+        return _calibrate_tight(*key, z_rdp)
+    import importlib.metadata
+    import importlib.util
+
+    pld_file = importlib.util.find_spec("fedbound.accounting.pld").origin
+    version = importlib.metadata.version("dp-accounting")
+    tag = f"wpfl-tight|{fingerprint(__file__, pld_file)}|{version}|{key!r}"
+    return cached_json(tag, lambda: _calibrate_tight(*key, z_rdp))
+
+
+def _calibrate_tight(eps: float, delta: float, q: float, T: int,
+                     z_rdp_of: Callable[[int], float] | None = None) -> dict[str, Any]:
     import fedbound.accounting as acc
     from fedbound.accounting.pld import (
         PldTooCostly,
@@ -270,7 +313,7 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int) -> dict[str, An
         pld_calibrate,
     )
 
-    z_rdp = float(acc.calibrate_noise(eps, delta, q, T))
+    z_rdp = float(acc.calibrate_noise(eps, delta, q, T) if z_rdp_of is None else z_rdp_of(T))
     if q >= 1.0:
         z = float(np.sqrt(T) * acc.analytic_gaussian_std(eps, delta))
         return {"z": z, "eps_achieved": float(eps), "method": "analytic Gaussian, exact", "slack": 0.0,

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +38,10 @@ __all__ = [
     "coeffs",
     "optimal_T",
     "optimal_T_tight",
+    "optimal_T_tight_many",
     "bound_tight",
+    "bound_tight_curve",
+    "recommended",
     "plan",
     "parse_grid",
     "CLAIMS",
@@ -137,12 +140,52 @@ def _classes(s: Mapping[str, Any]) -> tuple[np.ndarray, list[tuple[float, float,
     return np.array([uniq.index(k) for k in keys]), uniq
 
 
+_Z_CACHE: dict[tuple[float, float, float, int], float] = {}
+_Z_CACHE_MAX = 200_000
+"""The exact multipliers z(eps_i, delta_i, q, T) the scans and curves have computed in this process (a warm
+re-plan or a curve reuses the plan's; bounded: cleared when full)."""
+
+
+def _z_grid(classes: Sequence[tuple[float, float, float]], T: np.ndarray) -> np.ndarray:
+    """z_exact for every (eps, delta, q) class x every T: the missing ones in one vectorised
+    :func:`fedbound.bounds.udp_moments.z_exact` call, the rest from :data:`_Z_CACHE`."""
+    keys = [(e, d, q, int(t)) for e, d, q in classes for t in T]
+    found = {k: _Z_CACHE.get(k) for k in keys}  # read once: another thread may clear the cache meanwhile
+    missing = [k for k, z in found.items() if z is None]
+    if missing:
+        z = um.z_exact(*(np.array(c, dtype=float) for c in zip(*missing, strict=True)))
+        found.update(zip(missing, z.tolist(), strict=True))
+        if len(_Z_CACHE) + len(missing) > _Z_CACHE_MAX:
+            _Z_CACHE.clear()
+        _Z_CACHE.update(zip(missing, z.tolist(), strict=True))
+    return np.array([found[k] for k in keys]).reshape(len(classes), len(T))
+
+
 def _noise_term(s: Mapping[str, Any], T: np.ndarray) -> np.ndarray:
-    """(L^2/2mu) x mean_i sigma_i(T)^2 with each client's exact sigma (:func:`udp_moments.sigma_exact`)."""
+    """(L^2/2mu) x mean_i sigma_i(T)^2 with each client's exact sigma (:func:`udp_moments.sigma_exact`: z x
+    Delta_l,i), vectorised over T through :func:`_z_grid`."""
     idx, uniq = _classes(s)
     q = int(s.get("K") or s["N"]) / int(s["N"])
-    per = np.array([np.atleast_1d(um.sigma_exact(e, d, q, T, x)) for e, d, x in uniq])
+    T = np.atleast_1d(np.asarray(T))
+    per = _z_grid([(e, d, q) for e, d, _ in uniq], T) * np.array([x for _, _, x in uniq])[:, None]
     return s["L"] ** 2 / (2.0 * s["mu"]) * np.mean(per[idx] ** 2, axis=0)
+
+
+def bound_tight_curve(s: Mapping[str, Any], co: Mapping[str, float], T: np.ndarray) -> np.ndarray:
+    """:func:`bound_tight`'s bound at every T of a grid at once (eq. (22) with the exact sigma each T deploys;
+    one vectorised calibration, equal to the point-by-point values to float rounding)."""
+    T = np.atleast_1d(np.asarray(T))
+    A = np.exp(-co["c"] * T)
+    return A * co["theta0"] + (1.0 - A) * (_noise_term(s, T) + co["b"])
+
+
+def recommended(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[int, float]:
+    """The plan's recommended (T, bound) alone (``plan(s).recommendation``'s T and bound, without the rest
+    of the plan): the user's T with its tight bound, else the scan's optimum."""
+    if s.get("T"):
+        return int(s["T"]), float(bound_tight(s, co, int(s["T"]))[0])
+    opt = _optimal_T_scan(s, co)[0]
+    return int(opt.x), float(opt.fun)
 
 
 def optimal_T_tight(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[Optimum, np.ndarray]:
@@ -151,20 +194,61 @@ def optimal_T_tight(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[Opti
     return opt, sig
 
 
-def _optimal_T_scan(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[Optimum, np.ndarray, Any]:
-    """:func:`optimal_T_tight` and its scan (:func:`fedbound.scheduling.certificate.scan_until_turned`):
-    exhaustive in T, stopped where the accumulated term (1 - A^T)(noise(T) + b), which never decreases in
-    T, exceeds the best bound."""
+class _Beyond(Exception):
+    """A scan asked for a T whose calibration is not in the cache yet (:func:`optimal_T_tight_many`)."""
+
+
+def _scan(s: Mapping[str, Any], co: Mapping[str, float], upto: int | None = None) -> Any:
+    """The T scan (:func:`fedbound.scheduling.certificate.scan_until_turned`): exhaustive in T, stopped where
+    the accumulated term (1 - A^T)(noise(T) + b), which never decreases in T, exceeds the best bound.  With
+    ``upto``, a T beyond it raises :class:`_Beyond` before anything is calibrated."""
     c, theta0, b = co["c"], co["theta0"], co["b"]
+
+    def noise(T: np.ndarray) -> np.ndarray:
+        if upto is not None and int(T[-1]) > upto:
+            raise _Beyond
+        return _noise_term(s, T)
 
     def bound(T: np.ndarray) -> np.ndarray:
         A = np.exp(-c * T)
-        return A * theta0 + (1.0 - A) * (_noise_term(s, T) + b)
+        return A * theta0 + (1.0 - A) * (noise(T) + b)
 
     def floor(T: np.ndarray) -> np.ndarray:
-        return -np.expm1(-c * T) * (_noise_term(s, T) + b) if b >= 0 else np.full(T.shape, -np.inf)
+        return -np.expm1(-c * T) * (noise(T) + b) if b >= 0 else np.full(T.shape, -np.inf)
 
-    scan = scan_until_turned(bound, floor, chunk=64, maximum=T_SEARCH_MAX)
+    return scan_until_turned(bound, floor, chunk=SCAN_CHUNK, maximum=T_SEARCH_MAX)
+
+
+SCAN_CHUNK = 64
+"""T values per step of the scan (and per batched calibration of :func:`optimal_T_tight_many`)."""
+
+
+def optimal_T_tight_many(settings: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """(argmin T, bound) of :func:`optimal_T_tight` for many settings (a curve against eps or K): the same
+    scans, run in lockstep so that each chunk of T's is calibrated for every setting still scanning in one
+    vectorised call.  The bound is the scan's own value (the batched calibration: equal to
+    ``optimal_T_tight(...)[0].fun`` to float rounding, the same T)."""
+    cos = [coeffs(s) for s in settings]
+    out: dict[int, tuple[int, float]] = {}
+    upto = 0
+    while len(out) < len(settings) and upto < T_SEARCH_MAX:
+        upto = min(upto + SCAN_CHUNK, T_SEARCH_MAX)
+        pending = [i for i in range(len(settings)) if i not in out]
+        classes = {(e, d, int(settings[i].get("K") or settings[i]["N"]) / int(settings[i]["N"]))
+                   for i in pending for e, d, _ in _classes(settings[i])[1]}
+        _z_grid(sorted(classes), np.arange(upto - SCAN_CHUNK + 1, upto + 1))
+        for i in pending:
+            try:
+                scan = _scan(settings[i], cos[i], None if upto >= T_SEARCH_MAX else upto)
+            except _Beyond:
+                continue
+            out[i] = (int(scan.x), float(scan.fun))
+    return [out[i] for i in range(len(settings))]
+
+
+def _optimal_T_scan(s: Mapping[str, Any], co: Mapping[str, float]) -> tuple[Optimum, np.ndarray, Any]:
+    """:func:`optimal_T_tight` and its scan (:func:`_scan`)."""
+    scan = _scan(s, co)
     T = scan.x
     fun, sig = bound_tight(s, co, T)
     return Optimum(

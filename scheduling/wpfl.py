@@ -26,6 +26,7 @@ the interval's ends.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -290,6 +291,17 @@ def _consts(settings: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(settings[k]) for k in (*CONSTANTS, "C", "R", "n_params")}
 
 
+@functools.lru_cache(maxsize=64)
+def _schedule_run(radio: Any, T0: int, scheduler: str, seed: int, max_rounds: int | None,
+                  channel_errors: bool) -> Any:
+    """:func:`fedbound.scheduling.wireless.schedule_run`, kept per process: the radio schedule does not
+    depend on sigma_DP, so the plan, its figures and a curve over sigma share one run per (radio, T0, seed)
+    (``WirelessSetting`` is a frozen dataclass of scalars; the run is only read)."""
+    from fedbound.scheduling.wireless import schedule_run
+
+    return schedule_run(radio, T0, scheduler, seed, max_rounds=max_rounds, channel_errors=channel_errors)
+
+
 def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str = "proposed",
                     variant: str = "paper", seed: int = 0, max_rounds: int | None = None) -> RoundsSchedule:
     """Seed 004 Alg. 2 for a whole run (every client uploads T0 = ``settings["T"]`` times), in one call.
@@ -300,13 +312,10 @@ def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, po
     ``proposed`` (KM + eta_F* + P7 per client), ``error_free`` (the same with every BER 0), and the baselines
     of spec Sec. 6.4 with fixed rates: ``non_adjustment`` (KM), ``round_robin``, ``random``.
     """
-    from fedbound.scheduling.wireless import schedule_run
-
     if policy not in POLICIES:
         raise ParameterError("policy", policy, "one of " + ", ".join(POLICIES))
     scheduler = {"round_robin": "round_robin", "random": "random"}.get(policy, "km")
-    run = schedule_run(radio, int(settings["T"]), scheduler, seed, max_rounds=max_rounds,
-                       channel_errors=policy != "error_free")
+    run = _schedule_run(radio, int(settings["T"]), scheduler, int(seed), max_rounds, policy != "error_free")
     c = _consts(settings)
     n, t = radio.num_clients, len(run.rounds)
     assignment = np.full((t, n), -1, dtype=np.int64)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import warnings
 from collections.abc import Mapping
 from functools import cache
@@ -156,15 +157,32 @@ def _unset(body: Any) -> str:
     return f" (the body's null leaves {', '.join(nulls)} unset)" if nulls else ""
 
 
-def plan_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
-    """``fedbound plan NAME --set KEY=VALUE ... --variant VARIANT --json``, as a dict."""
+_PLAN_LOCKS: dict[tuple[str, tuple[str, ...], str], threading.Lock] = {}
+_PLAN_LOCKS_GUARD = threading.Lock()
+
+
+def _build_plan(name: str, sets: list[str], variant: str) -> Any:
+    """The CLI's ``build_plan``, computed once for requests that ask for the same plan at the same time (the
+    page sends its plan and its curve together; the curve marks the plan's design): the second waits for the
+    first and takes the kept plan (``fedbound.planning.cached_plan``) instead of planning again."""
     from fedbound.commands.papers import build_plan
 
+    key = (name, tuple(sets), variant)
+    with _PLAN_LOCKS_GUARD:
+        if len(_PLAN_LOCKS) > 1024:  # forget old keys (a forgotten lock only loses the sharing)
+            _PLAN_LOCKS.clear()
+        lock = _PLAN_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        return build_plan(name, None, sets, variant)
+
+
+def plan_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
+    """``fedbound plan NAME --set KEY=VALUE ... --variant VARIANT --json``, as a dict."""
     paper = _paper(name, "plan")
     sets = overrides(paper, body)
     _variant(paper, variant)
     try:
-        return to_jsonable(build_plan(name, None, sets, variant))
+        return to_jsonable(_build_plan(name, sets, variant))
     except FedboundError as exc:
         raise _blame(exc, paper.config_section.keys(), _unset(body)) from None
 
@@ -199,11 +217,9 @@ def _recommended(name: str, sets: list[str], variant: str, vs: str) -> dict[str,
     draws its deployed-noise curve through it); None off the T axis or without a planner."""
     if vs != "T" or not getattr(_paper(name), "planner", None):
         return None
-    from fedbound.commands.papers import build_plan
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rec = build_plan(name, None, sets, variant).recommendation
+        rec = _build_plan(name, sets, variant).recommendation
     return None if rec is None else {"T": rec.T, "bound": rec.bound}
 
 

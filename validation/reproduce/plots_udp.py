@@ -32,14 +32,14 @@ def _by_T(ax: Any, settings: Mapping[str, Any], variant: str) -> str:
     the paper's T* and the plan's recommended T (a user-set T is held, as in the plan) marked, Theta drawn."""
     co = sched.coeffs(settings)
     t_opt = sched.optimal_T(co)
-    rec = sched.plan(settings).recommendation
-    hi = int(max(3 * max(int(t_opt.x), rec.T), 20))
-    Ts = np.unique(np.append(np.linspace(1, hi, 60).round().astype(int), [int(t_opt.x), rec.T]))
+    rec_T, rec_bound = sched.recommended(settings, co)
+    hi = int(max(3 * max(int(t_opt.x), rec_T), 20))
+    Ts = np.unique(np.append(np.linspace(1, hi, 60).round().astype(int), [int(t_opt.x), rec_T]))
     ax.plot(Ts, udp.bound(Ts, co), label="bound (22), paper's noise (10)")
-    ax.plot(Ts, [sched.bound_tight(settings, co, int(T))[0] for T in Ts], color="k", lw=1.6,
+    ax.plot(Ts, sched.bound_tight_curve(settings, co, Ts), color="k", lw=1.6,
             label="deployed noise (exact), bound (22)")
     ax.plot([int(t_opt.x)], [float(t_opt.fun)], "o", label=f"T* paper = {int(t_opt.x)}")
-    ax.plot([rec.T], [rec.bound], "s", color="k", label=f"recommended T = {rec.T}")
+    ax.plot([rec_T], [rec_bound], "s", color="k", label=f"recommended T = {rec_T}")
     ax.axhline(co["theta0"], color="grey", lw=0.8, ls=":", label=r"$\Theta$ (vacuous above)")
     ax.set_xlabel("communication rounds T")
     ax.set_ylabel("E F(w^T) - F* (bound)")
@@ -47,12 +47,9 @@ def _by_T(ax: Any, settings: Mapping[str, Any], variant: str) -> str:
 
 
 def _optimum_curve(ax: Any, settings: Mapping[str, Any], key: str, values: np.ndarray, label: str) -> None:
-    paper, tight = [], []
-    for v in values:
-        s = _setting(settings, **{key: v})
-        co = sched.coeffs(s)
-        paper.append(float(sched.optimal_T(co).fun))
-        tight.append(float(sched.optimal_T_tight(s, co)[0].fun))
+    points = [_setting(settings, **{key: v}) for v in values]
+    paper = [float(sched.optimal_T(sched.coeffs(s)).fun) for s in points]
+    tight = [fun for _, fun in sched.optimal_T_tight_many(points)]  # the scans' calibrations batched
     ax.plot(values, paper, label="bound at T*, paper's noise (10)")
     ax.plot(values, tight, label="bound at T*, tight noise")
     ax.set_xlabel(label)

@@ -83,19 +83,23 @@ def draw_T(ax: Any, settings: Mapping[str, Any], variant: str = "paper") -> str:
     """Theorem 4's bound after the run against T0, at Theorem 1's sigma and at the tight sigma."""
     base = int(settings["T"])
     ts = sorted({max(1, int(round(base * f))) for f in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)})
+    tight = wb.tight_calibrations(settings["eps"], settings["delta"], settings["q"], ts)  # = _deployed's
+    rounds_at = {}
     for method, label, style in (("paper", "Theorem 1 sigma_DP (per-outcome delta)", {}),
                                  ("tight", "deployed noise: exact sigma_DP (subsampled Gaussian, PLD)",
                                   {"color": "k", "lw": 1.6})):
         values = []
-        for t in ts:
+        for t, record in zip(ts, tight, strict=True):
             s = {**settings, "T": t}
-            sigma = _deployed(s, t) if method == "tight" else wb.noise(s, t, method)["uplink"]
+            sigma = (record["z"] * 2.0 * float(s["C"]) if method == "tight"
+                     else wb.noise(s, t, method)["uplink"])
             sched = _schedule(s, variant, sigma)
             bound = wb.geometric_bound(s["eps_P"], sched.rounds, s["D0"], float(sched.Phi.max()))
             values.append(float(bound))
+            rounds_at[t] = sched.rounds
         ax.plot(ts, values, marker="o", label=label, **style)
         if method == "tight":  # the plan's design: T0 held (the setting's), its rounds and bound
-            rounds = _schedule(settings, variant).rounds
+            rounds = rounds_at[base]  # the schedule just drawn at T0 = base with the deployed sigma
             ax.plot([base], [values[ts.index(base)]], "s", color="k",
                     label=f"recommended T0 = {base} ({rounds} rounds)")
     ax.axhline(settings["D0"], color="grey", lw=0.8, ls=":", label="D0 (initial distance: vacuous above)")
