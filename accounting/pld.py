@@ -361,7 +361,9 @@ def composed_pld_epsilon(components: tuple[tuple[float, float, int], ...], gauss
     releases), coarsened where PLD would be too costly (:func:`discretization_for`; the stated error then
     exceeds ``fraction``).  Each component is one k-fold self-composition (FFT), not k composes.  One
     component and no Gaussian is exactly :func:`pld_epsilon` (what :func:`pld_calibrate` evaluates, so a z it
-    calibrated re-accounts to the same eps).  PldTooCostly / DomainError where PLD cannot answer.
+    calibrated re-accounts to the same eps; a calibration of several components that calls this function
+    with the same components re-accounts exactly too: ``fedbound.training.privacy`` does).  PldTooCostly /
+    DomainError where PLD cannot answer.
     """
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
@@ -373,7 +375,7 @@ def composed_pld_epsilon(components: tuple[tuple[float, float, int], ...], gauss
         q, z, k = components[0]
         disc = discretization_for(z, q, k, want)
         return float(pld_epsilon(z, q, k, delta, want)), k * disc
-    parts = [(float(q), float(z), int(k)) for q, z, k in components]
+    parts = sorted((float(q), float(z), int(k)) for q, z, k in components)  # one order: one rounding
     disc = max([want, *(discretization_for(z, q, k, want) for q, z, k in parts)]
                + ([discretization_for(gaussian_multiplier, 1.0, 1, want)] if gaussian_multiplier else []))
     try:
