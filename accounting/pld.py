@@ -358,8 +358,9 @@ def composed_pld_epsilon(components: tuple[tuple[float, float, int], ...], gauss
     (``n``: the releases composed).
 
     The discretisation is :func:`discretization_for_target` (``fraction`` of ``target_eps`` over the ``n``
-    releases), coarsened where PLD would be too costly (:func:`discretization_for`; the stated error then
-    exceeds ``fraction``).  Each component is one k-fold self-composition (FFT), not k composes.  One
+    releases), coarsened where PLD would be too costly (:func:`discretization_for` of the smallest z at the
+    largest q over all sampled releases; the stated error then exceeds ``fraction``).  Each component is one
+    k-fold self-composition (FFT), not k composes.  One
     component and no Gaussian is exactly :func:`pld_epsilon` (what :func:`pld_calibrate` evaluates, so a z it
     calibrated re-accounts to the same eps; a calibration of several components that calls this function
     with the same components re-accounts exactly too: ``fedbound.training.privacy`` does).  PldTooCostly /
@@ -376,7 +377,11 @@ def composed_pld_epsilon(components: tuple[tuple[float, float, int], ...], gauss
         disc = discretization_for(z, q, k, want)
         return float(pld_epsilon(z, q, k, delta, want)), k * disc
     parts = sorted((float(q), float(z), int(k)) for q, z, k in components)  # one order: one rounding
-    disc = max([want, *(discretization_for(z, q, k, want) for q, z, k in parts)]
+    # the cost estimate of the worst component over all sampled releases (as DP-PFL's two-stage calibration)
+    sampled = [(q, z, k) for q, z, k in parts if q < 1.0]
+    disc = max([want] + ([discretization_for(min(z for _, z, _ in sampled), max(q for q, _, _ in sampled),
+                                             sum(k for _, _, k in sampled), want)] if sampled else [])
+               + [discretization_for(z, 1.0, k, want) for q, z, k in parts if q >= 1.0]
                + ([discretization_for(gaussian_multiplier, 1.0, 1, want)] if gaussian_multiplier else []))
     try:
         pld = pld_lib.identity(disc)

@@ -92,6 +92,22 @@ def test_sampled_and_unsampled_releases_compose_by_pld():
     assert np.all(eps < _dp_rdp([(q, z, 2 * k), (1.0, zu, 2)], delta, ORDERS))
 
 
+def test_two_sampled_views_of_one_group_compose_by_pld():
+    """DP-PFL's shape: an inner and an outer sampled view (other q, other z) in one adversary group, k steps
+    each per round: PLD of both k-fold compositions (dp-accounting), at 1 % of the budget over 2k releases."""
+    k, budget, delta = 15, 4.0, 1e-3
+    views = tuple(View(stage, "steps", stage=stage, sample_rate=q, hidden_sampling=True, releases_per_round=k,
+                       group="g", hidden_scope="participants")
+                  for stage, q in (("inner", 0.2), ("outer", 0.1)))
+    plan = NoisePlan(rounds=2, num_clients=N, sigma={"inner": np.full(2, 1.2), "outer": np.full(2, 0.8)},
+                     sensitivity={"inner": 1.0, "outer": 1.0}, eps=budget, delta=delta, views=views,
+                     orders=ORDERS)
+    eps = _run(PrivacyLedger(plan), range(2))
+    want = _dp_pld([(0.2, 1.2, 2 * k), (0.1, 0.8, 2 * k)], delta, _disc(budget, 4 * k))
+    np.testing.assert_allclose(eps, want, rtol=1e-6)
+    assert want < _dp_rdp([(0.2, 1.2, 2 * k), (0.1, 0.8, 2 * k)], delta, ORDERS)
+
+
 def test_heterogeneous_history_and_without_replacement_keep_rdp():
     """A client whose z changed mid-run, and sampling without replacement, are accounted by RDP exactly
     (dp-accounting's RdpAccountant at integer orders); a client with one z still gets PLD."""
