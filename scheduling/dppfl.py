@@ -648,17 +648,15 @@ def _noise_split(s: Mapping[str, Any], T: int, variant: str,
     the joint (T, r) optimum's, else r is optimised at this T)."""
     split = split or optimal_split({**s, "T": T}, variant, "tight")
     r = float(split.x)
-    if math.isfinite(r) and r != 1.0:
-        sig = float(sigma_curve(s, np.array([T]), "tight", r)[0])
-        return (sig, r * sig, "Theorem 1 (eq. (12)) with sigma_out = r sigma_in, exact sampled-Gaussian RDP "
-                "on Opacus' and fedbound's orders", r, split)
-    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
-    how = (
-        "exact composition of the 2 T tau0 Gaussian releases (analytic Gaussian)"
-        if float(s["q_in"]) == 1.0 == float(s["q_out"])
-        else "Theorem 1 (eq. (12)): exact sampled-Gaussian RDP of both stages, Opacus' and fedbound's orders"
-    )
-    return sig, sig, how, 1.0, split
+    r = r if math.isfinite(r) else 1.0
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
+    rec = exact_sigma(s, T, r)
+    how = (f"the exact calibration of the 2 T tau0 releases ({rec['method']}; "
+           + ("tight" if rec["tight"] else "valid, not tight") + ")")
+    if r != 1.0:
+        how += f", with sigma_out = {r:.4g} sigma_in"
+    return float(rec["z"]), r * float(rec["z"]), how, r, split
 
 
 def _eps_parts(
@@ -771,8 +769,10 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
 def _at_user_T(s: Mapping[str, Any], variant: str) -> Optimum:
     """A T the user sets, held fixed (issue 23): the bound at it with the tight sigma*(T) (Remark 1's
     trade-off is not searched)."""
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
     T = int(s["T"])
-    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
+    sig = float(exact_sigma(s, T)["z"])
     ev = bound_curve(s, T, sig, variant)
     if not bool(np.asarray(ev.admissible)):
         raise InfeasibleError(f"{SHORT}'s bound is not admissible at the T = {T} the setting gives")
@@ -796,6 +796,13 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
         return OptimumCheck("recomputed at the user's T", 1, {"T": T}, fun,
                             bool(abs(fun - float(res.fun)) <= 1e-9 * max(1.0, abs(fun))),
                             note="T set by the user: nothing searched")
+    if res.evidence.get("exact_search"):  # the exact sigma: re-evaluated around T* and across the domain
+        from fedbound.scheduling.dppfl_exact import exact_check
+
+        x, fun, points, agrees, note = exact_check(s, variant, ratio, res, bool(res.evidence.get("joint_C")),
+                                                   half_width=6 if full else 3, spread=24 if full else 8)
+        return OptimumCheck("exact sigma re-evaluated near T* and on a geometric sample", points, x, fun,
+                            agrees, note=note)
     top = int(res.evidence["T_max"])
     every = top <= BRUTE_FORCE_POINTS  # sigma*(T) is cheap at every q (closed form / tables)
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
@@ -838,6 +845,11 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         t_tight, split_joint = optimal_T_split(s, variant)
     else:
         t_tight = optimal_T(s, variant, "tight", joint_C=True) if "T" not in s else _at_user_T(s, variant)
+    if "T" not in s:  # T again, with the exact sigma deployed (branch and bound from the RDP optimum)
+        from fedbound.scheduling.dppfl_exact import exact_optimal_T
+
+        r_at = float(split_joint.x) if joint else 1.0
+        t_tight = exact_optimal_T(s, variant, r_at if math.isfinite(r_at) else 1.0, t_tight)
     T_rec = int(t_tight.x)
     split_given = split_joint if joint else None
     sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant, split_given)
@@ -847,6 +859,11 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     ev_rec = bound_curve(rec_setting, T_rec, sig_in, variant, sig_out / sig_in)
     bound_rec = float(ev_rec.value) if ev_rec.admissible else None
     eps_spent, alpha, e_in, e_out = _eps_parts(s, T_rec, sig_in, sig_out)
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
+    exact_rec, eps_rdp = exact_sigma(s, T_rec, ratio), eps_spent  # Theorem 1's RDP eps at the deployed sigma
+    if exact_rec["eps_achieved"] is not None:
+        eps_spent = float(exact_rec["eps_achieved"])
     at_T = {**s, "T": T_rec, "C": C_rec}
     size = model_size(at_T, sig_in, variant)
     user_T = bool(t_tight.evidence.get("user_T"))
@@ -883,7 +900,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             "noise multiplier sigma* at T*",
             sig_paper,
             sig_in,
-            "paper: Opacus' 151 orders; tight: finer order grid / exact Gaussian at q = 1",
+            f"paper: Opacus' 151 orders; tight: {exact_rec['method']} (Theorem 1's RDP on the finer "
+            f"orders: {float(exact_rec['z_rdp']):.6g})",
         ),
         Row(
             "bound at T*",
@@ -903,6 +921,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         "epsilon_inner": e_in,
         "epsilon_outer": e_out,
         "epsilon": eps_spent,
+        "epsilon_rdp": eps_rdp,
+        "sigma_method": exact_rec["method"],
+        "sigma_tight": bool(exact_rec["tight"]),
+        "noise_multiplier_rdp": float(exact_rec["z_rdp"]),
         "alpha": alpha,
         "T_opt": T_rec,
         "T_opt_paper": int(t_paper.x),
@@ -927,8 +949,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             Row(
                 "noise multiplier at the given T",
                 sig_T,
-                float(sigma_curve(s, np.array([T]), "tight")[0]),
-                f"T = {T}",
+                float(exact_sigma(s, T)["z"]),
+                f"T = {T}; tight: {exact_sigma(s, T)['method']}",
             ),
         )
         warnings.extend(f"{SHORT} at T = {T}: {w}" for w in ev_T.warnings)
