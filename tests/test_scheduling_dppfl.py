@@ -171,7 +171,7 @@ def test_plan_recommendation_first_and_json_keys():
         assert key in d
     rec = p.recommendation
     assert rec.T == p.data["T_opt"] == p.optima["T"].x and rec.K == 30
-    z = rec.extra["noise_multiplier"]  # the exact sigma (issue 23): PLD of 2 T releases, by dp-accounting here
+    z = rec.extra["noise_multiplier"]  # the exact sigma (issue 23): PLD by dp-accounting here
     from dp_accounting import pld
 
     acc = pld.PLDAccountant(value_discretization_interval=0.01 * 2.0 / (2 * rec.T))
