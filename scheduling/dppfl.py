@@ -51,6 +51,7 @@ __all__ = [
     "bound_curve",
     "optimal_T",
     "optimal_clip",
+    "clip_sigma",
     "model_size",
     "optimal_split",
     "plan",
@@ -176,7 +177,8 @@ def optimal_T(
     T_max = int(T_max or settings.get("T_max") or T_MAX_DEFAULT)
 
     def at(sig: np.ndarray) -> Mapping[str, Any]:  # joint_C: each T's C*(sigma*(T)) (C profiled out)
-        return {**settings, "C": clip_profile(settings, sig, variant)} if joint_C else settings
+        return ({**settings, "C": clip_profile(settings, clip_sigma(settings, sig, ratio, variant), variant)}
+                if joint_C else settings)
 
     def f(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sig = sigma_curve(settings, xs, method, ratio)
@@ -280,6 +282,17 @@ def clip_candidates(settings: Mapping[str, Any], sigma: float, variant: str = "p
         cands.append(hi if slope <= 0 else min(max(1 / (4 * slope * slope), lo), hi))
     tiny = 1e-12 * max(1.0, hi)
     return np.array(sorted({c for c in cands if c > 0} | {tiny}))
+
+
+def clip_sigma(settings: Mapping[str, Any], sigma: Any, ratio: Any = 1.0, variant: str = "paper") -> Any:
+    """The noise multiplier at which C is profiled: ``sigma``, or with ``outer_noise`` (E18) sigma_eff =
+    sigma_in + sigma_out / (a eta L), a = 1 + eta L: the bracket Xi + Theta^S depends on C only through
+    a (eta L k Theta_1(C) sigma_eff + f_C) (Lemma 4 (26) with Theta^S = k Theta_1(C) sigma_out), so Lemma 4's
+    candidate set at sigma_eff is the exact C* of the bound with both stages' noise."""
+    if "outer_noise" not in variant.split("+"):
+        return sigma
+    eta_L = float(settings["eta"]) * float(settings["L"])
+    return np.asarray(sigma, dtype=float) * (1.0 + np.asarray(ratio, dtype=float) / ((1.0 + eta_L) * eta_L))
 
 
 def clip_profile(settings: Mapping[str, Any], sigma: Any, variant: str = "paper") -> np.ndarray:
@@ -809,7 +822,8 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
 
     def objective(T: np.ndarray) -> np.ndarray:
         sig = sigma_curve(s, T, "tight", ratio)
-        at = {**s, "C": clip_profile(s, sig, variant)} if res.evidence.get("joint_C") else s
+        at = ({**s, "C": clip_profile(s, clip_sigma(s, sig, ratio, variant), variant)}
+              if res.evidence.get("joint_C") else s)
         ev = bound_curve(at, T, sig, variant, ratio)
         return np.where(np.asarray(ev.admissible, bool), np.asarray(ev.value, dtype=float), np.inf)
 
@@ -853,7 +867,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     T_rec = int(t_tight.x)
     split_given = split_joint if joint else None
     sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant, split_given)
-    clip = optimal_clip(s, sig_in, variant)
+    clip = optimal_clip(s, clip_sigma(s, sig_in, sig_out / sig_in, variant), variant)
     C_rec = float(s["C"]) if clip.at_lower_edge else float(clip.x)
     rec_setting = {**s, "C": C_rec}
     ev_rec = bound_curve(rec_setting, T_rec, sig_in, variant, sig_out / sig_in)

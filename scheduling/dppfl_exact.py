@@ -49,10 +49,12 @@ class _Objective:
         self.records: dict[int, dict] = {}
 
     def bound(self, T: np.ndarray, sig: np.ndarray, floor: bool = False) -> np.ndarray:
-        from fedbound.scheduling.dppfl import bound_curve, clip_profile
+        from fedbound.scheduling.dppfl import bound_curve, clip_profile, clip_sigma
 
         sig = np.broadcast_to(np.asarray(sig, dtype=float), np.shape(T))
-        at = {**self.s, "C": clip_profile(self.s, sig, self.variant)} if self.joint_C else dict(self.s)
+        at = dict(self.s)
+        if self.joint_C:
+            at["C"] = clip_profile(self.s, clip_sigma(self.s, sig, self.ratio, self.variant), self.variant)
         if floor:
             at["Delta0"] = 0.0
         ev = bound_curve(at, T, sig, self.variant, self.ratio)
