@@ -64,6 +64,9 @@ BOUND_NAMES = ("nonconvex", "convex")
 T_MAX_DEFAULT = 400
 T_SEARCH_MAX = 100_000
 """The documented maximum of the widening T search (a plan whose bound has not turned by then says so)."""
+SCAN_CHUNK = 32
+"""T values per step of the widening scan (sigma*(T) per chunk is one vectorised call; small chunks keep a
+plan whose bound turns early cheap, which the split search repeats per r)."""
 
 
 def _theorem(settings: Mapping[str, Any]):
@@ -196,7 +199,7 @@ def optimal_T(
             ev = bound_curve({**at(sig), "Delta0": 0.0}, xs, sig, variant, ratio)
             return np.asarray(ev.value, dtype=float)
 
-        scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX)
+        scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX, chunk=SCAN_CHUNK)
         lo, hi = 1, scan.stop
         how = f"every integer T in {scan.domain}" + (f"; {scan.capped}" if scan.capped else "")
     res = exhaustive_integer_min(f, lo, hi, what="T")

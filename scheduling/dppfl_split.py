@@ -55,7 +55,14 @@ def _lower(settings: Mapping[str, Any], variant: str, r1: float, r2: float) -> f
     """LB(r1, r2) of the module docstring: min over every T of the bound's infimum over C at
     (sigma_in(T, r2), r1 sigma_in(T, r1))."""
     from fedbound.scheduling.certificate import scan_until_turned
-    from fedbound.scheduling.dppfl import T_SEARCH_MAX, bound_curve, clip_profile, clip_sigma, sigma_curve
+    from fedbound.scheduling.dppfl import (
+        SCAN_CHUNK,
+        T_SEARCH_MAX,
+        bound_curve,
+        clip_profile,
+        clip_sigma,
+        sigma_curve,
+    )
 
     eta_L = float(settings["eta"]) * float(settings["L"])
     tiny = 1e-12 * max(1.0, (1 + eta_L) ** 2, float(settings["B"]) ** 2)  # clip_profile's C -> 0+
@@ -73,7 +80,8 @@ def _lower(settings: Mapping[str, Any], variant: str, r1: float, r2: float) -> f
         vals = np.asarray(ev.value, dtype=float)
         return vals if floor else np.where(np.asarray(ev.admissible, bool) & np.isfinite(vals), vals, np.inf)
 
-    return float(scan_until_turned(lambda T: at(T, False), lambda T: at(T, True), maximum=T_SEARCH_MAX).fun)
+    return float(scan_until_turned(lambda T: at(T, False), lambda T: at(T, True), maximum=T_SEARCH_MAX,
+                                   chunk=SCAN_CHUNK).fun)
 
 
 def optimal_T_split(settings: Mapping[str, Any], variant: str, r_bounds: tuple[float, float] = R_BOUNDS,
