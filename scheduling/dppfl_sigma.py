@@ -263,7 +263,8 @@ def _calibrate_exact(eps: float, delta: float, tau0: int, q_in: float, q_out: fl
                 "method": f"RDP (an upper bound: PLD too costly here, {exc})", "discretization": None,
                 "z_rdp": z_rdp, "tight": False}
     return {"z": float(z), "eps_achieved": float(eps_pld), "slack": 2 * k * disc, "discretization": disc,
-            "z_rdp": z_rdp, "tight": True, "method": f"PLD (dp-accounting), discretisation {disc:.0e}"}
+            "z_rdp": z_rdp, "tight": bool(eps_pld >= 0.99 * eps),
+            "method": f"PLD (dp-accounting), discretisation {disc:.0e}"}
 
 
 def two_stage_epsilon(z: float, delta: float, k: int, q_in: float, q_out: float, ratio: float,
@@ -285,55 +286,52 @@ def two_stage_epsilon(z: float, delta: float, k: int, q_in: float, q_out: float,
     return float(acc.get_epsilon(delta))
 
 
-_TWO_STAGE_START: dict[tuple, float] = {}
-"""(delta, q_in, q_out, ratio) -> log(z / z_rdp) of the last two-stage calibration (a warm start)."""
+_TWO_STAGE_START: dict[tuple, tuple[float, float]] = {}
+"""(delta, q_in, q_out, ratio) -> (log(z / z_rdp), d log eps / d log z) of the last two-stage calibration."""
 
 
 def _two_stage_calibrate(eps: float, delta: float, k: int, q_in: float, q_out: float, ratio: float,
                          disc: float, z_rdp: float, max_evaluations: int = 40) -> tuple[float, float]:
-    """The smallest z with :func:`two_stage_epsilon` in [(1 - EXACT_RTOL) eps, eps]: regula falsi
-    (Illinois) on log eps_pld(e^x) - log eps, bracketed (x_rdp meets the target; the start is the last ratio
-    to the RDP answer, else 0.85 of it); only an evaluated point that meets the target is returned."""
+    """The smallest z with :func:`two_stage_epsilon` in [(1 - EXACT_RTOL) eps, eps]: secant steps on
+    log eps_pld(e^x) - log eps from the last calibration's ratio to the RDP answer and its slope (else 0.88
+    and -1.5), Illinois once the root is bracketed; only an evaluated point that meets the target is
+    returned.  PldTooCostly where no such point is found."""
     from fedbound.accounting.pld import PldTooCostly
 
     aim, floor = math.log1p(-EXACT_RTOL / 2), math.log1p(-EXACT_RTOL)
-    seen: dict[float, float] = {}
+    seen: dict[float, float] = {}  # x -> log eps_pld - log eps
 
     def g(x: float) -> float:
-        seen[x] = two_stage_epsilon(math.exp(x), delta, k, q_in, q_out, ratio, disc)
-        return math.log(max(seen[x], 1e-300)) - math.log(eps)
+        seen[x] = math.log(max(two_stage_epsilon(math.exp(x), delta, k, q_in, q_out, ratio, disc), 1e-300))
+        seen[x] -= math.log(eps)
+        return seen[x]
 
     skey = (delta, q_in, q_out, ratio)
-    hi = math.log(z_rdp)
-    g_hi = g(hi)
-    if g_hi > 0:  # PLD's pessimistic rounding above the RDP answer: step up until it meets the target
-        for _ in range(8):
-            hi += 0.05
-            if (g_hi := g(hi)) <= 0:
-                break
-        else:
-            raise PldTooCostly("noise_multiplier", z_rdp, "a value PLD meets the target at",
-                               f"eps = {eps:g} not met by PLD near the RDP calibration")
-    lo = hi + _TWO_STAGE_START.get(skey, math.log(0.85)) - 0.01
-    g_lo = g(lo)
-    while g_lo <= 0:
-        hi, g_hi, lo = lo, g_lo, lo - 0.2
-        g_lo = g(lo)
-    f_lo, f_hi, side = g_lo - aim, g_hi - aim, 0  # Illinois on f = g - aim (f_lo > 0 >= f_hi)
+    ratio0, slope = _TWO_STAGE_START.get(skey, (math.log(0.88), -1.5))
+    x, lo, hi, side = math.log(z_rdp) + ratio0, -math.inf, math.inf, 0
+    f_lo = f_hi = 0.0
     for _ in range(max_evaluations):
-        if floor <= math.log(max(seen[hi], 1e-300)) - math.log(eps) or hi - lo < 1e-12:
-            break
-        x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        if not lo < x < hi:
-            x = 0.5 * (lo + hi)
         fx = g(x) - aim
-        if fx + aim <= 0:  # meets the target: the new feasible end
+        if floor <= fx + aim <= 0:
+            break
+        if fx + aim <= 0:
             hi, f_hi = x, fx
-            f_lo = f_lo / 2 if side == 1 else f_lo
-            side = 1
+            f_lo, side = (f_lo / 2 if side == 1 else f_lo), 1
         else:
             lo, f_lo = x, fx
-            f_hi = f_hi / 2 if side == -1 else f_hi
-            side = -1
-    _TWO_STAGE_START[skey] = hi - math.log(z_rdp)
-    return math.exp(hi), seen[hi]
+            f_hi, side = (f_hi / 2 if side == -1 else f_hi), -1
+        if math.isfinite(lo) and math.isfinite(hi):
+            x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+            x = x if lo < x < hi else 0.5 * (lo + hi)
+        else:
+            if len(seen) > 1:
+                (x0, v0), (x1, v1) = list(seen.items())[-2:]
+                slope = (v1 - v0) / (x1 - x0) if v1 != v0 and x1 != x0 and v1 < v0 else slope
+            x = x - max(min(fx / slope, 0.3), -0.3)
+    ok = [x for x, v in seen.items() if floor <= v <= 0] or [x for x, v in seen.items() if v <= 0]
+    if not ok:
+        raise PldTooCostly("noise_multiplier", z_rdp, "a value PLD meets the target at",
+                           f"no two-stage noise multiplier meeting eps = {eps:g} found")
+    best = min(ok)
+    _TWO_STAGE_START[skey] = (best - math.log(z_rdp), slope)
+    return math.exp(best), math.exp(seen[best]) * eps
