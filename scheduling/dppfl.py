@@ -11,6 +11,11 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
   zeta^tau0) certifies T* = 1 (Phi2(T+1) - Phi2(T) >= (zeta^{(T+1)tau0} - zeta^{T tau0})(Delta0 - K(T)) >= 0
   and K is increasing).  Theorem 3 at q = 1: sigma*(T) = sigma*(1) sqrt(T) exactly, so
   T* = (2A/(K1 sigma*(1)))^{2/3} (A = Delta0/c, K1 = dPhi3/dsigma) is reported as the continuous check.
+* The plan deploys the exact sigma (:func:`fedbound.scheduling.dppfl_sigma.exact_sigma`: PLD at q < 1, the
+  analytic Gaussian at q = 1, labelled tight within 1 % of eps) and, with T open, re-optimises T on it by
+  branch and bound from the RDP optimum (:mod:`fedbound.scheduling.dppfl_exact`; the RDP sigma*(T) above
+  is the upper curve); with ``outer_noise`` and T open, (T, r) jointly by branch and bound on r
+  (:mod:`fedbound.scheduling.dppfl_split`), then T on the exact sigma at that r.
 * :func:`optimal_clip` (our derivation, spec 000 Sec. 3.8): Xi(C) at fixed sigma is piecewise linear +
   {+, -, 0} sqrt(C); its minimiser lies in the finite candidate set {0+, a^2, B^2, (B with ``tight``),
   1/(4 slope^2) clipped to [min(a^2, B^2), max(a^2, B^2)]}.  Exact: no grid.  C -> 0+ is an infimum
