@@ -31,8 +31,9 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
   k_in sigma_in + k_out sigma_out + const.  At q_in = q_out = 1 the RDP is T tau0 alpha (1/sigma_in^2 +
   1/sigma_out^2)/2, so with x = sigma_in^-2, y = sigma_out^-2 the problem min k_in x^-1/2 + k_out y^-1/2 s.t.
   x + y <= R is DCP: solved by cvxpy (and its closed form r = (k_in/k_out)^{1/3} is the test oracle).  For
-  q < 1 the sampled-Gaussian RDP has no DCP form in sigma, so scipy's bounded scalar minimiser on log r, each
-  evaluation calibrating sigma_in(r) by Theorem 1.  r = 1 (the paper's 50/50) is always evaluated too.
+  q < 1 the sampled-Gaussian RDP has no DCP form in sigma, so branch and bound on log r with a proven lower
+  bound (:func:`fedbound.scheduling.dppfl_split.split_at_T`), each evaluation calibrating sigma_in(r).
+  r = 1 (the paper's 50/50) is always evaluated too.
 """
 
 from __future__ import annotations
@@ -499,21 +500,13 @@ def optimal_split(
             "cvxpy (DCP after x = sigma_in^-2, y = sigma_out^-2)",
             {"closed_form_r": oracle, "k_in": k_in, "k_out": k_out},
         )
-    else:
-        from scipy.optimize import minimize_scalar
+    else:  # global over r_bounds: branch and bound, a proven lower bound (fedbound.scheduling.dppfl_split)
+        from fedbound.scheduling.dppfl_split import split_at_T
 
-        res = minimize_scalar(
-            lambda lr: _split_value(settings, math.exp(lr), variant, method)[0],
-            bounds=tuple(math.log(b) for b in r_bounds),
-            method="bounded",
-            options={"xatol": 5e-3},
-        )
-        r = math.exp(float(res.x))
+        r, _, how, evaluations = split_at_T(settings, variant, "paper" if method == "paper" else "tight",
+                                            r_bounds)
         val, sig = _split_value(settings, r, variant, method)
-        how, extra = (
-            "scipy minimize_scalar (bounded) on log r, Theorem 1 calibration per r",
-            {"evaluations": int(res.nfev)},
-        )
+        extra = {"evaluations": evaluations, "searched": how}
     if base <= val:
         r, val, sig = 1.0, base, sig1
     T = int(settings["T"])

@@ -40,7 +40,7 @@ import numpy as np
 
 from fedbound.scheduling.results import Optimum
 
-__all__ = ["optimal_T_split", "R_BOUNDS", "R_GRID", "XTOL"]
+__all__ = ["optimal_T_split", "split_at_T", "R_BOUNDS", "R_GRID", "XTOL", "GAP"]
 
 R_BOUNDS = (1e-2, 1e2)
 R_GRID = 5
@@ -51,9 +51,11 @@ GAP = 1e-3
 """An interval whose lower bound is within this relative gap of the incumbent is dropped (stated)."""
 
 
-def _lower(settings: Mapping[str, Any], variant: str, r1: float, r2: float) -> float:
+def _lower(settings: Mapping[str, Any], variant: str, r1: float, r2: float, T: int | None = None,
+           method: str = "tight") -> float:
     """LB(r1, r2) of the module docstring: min over every T of the bound's infimum over C at
-    (sigma_in(T, r2), r1 sigma_in(T, r1))."""
+    (sigma_in(T, r2), r1 sigma_in(T, r1)); ``T`` given: at that T and the setting's C (what
+    :func:`fedbound.scheduling.dppfl.optimal_split` minimises)."""
     from fedbound.scheduling.certificate import scan_until_turned
     from fedbound.scheduling.dppfl import (
         SCAN_CHUNK,
@@ -67,21 +69,71 @@ def _lower(settings: Mapping[str, Any], variant: str, r1: float, r2: float) -> f
     eta_L = float(settings["eta"]) * float(settings["L"])
     tiny = 1e-12 * max(1.0, (1 + eta_L) ** 2, float(settings["B"]) ** 2)  # clip_profile's C -> 0+
 
-    def at(T: np.ndarray, floor: bool) -> np.ndarray:
-        s_in = sigma_curve(settings, T, "tight", r2)
-        s_out = r1 * sigma_curve(settings, T, "tight", r1)
+    def at(T: np.ndarray, floor: bool, fixed_C: bool = False) -> np.ndarray:
+        s_in = sigma_curve(settings, T, method, r2)
+        s_out = r1 * sigma_curve(settings, T, method, r1)
         # where C* -> 0+ already at the least noise, Phi keeps the setting's C for every r here (more noise
         # only favours C -> 0+ more); elsewhere the infimum over C at sigma_eff
         eff = clip_sigma(settings, s_in, s_out / s_in, variant)
         best_C = clip_profile({**settings, "C": tiny}, eff, variant)
-        C = np.where(best_C == tiny, float(settings["C"]), best_C)
+        C = np.where((best_C == tiny) | fixed_C, float(settings["C"]), best_C)
         at_s = {**settings, "C": C, **({"Delta0": 0.0} if floor else {})}
         ev = bound_curve(at_s, T, s_in, variant, s_out / s_in)
         vals = np.asarray(ev.value, dtype=float)
         return vals if floor else np.where(np.asarray(ev.admissible, bool) & np.isfinite(vals), vals, np.inf)
 
+    if T is not None:
+        return float(at(np.array([int(T)]), False, True)[0])
     return float(scan_until_turned(lambda T: at(T, False), lambda T: at(T, True), maximum=T_SEARCH_MAX,
                                    chunk=SCAN_CHUNK).fun)
+
+
+def _branch_and_bound(value, lower, r_bounds: tuple[float, float], grid: int,
+                      xtol: float) -> tuple[dict[float, float], int, float]:
+    """({r: value(r)} evaluated, interval bounds computed, stated relative gap): the module docstring's
+    search on log r."""
+    vals: dict[float, float] = {}
+    start = sorted({*np.exp(np.linspace(math.log(r_bounds[0]), math.log(r_bounds[1]), grid)).tolist(), 1.0})
+    for r in start:
+        vals[r] = value(r)
+    intervals = list(zip(start[:-1], start[1:], strict=True))
+    residual, nodes = -math.inf, 0
+    while intervals:
+        best = min(vals.values())
+        r1, r2 = intervals.pop()
+        lb = lower(r1, r2)
+        nodes += 1
+        if lb >= best * (1 - GAP):
+            continue
+        if math.log(r2 / r1) <= xtol:  # narrow enough: what is left is the stated gap
+            residual = max(residual, (best - lb) / abs(best))
+            continue
+        mid = math.sqrt(r1 * r2)
+        vals[mid] = value(mid)
+        intervals += [(r1, mid), (mid, r2)]
+    return vals, nodes, max(residual, GAP)
+
+
+def split_at_T(settings: Mapping[str, Any], variant: str, method: str = "tight",
+               r_bounds: tuple[float, float] = R_BOUNDS, xtol: float = XTOL) -> tuple[float, float, str, int]:
+    """(r, bound, how, evaluations): the split at the setting's T and C minimising the bound with both stages'
+    noise (outer_noise), global over ``r_bounds`` by the module docstring's branch and bound (at one T)."""
+    from fedbound.scheduling.dppfl import bound_curve, sigma_curve
+
+    T = int(settings["T"])
+
+    def value(r: float) -> float:
+        sig = sigma_curve(settings, np.array([T]), method, r)
+        ev = bound_curve(settings, T, float(sig[0]), variant, r)
+        return float(ev.value) if bool(np.asarray(ev.admissible)) else math.inf
+
+    vals, nodes, gap = _branch_and_bound(value, lambda a, b: _lower(settings, variant, a, b, T, method),
+                                         r_bounds, R_GRID, xtol)
+    r = min(vals, key=lambda x: (vals[x], abs(math.log(x))))
+    how = (f"branch and bound on log r over [{r_bounds[0]:g}, {r_bounds[1]:g}] at T = {T} (lower bound on "
+           f"[r1, r2]: the bound at sigma_in(r2) and r1 sigma_in(r1); {len(vals)} calibrations, {nodes} "
+           f"interval bounds): global to {xtol:g} in log r, the bound within a relative gap of {gap:.1e}")
+    return r, vals[r], how, len(vals)
 
 
 def optimal_T_split(settings: Mapping[str, Any], variant: str, r_bounds: tuple[float, float] = R_BOUNDS,
@@ -96,32 +148,11 @@ def optimal_T_split(settings: Mapping[str, Any], variant: str, r_bounds: tuple[f
             runs[r] = optimal_T(settings, variant, "tight", ratio=r, joint_C=True)
         return float(runs[r].fun)
 
-    lo_b, hi_b = math.log(r_bounds[0]), math.log(r_bounds[1])
-    start = sorted({*np.exp(np.linspace(lo_b, hi_b, grid)).tolist(), 1.0})
-    for r in start:
-        profile(r)
-    intervals = list(zip(start[:-1], start[1:], strict=True))
-    lower_bounds: dict[tuple[float, float], float] = {}
-    residual, nodes = -math.inf, 0
-    while intervals:
-        best = min(float(v.fun) for v in runs.values())
-        r1, r2 = intervals.pop()
-        if (r1, r2) not in lower_bounds:
-            lower_bounds[(r1, r2)] = _lower(settings, variant, r1, r2)
-            nodes += 1
-        lb = lower_bounds[(r1, r2)]
-        if lb >= best * (1 - GAP):
-            continue
-        if math.log(r2 / r1) <= xtol:  # narrow enough: what is left is the stated gap
-            residual = max(residual, (best - lb) / abs(best))
-            continue
-        mid = math.sqrt(r1 * r2)
-        profile(mid)
-        intervals += [(r1, mid), (mid, r2)]
+    _, nodes, gap = _branch_and_bound(profile, lambda a, b: _lower(settings, variant, a, b), r_bounds, grid,
+                                      xtol)
     r_best = min(runs, key=lambda r: (runs[r].fun, abs(math.log(r))))
     t_best, t_50 = runs[r_best], runs[1.0]
     separate = float(t_50.x)  # the separate answer: T*(r = 1), then r at that T
-    gap = max(residual, GAP)
     how = (f"(T, r) jointly: the exact T scan at each r, branch and bound on log r over [{r_bounds[0]:g}, "
            f"{r_bounds[1]:g}] (lower bound on [r1, r2]: the bound at sigma_in(T, r2) and r1 sigma_in(T, r1), "
            f"C at its infimum; {len(runs)} T scans, {nodes} interval bounds): r is the global optimum "

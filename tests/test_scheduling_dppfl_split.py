@@ -95,3 +95,23 @@ def test_C_profile_with_outer_noise_is_the_dense_grid_argmin(s):
             assert C == s["C"]
         else:
             assert got <= grid.min() * (1 + 1e-9)
+
+
+def test_split_at_a_given_T_is_global_against_a_dense_brute_force():
+    """optimal_split at the setting's T (q < 1, outer_noise): the branch and bound's r against 240 r in
+    [1e-2, 1e2] (sigma_in(r) from the tabulated calibration, pinned to the point-by-point one in
+    test_scheduling_dppfl_fast.py): no r beats it by more than the stated gap, and the best grid r is within a
+    grid step of it."""
+    s = {**BASE, "q_in": 0.3, "q_out": 0.3, "tau0": 1, "T": 20}
+    res = sd.optimal_split(s, V, "tight")
+    gap = float(res.evidence["searched"].rsplit("gap of ", 1)[1])
+    rs = np.geomspace(1e-2, 1e2, 240)
+    vals = {k: v for k, v in s.items() if k in dp.NOTATION.params}
+    grid = []
+    for r in rs:
+        z = float(sd.sigma_curve(s, np.array([20]), "tight", float(r))[0])
+        grid.append(float(dp.BOUNDS["nonconvex"]({**vals, "sigma": z, "sigma_out": r * z}, variant=V)))
+    j = int(np.argmin(grid))
+    assert 0 < gap <= 2e-3 and res.fun <= grid[j] * (1 + gap)
+    assert abs(np.log(res.x / rs[j])) <= np.log(rs[1] / rs[0]) + 1e-2
+    assert "branch and bound" in res.method or "branch and bound" in res.evidence["searched"]
