@@ -203,6 +203,15 @@ EXACT_RTOL = 5e-3
 _EXACT: dict[tuple, dict] = {}
 
 
+def calibrated_exact(setting, ratio: float = 1.0) -> dict[int, dict]:
+    """The exact calibrations (:func:`exact_sigma` records) this process already holds for ``setting``'s
+    release at ``ratio``, by T: what a figure can draw of the deployed noise without calibrating again."""
+    eps, delta = float(setting["eps"]), float(setting["delta"])
+    head = (eps, delta, int(setting.get("tau0", 1)), float(setting["q_in"]), float(setting["q_out"]),
+            float(ratio))
+    return {key[-1]: dict(rec) for key, rec in list(_EXACT.items()) if key[:-1] == head}
+
+
 def exact_sigma(setting, T: int, ratio: float = 1.0) -> dict:
     """The exact calibration of Theorem 1's release (seed 000 eq. (12): per client ``T tau0`` inner sampled
     Gaussians at (q_in, z) and ``T tau0`` outer ones at (q_out, ratio z)), as a record: ``z`` (inner noise
