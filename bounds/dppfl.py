@@ -354,7 +354,8 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
     * ``"paper"``: one sigma for both stages, Theorem 1 on Opacus' 151 orders (Sec. III-B's search).
     * ``"tight"``: one sigma; q_in = q_out = 1: the exact calibration of the 2 T tau0 Gaussian releases
       (``fedbound.accounting.calibrate_noise(method="analytic")``); otherwise Theorem 1's RDP on the finer
-      :data:`TIGHT_ORDERS` (the exact sampled-Gaussian RDP is fedbound's tight accountant for these stages).
+      :data:`TIGHT_ORDERS` (valid, not tight in issue 23's sense: what fedbound plans and trains at q < 1 is
+      the PLD-exact ``fedbound.scheduling.dppfl_sigma.exact_sigma``, which this sigma bounds from above).
     * ``"split"``: sigma_out = ``setting["sigma_ratio"]`` x sigma_in (the inner/outer budget split; ratio 1 is
       the paper's 50/50), calibrated jointly by Theorem 1 on Opacus' orders.
     """
