@@ -311,6 +311,7 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int,
         discretization_for,
         discretization_for_target,
         pld_calibrate,
+        pld_epsilon_fast,
     )
 
     z_rdp = float(acc.calibrate_noise(eps, delta, q, T) if z_rdp_of is None else z_rdp_of(T))
@@ -320,7 +321,7 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int,
                 "z_rdp": z_rdp}
     disc = discretization_for_target(eps, T)
     try:
-        z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp)
+        z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp, evaluate=pld_epsilon_fast)  # same floats
     except PldTooCostly as exc:
         return {"z": z_rdp, "eps_achieved": None, "slack": 0.0, "z_rdp": z_rdp,
                 "method": f"RDP (an upper bound: PLD too costly here, {exc})"}
