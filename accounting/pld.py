@@ -424,11 +424,13 @@ def _dense_epsilon_for_delta(pmf, delta: float) -> float:
     probs = np.flip(pmf._probs)
     n = len(probs)
     losses = np.cumsum(np.concatenate(([(pmf._lower_loss + n - 1) * d], np.full(n - 1, -d))))
+    if losses[-1] < -700:  # exp(-loss) may overflow where dp-accounting's scan may stop first: its own loop
+        return pmf.get_epsilon_for_delta(delta)
     m_up = np.cumsum(np.concatenate(([inf_mass], probs)))  # before step i: m_up[i]; after: m_up[i + 1]
 
     def candidates(m_low: np.ndarray) -> np.ndarray:
         k = min(len(m_low), n)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             margin = 1e-12 * np.maximum(np.abs(losses[:k]), 1)
             return np.flatnonzero((m_up[:k] > delta) & (m_low[:k] > 0) & (
                 np.log((m_up[:k] - delta) / m_low[:k]) >= losses[:k] - margin))
