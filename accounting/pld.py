@@ -457,15 +457,48 @@ def _dense_epsilon_for_delta(pmf, delta: float) -> float:
 
 
 def _one_step_pld(z: float, q: float, discretization: float):
-    """The one-step PLD pmfs (remove, add) that :func:`subsampled_gaussian_pld` self-composes, as there."""
+    """The one-step PLD pmfs (remove, add) that :func:`subsampled_gaussian_pld` self-composes, as there
+    (dp-accounting's ``_create_pld_pmf_from_monotone_privacy_loss``, connect the dots, pessimistic).  Where
+    the pmf is dense (more than dp-accounting's 1,000 points) it is made from the probability array
+    directly (:func:`_connect_dots_dense`) instead of through a dict of every point and back."""
+    from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
     from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType
 
-    loss = _gaussian_loss_class()
-    return [pld_lib._create_pld_pmf_from_monotone_privacy_loss(
-        loss(z, sampling_prob=q, adjacency_type=adjacency), pessimistic_estimate=True,
-        value_discretization_interval=discretization, use_connect_dots=True)
-        for adjacency in (AdjacencyType.REMOVE, AdjacencyType.ADD)]
+    out = []
+    for adjacency in (AdjacencyType.REMOVE, AdjacencyType.ADD):
+        loss = _gaussian_loss_class()(z, sampling_prob=q, adjacency_type=adjacency)
+        bounds = loss.connect_dots_bounds()
+        lo = math.floor(bounds.epsilon_lower / discretization)
+        hi = math.ceil(bounds.epsilon_upper / discretization)
+        if hi - lo + 1 <= pld_pmf._MAX_PMF_SPARSE_SIZE:
+            out.append(pld_lib._create_pld_pmf_from_monotone_privacy_loss(
+                loss, pessimistic_estimate=True, value_discretization_interval=discretization,
+                use_connect_dots=True))
+        else:
+            deltas = loss.get_delta_for_epsilon(np.arange(lo, hi + 1) * discretization)
+            out.append(_connect_dots_dense(discretization, lo, hi, deltas))
+    return out
+
+
+def _connect_dots_dense(discretization: float, lo: int, hi: int, deltas):
+    """dp-accounting 0.6's ``create_pmf_pessimistic_connect_dots_fixed_gap`` (Doroshenko et al. 2022,
+    "Connect the Dots", Algorithm 1) for more than 1,000 points (hence dense): the same arithmetic and
+    checks, the DensePLDPmf that its ``create_pmf`` makes from the dict ``{lo + i: probs[i]}``."""
+    from dp_accounting.pld.pld_pmf import _DELTA_DIFF_TOLERANCE, DensePLDPmf
+
+    deltas = np.asarray(deltas, dtype=np.float64)
+    if deltas.size != hi - lo + 1 or np.any(deltas < 0) or np.any(deltas > 1):
+        raise ValueError(f"deltas are not {hi - lo + 1} values between 0 and 1")
+    if np.any(np.diff(deltas) > _DELTA_DIFF_TOLERANCE):
+        raise ValueError("deltas are not in non-increasing order")
+    deltas = np.minimum.accumulate(deltas)
+    diffs = np.diff(deltas)
+    probs = np.zeros_like(deltas)
+    probs[0] = 1 - deltas[0] + diffs[0] / math.expm1(discretization)
+    probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(discretization)) / math.expm1(discretization)
+    probs[-1] = diffs[-1] / math.expm1(-discretization)
+    return DensePLDPmf(discretization, lo, np.maximum(0.0, probs), deltas[-1], True)
 
 
 def subsampled_gaussian_epsilon(z: float, q: float, t: int, delta: float, discretization: float) -> float:

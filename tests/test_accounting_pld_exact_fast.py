@@ -110,3 +110,23 @@ def test_wpfl_tight_record_uses_the_same_calibration(monkeypatch):
     disc = P.discretization_for_target(1.21, 8)
     z, eps = P.pld_calibrate(1.21, 1e-3, 0.5, 8, disc, rec["z_rdp"])
     assert (rec["z"], rec["eps_achieved"]) == (z, eps)
+
+
+@pytest.mark.parametrize("z, q, disc", [(0.7, 0.3, 1e-3), (2.0, 0.01, 1e-4), (1.0, 0.9, 5e-3),
+                                        (5.0, 0.5, 2e-2), (0.3, 0.99, 1e-2)])
+def test_one_step_pmfs_are_dp_accountings(z, q, disc):
+    """The one-step pmfs (dense ones made without dp-accounting's dict) have the same type, offset, masses
+    and infinity mass as dp-accounting's construction."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType
+
+    for got, adjacency in zip(P._one_step_pld(z, q, disc), (AdjacencyType.REMOVE, AdjacencyType.ADD),
+                              strict=True):
+        ref = pld_lib._create_pld_pmf_from_monotone_privacy_loss(
+            P._gaussian_loss_class()(z, sampling_prob=q, adjacency_type=adjacency), pessimistic_estimate=True,
+            value_discretization_interval=disc, use_connect_dots=True)
+        assert type(got) is type(ref) and got._infinity_mass == ref._infinity_mass
+        if isinstance(ref, DensePLDPmf):
+            assert got._lower_loss == ref._lower_loss and np.array_equal(got._probs, ref._probs)
+        else:
+            assert got._loss_probs == ref._loss_probs
