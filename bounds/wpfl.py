@@ -268,8 +268,9 @@ def tight_calibration(eps: float, delta: float, q: float, T: int,
     (``fedbound.accounting.pld.discretization_for_target``); z is the smallest with PLD eps <= eps, found
     to 0.1 % of eps (``pld_calibrate``), so the true eps lies within ~1.1 % below the target, never above.
     Where PLD is too costly (``PldTooCostly``), the RDP calibration, labelled so (valid, not tight).
-    Costs 3-4 PLD evaluations (~0.05-0.2 s each) cold and 1-2 when an earlier calibration at the same delta
-    and q warm-starts it (a re-plan at a new eps), and records are kept in memory and across runs (the
+    Costs 3-4 PLD evaluations (~5-50 ms each: ``pld_epsilon_fast``, dp-accounting's eps at ~1/3 of its
+    cost, the same floats) cold and 1-2 when an earlier calibration at the same delta and q warm-starts it
+    (a re-plan at a new eps), and records are kept in memory and across runs (the
     compiled-formula cache, keyed by the inputs, this file, accounting/pld.py and dp-accounting's version).
     """
     key = (float(eps), float(delta), float(q), int(T))
