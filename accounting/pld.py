@@ -503,14 +503,22 @@ def _connect_dots_dense(discretization: float, lo: int, hi: int, deltas):
 
 def subsampled_gaussian_epsilon(z: float, q: float, t: int, delta: float, discretization: float) -> float:
     """``subsampled_gaussian_pld(z, q, t, discretization).get_epsilon_for_delta(delta)``, the same float,
-    about 2-3x cheaper: dp-accounting's own one-step PLD and final composition with the identity, with its
-    two Python loops (the Chernoff truncation bounds of the self-composition and the eps scan) done by
+    about 2.5x cheaper (7 vs 17 ms at WPFL's calibrated points): dp-accounting's own arithmetic and final
+    composition with the identity, with its Python loops (the dense one-step pmf's dict, the Chernoff
+    truncation bounds of the self-composition, the eps scan) done on arrays by :func:`_one_step_pld`,
     :func:`_dense_self_compose` and :func:`_dense_epsilon_for_delta`.  q < 1 only."""
+    from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
     from dp_accounting.pld.pld_pmf import DensePLDPmf
 
-    composed = [_dense_self_compose(p, t) if isinstance(p, DensePLDPmf) else p.self_compose(t, 1e-15)
-                for p in _one_step_pld(z, q, discretization)]
+    def self_compose(p):  # a sparse pmf's self_compose goes dense the same way above 1,000 points
+        if isinstance(p, DensePLDPmf):
+            return _dense_self_compose(p, t)
+        if t > 1 and p.size > 1 and (t >= 10 or p.size**t > pld_pmf._MAX_PMF_SPARSE_SIZE):  # 2^10 > 1000
+            return _dense_self_compose(p.to_dense_pmf(), t)
+        return p.self_compose(t, 1e-15)
+
+    composed = [self_compose(p) for p in _one_step_pld(z, q, discretization)]
     full = pld_lib.identity(discretization).compose(pld_lib.PrivacyLossDistribution(*composed))
     return max(_dense_epsilon_for_delta(p, delta) if isinstance(p, DensePLDPmf)
                else p.get_epsilon_for_delta(delta) for p in (full._pmf_remove, full._pmf_add))

@@ -32,9 +32,11 @@ def test_fast_eps_is_dp_accountings_float(z, q, t, disc, delta):
 
 
 @pytest.mark.parametrize("z, q, t, disc", [(0.05, 0.99, 1, 0.05), (0.2, 0.999999, 2, 0.05),
-                                           (3.0, 1e-9, 1, 1e-4), (50.0, 1e-6, 5, 1e-4), (0.3, 0.5, 3, 0.02)])
+                                           (3.0, 1e-9, 1, 1e-4), (50.0, 1e-6, 5, 1e-4), (0.3, 0.5, 3, 0.02),
+                                           (2.0, 0.3, 2, 0.02), (2.0, 0.3, 9, 0.02), (5.0, 0.5, 30, 0.02)])
 def test_fast_eps_at_extreme_inputs(z, q, t, disc):
-    """Tiny or huge noise (losses past exp's underflow), q near 0 or 1: still the same float."""
+    """Tiny or huge noise (losses past exp's underflow), q near 0 or 1, sparse one-step pmfs (210 and 101
+    points) composed 2-30 times (dense past 1,000 points, as in dp-accounting): still the same float."""
     for delta in (1e-5, 0.3):
         assert P.subsampled_gaussian_epsilon(z, q, t, delta, disc) == \
             P.subsampled_gaussian_pld(z, q, t, disc).get_epsilon_for_delta(delta)
