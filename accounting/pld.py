@@ -34,7 +34,8 @@ from fedbound.errors import DomainError
 
 __all__ = ["pld_epsilon", "pld_delta", "pld_calibrate", "discretization_for", "discretization_for_target",
            "PldTooCostly", "subsampled_gaussian_pld", "PLD_STEP_POINTS", "PLD_TOTAL_POINTS", "PLD_MAX_STEPS",
-           "PLD_MAX_DISCRETIZATION", "pld_epsilon_fast", "subsampled_gaussian_epsilon"]
+           "PLD_MAX_DISCRETIZATION", "composed_pld_epsilon", "pld_epsilon_fast",
+           "subsampled_gaussian_epsilon"]
 
 PLD_STEP_POINTS = 5e5
 """Points of one step's privacy-loss distribution (~4 s per evaluation on this 2-core machine, measured)."""
@@ -348,6 +349,60 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
                            f"{e:g} found at q = {sample_rate:g}, steps = {t}")
     best = min(private)
     return math.exp(best), seen[best][1]
+
+
+def composed_pld_epsilon(components: tuple[tuple[float, float, int], ...], gaussian_multiplier: float | None,
+                         delta: float, target_eps: float, fraction: float = 0.01) -> tuple[float, float]:
+    """``(eps, stated error)`` at ``delta`` of the composition of ``k`` Poisson-subsampled Gaussian releases
+    per component ``(q, z, k)`` (add/remove relation) and, if ``gaussian_multiplier`` is not None, one
+    unsampled Gaussian of that noise multiplier, by dp-accounting's PLD (Meiser & Mohammadi 2018; Koskela et
+    al. 2020), pessimistic: an upper bound on the true eps, off by at most the stated error ``n x disc``
+    (``n``: the releases composed).
+
+    The discretisation is :func:`discretization_for_target` (``fraction`` of ``target_eps`` over the ``n``
+    releases), coarsened where PLD would be too costly (:func:`discretization_for` of the smallest z at the
+    largest q over all sampled releases; the stated error then exceeds ``fraction``).  Each component is one
+    k-fold self-composition (FFT), not k composes.  One
+    component and no Gaussian is exactly :func:`pld_epsilon` (what :func:`pld_calibrate` evaluates, so a z it
+    calibrated re-accounts to the same eps; a calibration of several components that calls this function
+    with the same components re-accounts exactly too: ``fedbound.training.privacy`` does).  PldTooCostly /
+    DomainError where PLD cannot answer.
+    """
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    n = sum(int(k) for _, _, k in components) + (gaussian_multiplier is not None)
+    if not n:
+        return 0.0, 0.0
+    want = discretization_for_target(target_eps, n)
+    if len(components) == 1 and gaussian_multiplier is None:
+        q, z, k = components[0]
+        disc = discretization_for(z, q, k, want)
+        return float(pld_epsilon(z, q, k, delta, want)), k * disc
+    parts = sorted((float(q), float(z), int(k)) for q, z, k in components)  # one order: one rounding
+    # the cost estimate of the worst component over all sampled releases (as DP-PFL's two-stage calibration)
+    sampled = [(q, z, k) for q, z, k in parts if q < 1.0]
+    disc = max([want] + ([discretization_for(min(z for _, z, _ in sampled), max(q for q, _, _ in sampled),
+                                             sum(k for _, _, k in sampled), want)] if sampled else [])
+               + [discretization_for(z, 1.0, k, want) for q, z, k in parts if q >= 1.0]
+               + ([discretization_for(gaussian_multiplier, 1.0, 1, want)] if gaussian_multiplier else []))
+    try:
+        pld = pld_lib.identity(disc)
+        for q, z, k in parts:
+            pld = pld.compose(subsampled_gaussian_pld(z, q, k, disc) if q < 1.0 else
+                              pld_lib.from_gaussian_mechanism(z, value_discretization_interval=disc,
+                                                              use_connect_dots=True).self_compose(k))
+        if gaussian_multiplier is not None:
+            pld = pld.compose(pld_lib.from_gaussian_mechanism(gaussian_multiplier,
+                                                              value_discretization_interval=disc,
+                                                              use_connect_dots=True))
+        eps = float(pld.get_epsilon_for_delta(delta))
+    except (ArithmeticError, ValueError, MemoryError) as exc:
+        raise PldTooCostly("components", components, "releases dp-accounting's PLD can compose",
+                           f"PLD failed ({type(exc).__name__})") from None
+    if not math.isfinite(eps):
+        raise DomainError("delta", float(delta), "[1e-15, 1) for method='pld'",
+                          "dp-accounting's PLD truncates tail mass below e^-50")
+    return eps, n * disc
 
 
 # ---------------------------------------------------------------------------------------------------------

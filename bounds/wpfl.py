@@ -42,9 +42,9 @@ client (the paper's T0):
   paper's settings psi1 underflows and delta_Q is a per-outcome delta (spec E17): not a set-based guarantee.
 * ``"tight"``: the Poisson-subsampled Gaussian (RDP, sensitivity 2C: two clipped models differ by at most
   2C) over the T uploads, ``fedbound.accounting.calibrate_noise``; quantization and bit errors are
-  post-processing of that release, so this meets (eps, delta) in the standard sense.  It is what ``fedbound
-  train`` runs, because the engine's ledger accounts subsampled releases by RDP and would refuse less noise.
-  The plan deploys the exact calibration of the same release, :func:`tight_calibration` (the analytic
+  post-processing of that release, so this meets (eps, delta) in the standard sense.  The plan deploys, and
+  ``fedbound train`` (``[train] noise = "tight"``) trains, the exact calibration of the same release,
+  :func:`tight_calibration` (the analytic
   Gaussian at q = 1, PLD at a stated discretisation otherwise), ~24-27 % less noise at the examples.
 * ``"gaussian"``: the DP baseline "Gaussian mechanism ignoring quantization" of Fig. 2 (classic constant,
   basic composition over T releases, sensitivity 2C; proven only for eps/T < 1).

@@ -99,7 +99,8 @@ def test_wpfl_batched_calibrations_are_the_deployed_records():
     batch = wb.tight_calibrations(eps, delta, q, ts)
     for t, record in zip(ts, batch, strict=True):
         assert record == wb.tight_calibration(eps, delta, q, t)  # what the plan at T0 = t deploys
-        assert record["z_rdp"] == pytest.approx(float(calibrate_noise(eps, delta, q, t)), rel=1e-12)
+        # calibrate_noise's roots are solved to 1e-11 in ln z, from brackets that differ between calls
+        assert record["z_rdp"] == pytest.approx(float(calibrate_noise(eps, delta, q, t)), rel=1e-10)
         assert record["z"] <= record["z_rdp"] * (1 + 1e-12)
 
 

@@ -13,7 +13,24 @@ Tight (column ``epsilon_spent``), through ``fedbound.accounting``:
 * sampled releases (``hidden_sampling`` with q < 1) add RDP of the subsampled Gaussian: Poisson sampling
   (Mironov, Talwar & Zhang 2019) or a fixed-size subset without replacement (Wang, Balle & Kasiviswanathan
   2019), as ``View.sampling`` says, and convert with ``rdp_to_dp`` (the unsampled part joins as RDP
-  ``alpha / (2 z^2)``).
+  ``alpha / (2 z^2)``);
+* and, where a client's history in a group allows it, by PLD as well, and the column reports
+  ``min(RDP eps, PLD eps)`` (both are valid upper bounds).  PLD (Meiser & Mohammadi 2018; Koskela et al.
+  2020; dp-accounting's ``privacy_loss_distribution``, pessimistic estimate, so an upper bound) applies
+  when every Poisson-sampled view of the group has given the client releases of one noise multiplier z and
+  one rate q (a view's history changes its z only if the plan changes mid-run): each view is one k-fold
+  self-composition of the subsampled Gaussian (add/remove, the relation of the Poisson RDP above), and the
+  group's unsampled releases join as the one Gaussian they compose into
+  (``fedbound.accounting.pld.composed_pld_epsilon``).  The discretisation makes PLD's stated error
+  (releases x discretisation) at most 1 % of the budget ``plan.eps`` (coarser only where PLD would be too
+  costly; still an upper bound), and a single view without unsampled releases is evaluated exactly as
+  ``fedbound.accounting.pld.pld_calibrate`` evaluated it, so a sigma calibrated exactly by PLD to the
+  budget over k releases spends exactly its calibrated eps here.  Sampling without replacement keeps RDP
+  only: dp-accounting 0.6 has no PLD of a fixed-size subset (its PLD is for Poisson sampling), and a
+  client whose z or q changed keeps RDP.  PLD values are cached in memory by (views' (q, z, k), the
+  unsampled multiplier, delta, budget), so a run computes at most one PLD per distinct release count; the
+  tight column (per round, per client and at the budget check) is always this min, so it never changes
+  accountant from one round to the next.
 
 Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
 
@@ -53,8 +70,8 @@ from fedbound.accounting.paper_accountants import inverse_square, paper_accounta
 from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
-__all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "epsilons_many", "check_budgets", "ORDERS",
-           "PAPER_ACCOUNTANTS"]
+__all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "group_pld_epsilon", "epsilons_many",
+           "check_budgets", "ORDERS", "PAPER_ACCOUNTANTS"]
 
 PAPER_ACCOUNTANTS = (*_REGISTERED, "none")
 
@@ -96,6 +113,32 @@ def _rdp_to_dp(rdp: np.ndarray, delta: float, orders: np.ndarray = ORDERS) -> np
     return eps[np.asarray(where).ravel()]
 
 
+_PLD_CACHE: dict[tuple, float | None] = {}
+"""(components, unsampled multiplier, delta, budget) -> PLD eps (None: PLD cannot answer; RDP stands)."""
+_PLD_CACHE_SIZE = 4096
+
+
+def group_pld_epsilon(components: tuple[tuple[float, float, int], ...], inv_z2: float, delta: float,
+                      budget: float) -> float | None:
+    """PLD eps of one client's group (module docstring): ``components`` ``(q, z, k)`` of its Poisson-sampled
+    views, ``inv_z2`` the ``1/z^2`` of its unsampled releases' composed Gaussian (0: none), discretised for
+    1 % of ``budget``; cached; None where PLD cannot answer (too costly, delta below its tail cut-off)."""
+    key = (components, float(inv_z2), float(delta), float(budget))
+    if key not in _PLD_CACHE:
+        from fedbound.accounting.pld import composed_pld_epsilon
+        from fedbound.errors import DomainError
+
+        gauss = 1.0 / math.sqrt(inv_z2) if inv_z2 > 0 else None
+        try:
+            value: float | None = composed_pld_epsilon(components, gauss, delta, budget)[0]
+        except DomainError:
+            value = None
+        while len(_PLD_CACHE) >= _PLD_CACHE_SIZE:
+            _PLD_CACHE.pop(next(iter(_PLD_CACHE)))
+        _PLD_CACHE[key] = value
+    return _PLD_CACHE[key]
+
+
 @dataclass(frozen=True)
 class Release:
     """One view's releases in one round: ``z[i]`` for clients whose data they contain (``inf`` elsewhere),
@@ -119,6 +162,9 @@ class _ViewAccount:
         self.paper_max = np.zeros(n)
         self.paper_count = np.zeros(n)
         self.paper_rdp = np.zeros((n, n_orders))
+        self.pld_z = np.zeros(n)  # the z of every sampled release so far (NaN: they differ; RDP only)
+        self.pld_q = np.zeros(n)  # their sampling rate
+        self.pld_count = np.zeros(n)  # how many
 
     def copy(self) -> _ViewAccount:
         new = _ViewAccount.__new__(_ViewAccount)
@@ -191,6 +237,11 @@ class PrivacyLedger:
             who = np.flatnonzero(~np.isinf(z_tight))
             if sampled:
                 acct.rdp[who] += rel.count * self._rdp_rows(view.sampling, view.sample_rate, z_tight[who])
+                z_new, first = z_tight[who], acct.pld_count[who] == 0
+                same = (acct.pld_z[who] == z_new) & (acct.pld_q[who] == view.sample_rate)
+                acct.pld_z[who] = np.where(first | same, z_new, np.nan)
+                acct.pld_q[who] = view.sample_rate
+                acct.pld_count[who] += rel.count
             else:
                 inv = inverse_square(z_tight[who])
                 acct.count[who] += rel.count
@@ -235,8 +286,36 @@ class PrivacyLedger:
                 continue
             with np.errstate(invalid="ignore"):
                 total = rdp + np.outer(inv, self.orders) / 2.0
-            out[group] = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
+            eps = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
+            out[group] = self._pld_min(eps, [(v, accounts[v.name]) for v in views], inv)
         return out, invs
+
+    def _pld_min(self, eps: np.ndarray, views: list[tuple[View, _ViewAccount]], inv: np.ndarray
+                 ) -> np.ndarray:
+        """``min(eps, PLD eps)`` per client of one group whose history PLD can account (module docstring)."""
+        sampled = [a for v, a in views if a.pld_count.any()]
+        if not sampled or any(v.sampling != "poisson" for v, a in views if a.pld_count.any()):
+            return eps  # nothing sampled, or sampling without replacement (no PLD in dp-accounting): RDP
+        ok = np.isfinite(eps) & np.isfinite(inv) & (eps > 0)
+        for a in sampled:
+            ok &= (a.pld_count == 0) | (np.isfinite(a.pld_z) & (a.pld_z > 0))
+        if not ok.any():
+            return eps
+        rows = np.column_stack([inv, *(np.column_stack([a.pld_q, a.pld_z, a.pld_count]) for a in sampled)])
+        keys, where = np.unique(rows[ok], axis=0, return_inverse=True)
+        pld = np.full(len(keys), np.inf)
+        for j, key in enumerate(keys):
+            parts: dict[tuple[float, float], int] = {}
+            for q, z, k in key[1:].reshape(-1, 3):
+                if k:
+                    parts[(float(q), float(z))] = parts.get((float(q), float(z)), 0) + int(k)
+            if parts:
+                value = group_pld_epsilon(tuple(sorted((q, z, k) for (q, z), k in parts.items())),
+                                          float(key[0]), self.plan.delta, self.plan.eps)
+                pld[j] = np.inf if value is None else value
+        out = eps.copy()
+        out[ok] = np.minimum(eps[ok], pld[np.asarray(where).ravel()])
+        return out
 
     def _tight(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray]:
         return epsilons_many([(self, accounts)], paper=False)[0]["tight"]
@@ -290,7 +369,11 @@ class PrivacyLedger:
 
     def load_state_dict(self, state: dict) -> None:
         for name, values in state.items():
-            self.accounts[name].__dict__.update({k: np.array(v) for k, v in values.items()})
+            acct = self.accounts[name]
+            acct.__dict__.update({k: np.array(v) for k, v in values.items()})
+            if "pld_count" not in values:  # a checkpoint from before PLD: its sampled history is RDP only
+                acct.pld_z = np.where(acct.rdp.any(axis=1), np.nan, 0.0)
+                acct.pld_count = np.where(acct.rdp.any(axis=1), 1.0, 0.0)
         self._pending = self._current = None
 
 

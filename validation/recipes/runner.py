@@ -248,10 +248,6 @@ def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[
         plan = paper.load("planner")({k: v for k, v in setting.items() if v is not None}, "paper")
     r = plan.recommendation
     info: dict[str, Any] = {"design": "recommended", "bound": r.bound, "accounting": r.accounting}
-    rounds = int(given_T) if given_T is not None else int(r.T)
-    info["T"] = {"value": rounds, "source": "config" if given_T is not None else "recommended by plan"}
-    if rounds != int(r.T):  # the planner chose another T: its bound and sigma are not this run's
-        info.update(bound=None, note=f"the plan recommends T = {r.T}; the config's T = {rounds} is kept")
     if "K" in setting:
         if setting.get("K") is None and r.K is not None:
             setting["K"] = int(r.K)
@@ -259,8 +255,19 @@ def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[
         else:
             info["K"] = {"value": setting.get("K"), "source": "config" if setting.get("K") is not None
                          else "config (unset: every client each round)"}
+    # a T the config sets is held; the rounds a T means are the recipe's (WPFL's T is uploads per client)
+    T_design = int(given_T) if given_T is not None else int(r.T)
     if "T" in setting:
-        setting["T"] = rounds
+        setting["T"] = T_design
+        rounds = int(paper.load("recipe").rounds(setting))
+    else:
+        rounds = T_design
+    info["T"] = {"value": T_design, "source": "recommended by plan" if given_T is None else "config"}
+    if rounds != T_design:
+        info["T"]["rounds"] = rounds
+        info["T"]["source"] += f" ({rounds} rounds: the recipe's reading of T = {T_design})"
+    if T_design != int(r.T):  # the planner chose another T: its bound and sigma are not this run's
+        info.update(bound=None, note=f"the plan recommends T = {r.T}; the config's T = {T_design} is kept")
     info.update(paper.load("recipe").adopt(setting, r))
     was = train["noise"]
     if "tight" in paper.load("recipe").noise_methods:

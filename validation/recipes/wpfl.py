@@ -14,14 +14,16 @@ as data (``fedbound.training.wpfl.WPFLSchedule``).  ``policy``:
 (``fedbound.training.pfl_baselines``): the policy's selection and channels, fixed ``eta_F`` and ``eta_P``.
 
 The noise (:func:`wpfl_plan`): sigma_DP from ``fedbound.bounds.wpfl.noise`` -- ``[train] noise = "paper"``:
-Theorem 1's calibration; ``"tight"``: the Poisson-subsampled Gaussian with sensitivity 2C.  ``[wpfl]
+Theorem 1's calibration; ``"tight"``: the Poisson-subsampled Gaussian with sensitivity 2C, calibrated
+exactly as the plan recommends (``fedbound.bounds.wpfl.tight_calibration``: PLD at q < 1).  ``[wpfl]
 mechanism`` swaps in the DP baselines of Fig. 2: ``gaussian`` (the classic mechanism ignoring quantization)
 and ``moments`` (the moments accountant) differ only in sigma; ``perfect_gaussian`` keeps sigma and drops
 quantization and bit errors; ``[train] private = false`` is "WPFL without DP".  (The dithering baseline is
 not implemented.)  With ``local_steps = s`` the record sampling rate is ``q_s = 1 - (1 - q)^s``.
 Accounting (one adversary, the server, which sees who uploads): paper -- ``"quantized_gaussian"``,
-Theorem 1 per upload with basic composition; tight -- the Poisson-subsampled Gaussian (RDP) of every actual
-upload at ``sigma_DP / 2C`` (quantization and bit errors are post-processing).  At the paper's settings
+Theorem 1 per upload with basic composition; tight -- the Poisson-subsampled Gaussian of every actual upload
+at ``sigma_DP / 2C``, min(RDP, PLD) (``fedbound.training.privacy``; quantization and bit errors are
+post-processing).  At the paper's settings
 Theorem 1's psi1 underflows (spec 004 S5): the paper's accountant certifies eps = 0 for up to T uploads,
 and its delta_Q is a per-outcome delta (E17); the plan's notes say so.
 
@@ -58,14 +60,20 @@ def full_setting(setting: Mapping[str, Any]) -> dict[str, Any]:
 
 def sigma_for(setting: Mapping[str, Any], noise: str = "paper", local_steps: int = 1) -> float:
     """sigma_DP of the run: ``fedbound.bounds.wpfl.noise`` with the method of ``[train] noise`` (or of
-    ``[wpfl] mechanism`` for the Fig. 2 baselines), at the per-step sampling rate ``q_s``."""
+    ``[wpfl] mechanism`` for the Fig. 2 baselines), at the per-step sampling rate ``q_s``; ``"tight"`` is the
+    plan's exact calibration, ``fedbound.bounds.wpfl.tight_calibration`` (PLD; the ledger accounts it so)."""
     from fedbound.bounds.wpfl import noise as wpfl_noise
 
     s = full_setting(setting)
     mechanism = s.get("mechanism", "quantized")
     method = (noise if mechanism in ("quantized", "perfect_gaussian")
               else "tight" if mechanism == "dithering" else mechanism)
-    return wpfl_noise({**s, "q": _q_eff(s["q"], local_steps)}, s["T"], method)["uplink"]
+    q = _q_eff(s["q"], local_steps)
+    if method == "tight":  # the plan's exact calibration (one source: fedbound.bounds.wpfl)
+        from fedbound.bounds.wpfl import tight_calibration
+
+        return tight_calibration(s["eps"], s["delta"], q, s["T"])["z"] * 2.0 * float(s["C"])
+    return wpfl_noise({**s, "q": q}, s["T"], method)["uplink"]
 
 
 def _q_eff(q: float, local_steps: int) -> float:
@@ -115,6 +123,7 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
     sigma_paper = capture(sigma_for, s, "paper", local_steps, notes=notes)
     sigma_tight = capture(sigma_for, {**s, "mechanism": "quantized"}, "tight", local_steps, notes=notes)
     sigma = capture(sigma_for, s, noise, local_steps, notes=notes)
+    mechanism = s.get("mechanism", "quantized")
     log_psi, log_psi1, _, _ = acc.qa_gaussian_log_psi(C, sigma, R, q_eff)
     if log_psi1 + eps / T < log_psi + math.log(1e-12):
         notes.append(f"WPFL (Zhao et al. 2025), Theorem 1 at sigma_DP = {sigma:.6g}: psi1 = "
@@ -123,22 +132,28 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
                      "per-outcome delta, not a set-based (eps, delta) guarantee")
     try:
         tight_eps = capture(acc.epsilon, sigma / (2.0 * C), q_eff, T, delta, notes=notes)
+        exact_sigma = mechanism == "dithering" or (noise == "tight" and mechanism != "gaussian"
+                                                   and mechanism != "moments")
+        if exact_sigma and q_eff < 1:
+            from fedbound.bounds.wpfl import tight_calibration
+
+            exact = tight_calibration(eps, delta, q_eff, T)["eps_achieved"]  # PLD, what the ledger counts
+            tight_eps = min(tight_eps, exact) if exact is not None else tight_eps
     except (FedboundError, OverflowError) as exc:  # a sigma so small that even RDP gives up
         tight_eps = math.inf
         notes.append(f"the tight accountant cannot bound sigma_DP = {sigma:.4g} over T0 uploads ({exc})")
-    mechanism = s.get("mechanism", "quantized")
     if mechanism == "dithering":
         source = ("dithering baseline of seed 004 Fig. 2: subtractive dithered quantization with random "
-                  "steps makes exactly Gaussian noise; sigma from the tight (RDP) calibration, "
-                  "fedbound.bounds.wpfl.noise")
+                  "steps makes exactly Gaussian noise; sigma from the exact calibration, "
+                  "fedbound.bounds.wpfl.tight_calibration")
     elif mechanism not in ("quantized", "perfect_gaussian"):
         source = f"DP baseline of seed 004 Fig. 2 ({mechanism}), fedbound.bounds.wpfl.noise"
     elif noise == "paper":
         source = ("seed 004 Theorem 1 (eqs. (23)-(24)): sigma_DP = calibrate_sigma_dp(eps_Q, delta_Q, C, R, "
                   "q, T0), fedbound.bounds.wpfl.noise")
     else:
-        source = ("tight: Poisson-subsampled Gaussian (RDP) with sensitivity 2C over T0 uploads, "
-                  "fedbound.bounds.wpfl.noise")
+        source = ("tight: Poisson-subsampled Gaussian with sensitivity 2C over T0 uploads, calibrated "
+                  "exactly (PLD; the plan's sigma), fedbound.bounds.wpfl.tight_calibration")
     view = View("uplink", "upload", stage="uplink", sample_rate=q_eff, hidden_sampling=q_eff < 1.0,
                 hidden_scope="participants")
     info = {"C": C, "R": R, "q": q_eff, "T0": T, "sigma_dp": sigma, "sigma_dp_paper": sigma_paper,
