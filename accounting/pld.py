@@ -183,11 +183,12 @@ def _accountant(z: float, q: float, t: int, discretization: float, step_points: 
 
 
 def _evaluate(query: str, z: float, q: float, t: int, x: float, discretization: float,
-              step_points: float) -> float:
-    """``get_epsilon(x)`` or ``get_delta(x)`` of the PLD accountant; dp-accounting's arithmetic errors at
-    extreme inputs become a DomainError naming them."""
+              step_points: float, accountant=None) -> float:
+    """``get_epsilon(x)`` or ``get_delta(x)`` of the PLD accountant (``accountant``: :func:`_accountant`'s
+    signature, default it); dp-accounting's arithmetic errors at extreme inputs become a DomainError naming
+    them."""
     try:
-        acc = _accountant(z, q, t, discretization, step_points)
+        acc = (accountant or _accountant)(z, q, t, discretization, step_points)
         return float(getattr(acc, query)(x))
     except DomainError:
         raise
@@ -579,6 +580,19 @@ def subsampled_gaussian_epsilon(z: float, q: float, t: int, delta: float, discre
                else p.get_epsilon_for_delta(delta) for p in (full._pmf_remove, full._pmf_add))
 
 
+def _fast_accountant(z: float, q: float, t: int, discretization: float, step_points: float):
+    """:func:`_accountant` with ``get_epsilon`` by :func:`subsampled_gaussian_epsilon` where q < 1."""
+    if q >= 1.0:
+        return _accountant(z, q, t, discretization, step_points)
+    disc = discretization_for(z, q, t, discretization, step_points)
+
+    class Fast:
+        def get_epsilon(self, delta: float) -> float:
+            return subsampled_gaussian_epsilon(z, q, t, delta, disc)
+
+    return Fast()
+
+
 def pld_epsilon_fast(noise_multiplier: float, sample_rate: float, steps: int, delta: float,
                      discretization: float = 1e-4, *, step_points: float = PLD_STEP_POINTS) -> float:
     """:func:`pld_epsilon` at one point (the same eps, the same errors) through
@@ -586,17 +600,7 @@ def pld_epsilon_fast(noise_multiplier: float, sample_rate: float, steps: int, de
     evaluates."""
     z, q, t, d = (x.item() for x in _prepare(noise_multiplier, sample_rate, steps, "delta",
                                               lambda: check_probability("delta", delta), discretization))
-    if q >= 1.0:
-        return float(pld_epsilon(z, q, t, d, discretization, step_points=step_points))
-    try:
-        eps = float(subsampled_gaussian_epsilon(z, q, int(t), d, discretization_for(z, q, t, discretization,
-                                                                                    step_points)))
-    except DomainError:
-        raise
-    except (ArithmeticError, ValueError, MemoryError) as exc:
-        raise PldTooCostly("noise_multiplier", z, "a value dp-accounting's PLD can evaluate",
-                           f"PLD failed at q = {q:g}, steps = {t} ({type(exc).__name__}); use method='rdp'"
-                           ) from None
+    eps = _evaluate("get_epsilon", z, q, int(t), d, discretization, step_points, _fast_accountant)
     if not math.isfinite(eps):
         raise DomainError("delta", d, "[1e-15, 1) for method='pld'",
                           "dp-accounting's PLD truncates tail mass below e^-50; use method='rdp'")
