@@ -575,9 +575,35 @@ def subsampled_gaussian_epsilon(z: float, q: float, t: int, delta: float, discre
         return p.self_compose(t, 1e-15)
 
     composed = [self_compose(p) for p in _one_step_pld(z, q, discretization)]
+    if all(isinstance(p, DensePLDPmf) for p in composed):  # onto the identity, as PrivacyLossDistribution
+        one = pld_lib.identity(discretization)._pmf_remove.to_dense_pmf()
+        return max(_dense_epsilon_for_delta(_dense_compose(one, p), delta) for p in composed)
     full = pld_lib.identity(discretization).compose(pld_lib.PrivacyLossDistribution(*composed))
     return max(_dense_epsilon_for_delta(p, delta) if isinstance(p, DensePLDPmf)
                else p.get_epsilon_for_delta(delta) for p in (full._pmf_remove, full._pmf_add))
+
+
+def _dense_compose(a, b, tail_mass_truncation: float = 1e-15):
+    """``DensePLDPmf.compose`` of dp-accounting 0.6 (``scipy.signal.fftconvolve``, then its pessimistic
+    tail truncation) with the truncation's two prefix scans as ``np.cumsum`` (sequential sums, the same
+    floats as its running sum): the same pmf."""
+    from dp_accounting.pld.pld_pmf import DensePLDPmf
+    from scipy import signal
+
+    probs = signal.fftconvolve(a._probs, b._probs)
+    inf_mass = a._infinity_mass + b._infinity_mass - a._infinity_mass * b._infinity_mass
+
+    def prefix(arr):  # the longest prefix whose running sum stays <= tail / 2
+        over = np.flatnonzero(np.cumsum(arr) > tail_mass_truncation / 2)
+        return int(over[0]) if over.size else len(arr)
+
+    left = prefix(probs)
+    right = max(len(probs) - prefix(np.flip(probs)), left + 1)
+    left_mass, right_mass = np.sum(probs[:left]), np.sum(probs[right:])
+    kept = probs[left:right]
+    kept[0] += left_mass
+    return DensePLDPmf(a._discretization, a._lower_loss + b._lower_loss + left, kept, inf_mass + right_mass,
+                       a._pessimistic_estimate)
 
 
 def _fast_accountant(z: float, q: float, t: int, discretization: float, step_points: float):

@@ -132,3 +132,24 @@ def test_one_step_pmfs_are_dp_accountings(z, q, disc):
             assert got._lower_loss == ref._lower_loss and np.array_equal(got._probs, ref._probs)
         else:
             assert got._loss_probs == ref._loss_probs
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=_PROBS, b=_PROBS, la=st.integers(-50, 50), lb=st.integers(-50, 50),
+       inf=st.sampled_from([0.0, 1e-16, 1e-3]), tail=st.sampled_from([1e-15, 1e-2]))
+def test_dense_compose_is_dp_accountings(a, b, la, lb, inf, tail):
+    """The same pmf (offset, masses bit for bit, infinity mass) as DensePLDPmf.compose with its tail
+    truncation, also with the identity's pmf (what subsampled_gaussian_epsilon composes onto)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    one = pld_lib.identity(0.01)._pmf_remove.to_dense_pmf()
+    for x, y in ((_pmf(a, 0.01, la, inf), _pmf(b, 0.01, lb, 0.0)), (one, _pmf(b, 0.01, lb, inf))):
+        try:
+            ref = x.compose(y, tail)
+        except IndexError:  # dp-accounting's truncation of an all-zero pmf: the same error
+            with pytest.raises(IndexError):
+                P._dense_compose(x, y, tail)
+            continue
+        got = P._dense_compose(x, y, tail)
+        assert (got._lower_loss, got._infinity_mass) == (ref._lower_loss, ref._infinity_mass)
+        assert np.array_equal(got._probs, ref._probs)
