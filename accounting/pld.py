@@ -559,10 +559,11 @@ def _connect_dots_dense(discretization: float, lo: int, hi: int, deltas):
 
 def subsampled_gaussian_epsilon(z: float, q: float, t: int, delta: float, discretization: float) -> float:
     """``subsampled_gaussian_pld(z, q, t, discretization).get_epsilon_for_delta(delta)``, the same float,
-    about 2.5x cheaper (7 vs 17 ms at WPFL's calibrated points): dp-accounting's own arithmetic and final
-    composition with the identity, with its Python loops (the dense one-step pmf's dict, the Chernoff
-    truncation bounds of the self-composition, the eps scan) done on arrays by :func:`_one_step_pld`,
-    :func:`_dense_self_compose` and :func:`_dense_epsilon_for_delta`.  q < 1 only."""
+    about 2-2.5x cheaper at WPFL's calibrated points: dp-accounting's own arithmetic, with its Python loops
+    (the dense one-step pmf's dict, the Chernoff truncation bounds of the self-composition, the tail
+    truncation of the composition onto the identity, the eps scan) done on arrays by
+    :func:`_one_step_pld`, :func:`_dense_self_compose`, :func:`_dense_compose` and
+    :func:`_dense_epsilon_for_delta`.  q < 1 only."""
     from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
     from dp_accounting.pld.pld_pmf import DensePLDPmf
