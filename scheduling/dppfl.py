@@ -11,6 +11,11 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
   zeta^tau0) certifies T* = 1 (Phi2(T+1) - Phi2(T) >= (zeta^{(T+1)tau0} - zeta^{T tau0})(Delta0 - K(T)) >= 0
   and K is increasing).  Theorem 3 at q = 1: sigma*(T) = sigma*(1) sqrt(T) exactly, so
   T* = (2A/(K1 sigma*(1)))^{2/3} (A = Delta0/c, K1 = dPhi3/dsigma) is reported as the continuous check.
+* The plan deploys the exact sigma (:func:`fedbound.scheduling.dppfl_sigma.exact_sigma`: PLD at q < 1, the
+  analytic Gaussian at q = 1, labelled tight within 1 % of eps) and, with T open, re-optimises T on it by
+  branch and bound from the RDP optimum (:mod:`fedbound.scheduling.dppfl_exact`; the RDP sigma*(T) above
+  is the upper curve); with ``outer_noise`` and T open, (T, r) jointly by branch and bound on r
+  (:mod:`fedbound.scheduling.dppfl_split`), then T on the exact sigma at that r.
 * :func:`optimal_clip` (our derivation, spec 000 Sec. 3.8): Xi(C) at fixed sigma is piecewise linear +
   {+, -, 0} sqrt(C); its minimiser lies in the finite candidate set {0+, a^2, B^2, (B with ``tight``),
   1/(4 slope^2) clipped to [min(a^2, B^2), max(a^2, B^2)]}.  Exact: no grid.  C -> 0+ is an infimum
@@ -26,8 +31,9 @@ m and the analysis constants) and returns a :class:`~fedbound.scheduling.results
   k_in sigma_in + k_out sigma_out + const.  At q_in = q_out = 1 the RDP is T tau0 alpha (1/sigma_in^2 +
   1/sigma_out^2)/2, so with x = sigma_in^-2, y = sigma_out^-2 the problem min k_in x^-1/2 + k_out y^-1/2 s.t.
   x + y <= R is DCP: solved by cvxpy (and its closed form r = (k_in/k_out)^{1/3} is the test oracle).  For
-  q < 1 the sampled-Gaussian RDP has no DCP form in sigma, so scipy's bounded scalar minimiser on log r, each
-  evaluation calibrating sigma_in(r) by Theorem 1.  r = 1 (the paper's 50/50) is always evaluated too.
+  q < 1 the sampled-Gaussian RDP has no DCP form in sigma, so branch and bound on log r with a proven lower
+  bound (:func:`fedbound.scheduling.dppfl_split.split_at_T`), each evaluation calibrating sigma_in(r).
+  r = 1 (the paper's 50/50) is always evaluated too.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ __all__ = [
     "bound_curve",
     "optimal_T",
     "optimal_clip",
+    "clip_sigma",
     "model_size",
     "optimal_split",
     "plan",
@@ -63,6 +70,9 @@ BOUND_NAMES = ("nonconvex", "convex")
 T_MAX_DEFAULT = 400
 T_SEARCH_MAX = 100_000
 """The documented maximum of the widening T search (a plan whose bound has not turned by then says so)."""
+SCAN_CHUNK = 32
+"""T values per step of the widening scan (sigma*(T) per chunk is one vectorised call; small chunks keep a
+plan whose bound turns early cheap, which the split search repeats per r)."""
 
 
 def _theorem(settings: Mapping[str, Any]):
@@ -176,7 +186,8 @@ def optimal_T(
     T_max = int(T_max or settings.get("T_max") or T_MAX_DEFAULT)
 
     def at(sig: np.ndarray) -> Mapping[str, Any]:  # joint_C: each T's C*(sigma*(T)) (C profiled out)
-        return {**settings, "C": clip_profile(settings, sig, variant)} if joint_C else settings
+        return ({**settings, "C": clip_profile(settings, clip_sigma(settings, sig, ratio, variant), variant)}
+                if joint_C else settings)
 
     def f(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sig = sigma_curve(settings, xs, method, ratio)
@@ -194,7 +205,7 @@ def optimal_T(
             ev = bound_curve({**at(sig), "Delta0": 0.0}, xs, sig, variant, ratio)
             return np.asarray(ev.value, dtype=float)
 
-        scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX)
+        scan = scan_until_turned(masked, floor, maximum=T_SEARCH_MAX, chunk=SCAN_CHUNK)
         lo, hi = 1, scan.stop
         how = f"every integer T in {scan.domain}" + (f"; {scan.capped}" if scan.capped else "")
     res = exhaustive_integer_min(f, lo, hi, what="T")
@@ -280,6 +291,17 @@ def clip_candidates(settings: Mapping[str, Any], sigma: float, variant: str = "p
         cands.append(hi if slope <= 0 else min(max(1 / (4 * slope * slope), lo), hi))
     tiny = 1e-12 * max(1.0, hi)
     return np.array(sorted({c for c in cands if c > 0} | {tiny}))
+
+
+def clip_sigma(settings: Mapping[str, Any], sigma: Any, ratio: Any = 1.0, variant: str = "paper") -> Any:
+    """The noise multiplier at which C is profiled: ``sigma``, or with ``outer_noise`` (E18) sigma_eff =
+    sigma_in + sigma_out / (a eta L), a = 1 + eta L: the bracket Xi + Theta^S depends on C only through
+    a (eta L k Theta_1(C) sigma_eff + f_C) (Lemma 4 (26) with Theta^S = k Theta_1(C) sigma_out), so Lemma 4's
+    candidate set at sigma_eff is the exact C* of the bound with both stages' noise."""
+    if "outer_noise" not in variant.split("+"):
+        return sigma
+    eta_L = float(settings["eta"]) * float(settings["L"])
+    return np.asarray(sigma, dtype=float) * (1.0 + np.asarray(ratio, dtype=float) / ((1.0 + eta_L) * eta_L))
 
 
 def clip_profile(settings: Mapping[str, Any], sigma: Any, variant: str = "paper") -> np.ndarray:
@@ -478,21 +500,13 @@ def optimal_split(
             "cvxpy (DCP after x = sigma_in^-2, y = sigma_out^-2)",
             {"closed_form_r": oracle, "k_in": k_in, "k_out": k_out},
         )
-    else:
-        from scipy.optimize import minimize_scalar
+    else:  # global over r_bounds: branch and bound, a proven lower bound (fedbound.scheduling.dppfl_split)
+        from fedbound.scheduling.dppfl_split import split_at_T
 
-        res = minimize_scalar(
-            lambda lr: _split_value(settings, math.exp(lr), variant, method)[0],
-            bounds=tuple(math.log(b) for b in r_bounds),
-            method="bounded",
-            options={"xatol": 5e-3},
-        )
-        r = math.exp(float(res.x))
+        r, _, how, evaluations = split_at_T(settings, variant, "paper" if method == "paper" else "tight",
+                                            r_bounds)
         val, sig = _split_value(settings, r, variant, method)
-        how, extra = (
-            "scipy minimize_scalar (bounded) on log r, Theorem 1 calibration per r",
-            {"evaluations": int(res.nfev)},
-        )
+        extra = {"evaluations": evaluations, "searched": how}
     if base <= val:
         r, val, sig = 1.0, base, sig1
     T = int(settings["T"])
@@ -648,17 +662,15 @@ def _noise_split(s: Mapping[str, Any], T: int, variant: str,
     the joint (T, r) optimum's, else r is optimised at this T)."""
     split = split or optimal_split({**s, "T": T}, variant, "tight")
     r = float(split.x)
-    if math.isfinite(r) and r != 1.0:
-        sig = float(sigma_curve(s, np.array([T]), "tight", r)[0])
-        return (sig, r * sig, "Theorem 1 (eq. (12)) with sigma_out = r sigma_in, exact sampled-Gaussian RDP "
-                "on Opacus' and fedbound's orders", r, split)
-    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
-    how = (
-        "exact composition of the 2 T tau0 Gaussian releases (analytic Gaussian)"
-        if float(s["q_in"]) == 1.0 == float(s["q_out"])
-        else "Theorem 1 (eq. (12)): exact sampled-Gaussian RDP of both stages, Opacus' and fedbound's orders"
-    )
-    return sig, sig, how, 1.0, split
+    r = r if math.isfinite(r) else 1.0
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
+    rec = exact_sigma(s, T, r)
+    how = (f"the exact calibration of the 2 T tau0 releases ({rec['method']}; "
+           + ("tight" if rec["tight"] else "valid, not tight") + ")")
+    if r != 1.0:
+        how += f", with sigma_out = {r:.4g} sigma_in"
+    return float(rec["z"]), r * float(rec["z"]), how, r, split
 
 
 def _eps_parts(
@@ -725,11 +737,15 @@ def trivial_level(s: Mapping[str, Any]) -> tuple[float, str]:
     return level, "tau0 ((1 + eta L) B)^2, what A1 gives without any training"
 
 
-def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float, full: bool) -> Any:
+def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float, full: bool,
+               calibrated: Mapping[str, Any] | None = None) -> Any:
     """Both stages of Theorem 1's release (T tau0 inner and T tau0 outer sampled Gaussians per client)
     re-accounted exactly: analytic Gaussian of the Gaussian composition at q = 1, dp-accounting's PLD
     otherwise (see :func:`fedbound.scheduling.certificate.reaccount`); with ``full`` also the exact PLD
-    calibration of the same release, for the noise the RDP-calibrated sigma wastes."""
+    calibration of the same release, for the noise the RDP-calibrated sigma wastes.  ``calibrated``: the
+    exact calibration's record (:func:`fedbound.scheduling.dppfl_sigma.exact_sigma`) of the deployed sigma;
+    without ``full`` its own PLD eps (the same dp-accounting arithmetic, one-step PLD vectorised) is
+    reported, and ``--check`` re-accounts with dp-accounting's own accountant (3-4x slower)."""
     from fedbound.scheduling.certificate import PrivacyCheck, reaccount
 
     k, q_in, q_out = T * int(s.get("tau0", 1)), float(s["q_in"]), float(s["q_out"])
@@ -737,6 +753,11 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
     if q_in == q_out == 1.0:
         z = 1 / math.sqrt((1 / z_in**2 + 1 / z_out**2) / 2)
         return reaccount(stage, C * z, C, s["eps"], s["delta"], steps=2 * k, sample_rate=1.0)
+    if not full and calibrated and calibrated["tight"] and calibrated["z"] == z_in:
+        return PrivacyCheck(stage, C * z_in, float(s["eps"]), float(s["delta"]),
+                            float(calibrated["eps_achieved"]),
+                            f"{calibrated['method']} (as calibrated; --check re-accounts with dp-accounting's"
+                            " own PLD accountant)")
     from fedbound.accounting.events import make_accountant, poisson_gaussian_event
     from fedbound.accounting.pld import discretization_for, discretization_for_target
 
@@ -771,8 +792,10 @@ def _reaccount(s: Mapping[str, Any], T: int, z_in: float, z_out: float, C: float
 def _at_user_T(s: Mapping[str, Any], variant: str) -> Optimum:
     """A T the user sets, held fixed (issue 23): the bound at it with the tight sigma*(T) (Remark 1's
     trade-off is not searched)."""
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
     T = int(s["T"])
-    sig = float(sigma_curve(s, np.array([T]), "tight")[0])
+    sig = float(exact_sigma(s, T)["z"])
     ev = bound_curve(s, T, sig, variant)
     if not bool(np.asarray(ev.admissible)):
         raise InfeasibleError(f"{SHORT}'s bound is not admissible at the T = {T} the setting gives")
@@ -796,13 +819,21 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
         return OptimumCheck("recomputed at the user's T", 1, {"T": T}, fun,
                             bool(abs(fun - float(res.fun)) <= 1e-9 * max(1.0, abs(fun))),
                             note="T set by the user: nothing searched")
+    if res.evidence.get("exact_search"):  # the exact sigma: re-evaluated around T* and across the domain
+        from fedbound.scheduling.dppfl_exact import exact_check
+
+        x, fun, points, agrees, note = exact_check(s, variant, ratio, res, bool(res.evidence.get("joint_C")),
+                                                   half_width=6 if full else 3, spread=24 if full else 8)
+        return OptimumCheck("exact sigma re-evaluated near T* and on a geometric sample", points, x, fun,
+                            agrees, note=note)
     top = int(res.evidence["T_max"])
     every = top <= BRUTE_FORCE_POINTS  # sigma*(T) is cheap at every q (closed form / tables)
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
 
     def objective(T: np.ndarray) -> np.ndarray:
         sig = sigma_curve(s, T, "tight", ratio)
-        at = {**s, "C": clip_profile(s, sig, variant)} if res.evidence.get("joint_C") else s
+        at = ({**s, "C": clip_profile(s, clip_sigma(s, sig, ratio, variant), variant)}
+              if res.evidence.get("joint_C") else s)
         ev = bound_curve(at, T, sig, variant, ratio)
         return np.where(np.asarray(ev.admissible, bool), np.asarray(ev.value, dtype=float), np.inf)
 
@@ -838,15 +869,25 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         t_tight, split_joint = optimal_T_split(s, variant)
     else:
         t_tight = optimal_T(s, variant, "tight", joint_C=True) if "T" not in s else _at_user_T(s, variant)
+    if "T" not in s:  # T again, with the exact sigma deployed (branch and bound from the RDP optimum)
+        from fedbound.scheduling.dppfl_exact import exact_optimal_T
+
+        r_at = float(split_joint.x) if joint else 1.0
+        t_tight = exact_optimal_T(s, variant, r_at if math.isfinite(r_at) else 1.0, t_tight)
     T_rec = int(t_tight.x)
     split_given = split_joint if joint else None
     sig_in, sig_out, accounting, ratio, split = _noise_split(s, T_rec, variant, split_given)
-    clip = optimal_clip(s, sig_in, variant)
+    clip = optimal_clip(s, clip_sigma(s, sig_in, sig_out / sig_in, variant), variant)
     C_rec = float(s["C"]) if clip.at_lower_edge else float(clip.x)
     rec_setting = {**s, "C": C_rec}
     ev_rec = bound_curve(rec_setting, T_rec, sig_in, variant, sig_out / sig_in)
     bound_rec = float(ev_rec.value) if ev_rec.admissible else None
     eps_spent, alpha, e_in, e_out = _eps_parts(s, T_rec, sig_in, sig_out)
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
+    exact_rec, eps_rdp = exact_sigma(s, T_rec, ratio), eps_spent  # Theorem 1's RDP eps at the deployed sigma
+    if exact_rec["eps_achieved"] is not None:
+        eps_spent = float(exact_rec["eps_achieved"])
     at_T = {**s, "T": T_rec, "C": C_rec}
     size = model_size(at_T, sig_in, variant)
     user_T = bool(t_tight.evidence.get("user_T"))
@@ -883,7 +924,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             "noise multiplier sigma* at T*",
             sig_paper,
             sig_in,
-            "paper: Opacus' 151 orders; tight: finer order grid / exact Gaussian at q = 1",
+            f"paper: Opacus' 151 orders; tight: {exact_rec['method']} (Theorem 1's RDP on the finer "
+            f"orders: {float(exact_rec['z_rdp']):.6g})",
         ),
         Row(
             "bound at T*",
@@ -903,6 +945,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         "epsilon_inner": e_in,
         "epsilon_outer": e_out,
         "epsilon": eps_spent,
+        "epsilon_rdp": eps_rdp,
+        "sigma_method": exact_rec["method"],
+        "sigma_tight": bool(exact_rec["tight"]),
+        "noise_multiplier_rdp": float(exact_rec["z_rdp"]),
         "alpha": alpha,
         "T_opt": T_rec,
         "T_opt_paper": int(t_paper.x),
@@ -927,8 +973,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             Row(
                 "noise multiplier at the given T",
                 sig_T,
-                float(sigma_curve(s, np.array([T]), "tight")[0]),
-                f"T = {T}",
+                float(exact_sigma(s, T)["z"]),
+                f"T = {T}; tight: {exact_sigma(s, T)['method']}",
             ),
         )
         warnings.extend(f"{SHORT} at T = {T}: {w}" for w in ev_T.warnings)
@@ -979,7 +1025,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
                                            "is the least vacuous design, not a supported one. " + rec.why)
     from fedbound.scheduling.certificate import Certificate
 
-    privacy = (_reaccount(s, T_rec, sig_in, sig_out, C_rec, check),)
+    privacy = (_reaccount(s, T_rec, sig_in, sig_out, C_rec, check, exact_rec),)
     domain = {"T": str(t_tight.evidence["searched"]),
               "C": ("the setting's C (the bound prefers C -> 0+)" if clip.at_lower_edge else
                     "Lemma 4's exact candidate set at the noise of the user's T" if user_T else

@@ -66,7 +66,8 @@ def test_plan_stages_views_and_notes():
 
 
 def test_plan_uses_the_noise_function_and_the_split():
-    """The recipe's sigma is fedbound.bounds.dppfl.noise's (no formula of its own); a split ratio gives
+    """The recipe's sigma is fedbound.bounds.dppfl.noise's ("tight": the planner's exact_sigma; no formula of
+    its own); a split ratio gives
     sigma_out = r sigma_in under the same total eps; split = "planned" takes the planner's ratio."""
     from fedbound.bounds.dppfl import noise
     from fedbound.scheduling.dppfl import optimal_split
@@ -74,8 +75,12 @@ def test_plan_uses_the_noise_function_and_the_split():
     plan = dppfl_plan(setting(), np.full(4, 20), 3)
     std = noise(setting(), 3)
     np.testing.assert_allclose(plan.sigma["inner"], std["inner"], rtol=1e-12)
-    tight = dppfl_plan(setting(), np.full(4, 20), 3, noise_method="tight")
-    np.testing.assert_allclose(tight.sigma["inner"], noise(setting(), 3, "tight")["inner"], rtol=1e-12)
+    tight = dppfl_plan(setting(), np.full(4, 20), 3, noise_method="tight")  # the planner's exact sigma
+    from fedbound.scheduling.dppfl_sigma import exact_sigma
+
+    want = setting()["C"] * exact_sigma(setting(), 3)["z"]
+    np.testing.assert_allclose(tight.sigma["inner"], want, rtol=1e-15)
+    assert tight.sigma["inner"][0] < noise(setting(), 3, "tight")["inner"]  # PLD: less than Theorem 1's RDP
     split = dppfl_plan(setting(sigma_ratio=2.0), np.full(4, 20), 3)
     np.testing.assert_allclose(split.sigma["outer"], 2 * split.sigma["inner"], rtol=1e-12)
     assert split.info["eps_theorem1"] == pytest.approx(8.0, rel=1e-8)

@@ -1,10 +1,11 @@
 """``fedbound train dppfl``: seed 000's noise plan (Theorem 1) and the DP-PFL algorithm (recipe for
 validation.runner).
 
-Which sigma: ``fedbound.bounds.dppfl.noise`` (the one function the planner uses too): ``[train] noise =
-"paper"``: Theorem 1 (seed 000 eq. (12)) on Opacus' 151 orders (spec 000 Sec. 3.4 / E7); ``"tight"``: at
-``q_in = q_out = 1`` the exact calibration of the ``2 T tau0`` Gaussian releases, otherwise Theorem 1's exact
-RDP on a finer order grid.  ``[dppfl] sigma_ratio`` != 1 (or ``split = "planned"``, the ratio of
+Which sigma: ``[train] noise = "paper"``: ``fedbound.bounds.dppfl.noise``, Theorem 1 (seed 000 eq. (12)) on
+Opacus' 151 orders (spec 000 Sec. 3.4 / E7); ``"tight"``: the planner's own sigma,
+``fedbound.scheduling.dppfl_sigma.exact_sigma`` (the exact calibration of the ``2 T tau0`` releases: analytic
+Gaussian at ``q_in = q_out = 1``, dp-accounting's PLD otherwise; the ledger must then account by PLD too).
+``[dppfl] sigma_ratio`` != 1 (or ``split = "planned"``, the ratio of
 ``fedbound.scheduling.dppfl.optimal_split``) gives the stages different noise multipliers under the same total
 RDP (method ``"split"``).
 
@@ -65,17 +66,22 @@ def dppfl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
     if len(client_sizes) != U:
         raise ConfigError(f"[dppfl] N = {U} but the partition made {len(client_sizes)} clients")
     ratio = planned_ratio(setting, rounds)
-    if ratio != 1.0:
+    if noise_method == "tight":  # the planner's sigma: one source (fedbound.scheduling.dppfl_sigma)
+        from fedbound.scheduling.dppfl_sigma import exact_sigma
+
+        rec = exact_sigma(setting, rounds, ratio)
+        std = {"inner": C * rec["z"], "outer": C * ratio * rec["z"]}
+        source = (f"the exact calibration of the 2 T tau0 releases, {rec['method']}"
+                  + (f", sigma_out = {ratio:.6g} sigma_in" if ratio != 1.0 else "")
+                  + " (fedbound.scheduling.dppfl_sigma.exact_sigma: the planner's tight sigma)")
+    elif ratio != 1.0:
         std = noise({**setting, "sigma_ratio": ratio}, rounds, "split")
         source = (f"seed 000 Theorem 1, eq. (12), with sigma_out = {ratio:.6g} sigma_in (inner/outer budget "
                   f"split,"
                   " fedbound.bounds.dppfl.noise method 'split')")
     else:
         std = noise(setting, rounds, noise_method)
-        source = ("exact calibration of the 2 T tau0 unsampled Gaussian releases "
-                  "(fedbound.bounds.dppfl.noise, "
-                  "tight)" if noise_method == "tight" and q_in == 1.0 and q_out == 1.0 else
-                  "seed 000 Theorem 1, eq. (12): RDP of both sampled Gaussian stages over T tau0 epochs "
+        source = ("seed 000 Theorem 1, eq. (12): RDP of both sampled Gaussian stages over T tau0 epochs "
                   f"(fedbound.bounds.dppfl.noise, {noise_method})")
     sigma, sigma_out = std["inner"] / C, std["outer"] / C
     orders = TIGHT_ORDERS if noise_method == "tight" else OPACUS_ORDERS

@@ -72,8 +72,22 @@ def _recommended(ax: Any, s: Mapping[str, Any], variant: str, Ts: np.ndarray) ->
     ratio = float(plan.data["sigma_ratio"])
     Td = np.unique(np.append(Ts, rec.T))
     at = {**s, "C": rec.extra["C"]}
-    ax.plot(Td, _y(sched.bound_curve(at, Td, sched.sigma_curve(at, Td, "tight", ratio), variant, ratio)),
-            color="k", lw=1.6, label=f"deployed noise (tight), C = {rec.extra['C']:.3g}, eps = {s['eps']:g}")
+    label = f"C = {rec.extra['C']:.3g}, eps = {s['eps']:g}"
+    rdp = sched.sigma_curve(at, Td, "tight", ratio)
+    if float(s["q_in"]) == 1.0 and float(s["q_out"]) == 1.0:  # the tight curve is the exact one here
+        ax.plot(Td, _y(sched.bound_curve(at, Td, rdp, variant, ratio)), color="k", lw=1.6,
+                label=f"deployed noise (exact), {label}")
+    else:  # q < 1: the deployed sigma is PLD-exact; the RDP sigma*(T) (never below it) bounds it from above
+        from fedbound.scheduling.dppfl_sigma import calibrated_exact, exact_sigma
+
+        ax.plot(Td, _y(sched.bound_curve(at, Td, rdp, variant, ratio)), color="k", lw=1.0, ls="--",
+                label=f"at the RDP sigma*(T) (valid; above the deployed noise), {label}")
+        exact = calibrated_exact(at, ratio)
+        exact.setdefault(int(rec.T), exact_sigma(at, int(rec.T), ratio))  # the plan's own (cached)
+        Te = np.array(sorted(exact), dtype=float)
+        ze = np.array([exact[int(t)]["z"] for t in Te])
+        ax.plot(Te, _y(sched.bound_curve(at, Te, ze, variant, ratio)), "o-", color="k", lw=1.6, ms=3,
+                label="deployed noise (exact, PLD), at the T the plan calibrated")
     if rec.bound is not None:
         ax.plot([rec.T], [rec.bound], "s", color="k", label=f"recommended T = {rec.T}")
         ax.annotate(f"recommended T = {rec.T}", (rec.T, rec.bound), textcoords="offset points",
