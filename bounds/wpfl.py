@@ -268,8 +268,9 @@ def tight_calibration(eps: float, delta: float, q: float, T: int,
     (``fedbound.accounting.pld.discretization_for_target``); z is the smallest with PLD eps <= eps, found
     to 0.1 % of eps (``pld_calibrate``), so the true eps lies within ~1.1 % below the target, never above.
     Where PLD is too costly (``PldTooCostly``), the RDP calibration, labelled so (valid, not tight).
-    Costs 3-4 PLD evaluations (~0.05-0.2 s each) cold and 1-2 when an earlier calibration at the same delta
-    and q warm-starts it (a re-plan at a new eps), and records are kept in memory and across runs (the
+    Costs 3-4 PLD evaluations (~5-50 ms each: ``pld_epsilon_fast``, dp-accounting's eps at ~1/3 of its
+    cost, the same floats) cold and 1-2 when an earlier calibration at the same delta and q warm-starts it
+    (a re-plan at a new eps), and records are kept in memory and across runs (the
     compiled-formula cache, keyed by the inputs, this file, accounting/pld.py and dp-accounting's version).
     """
     key = (float(eps), float(delta), float(q), int(T))
@@ -311,6 +312,7 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int,
         discretization_for,
         discretization_for_target,
         pld_calibrate,
+        pld_epsilon_fast,
     )
 
     z_rdp = float(acc.calibrate_noise(eps, delta, q, T) if z_rdp_of is None else z_rdp_of(T))
@@ -320,7 +322,7 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int,
                 "z_rdp": z_rdp}
     disc = discretization_for_target(eps, T)
     try:
-        z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp)
+        z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp, evaluate=pld_epsilon_fast)  # same floats
     except PldTooCostly as exc:
         return {"z": z_rdp, "eps_achieved": None, "slack": 0.0, "z_rdp": z_rdp,
                 "method": f"RDP (an upper bound: PLD too costly here, {exc})"}
