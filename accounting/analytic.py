@@ -33,14 +33,20 @@ def analytic_gaussian_log_delta(eps: np.ndarray, noise_multiplier: np.ndarray) -
     Balle & Wang 2018, Thm 8, evaluated in log space: log Phi(a) + log(1 - exp(eps + log Phi(b) - log
     Phi(a))), a = 1/(2z) - eps z, b = -1/(2z) - eps z.
     """
-    z = noise_multiplier
+    return _log_delta_parts(eps, noise_multiplier)[0]
+
+
+def _log_delta_parts(eps: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`analytic_gaussian_log_delta` and the log Phi(b) it used (the slope's factor)."""
     a = 0.5 / z - eps * z
     b = -0.5 / z - eps * z
     log_pa = log_ndtr(a)
+    log_pb = log_ndtr(b)
     with np.errstate(invalid="ignore"):
-        ratio = np.minimum(eps + log_ndtr(b) - log_pa, 0.0)  # < 0 in exact arithmetic
+        ratio = np.minimum(eps + log_pb - log_pa, 0.0)  # < 0 in exact arithmetic
     # Phi(a) underflows to 0 (a below about -38): delta is 0 to float precision, not -inf - -inf = NaN
-    return np.where(np.isneginf(log_pa), -np.inf, log_pa + log1mexp(np.nan_to_num(ratio, nan=-1.0)))
+    log_d = np.where(np.isneginf(log_pa), -np.inf, log_pa + log1mexp(np.nan_to_num(ratio, nan=-1.0)))
+    return log_d, log_pb
 
 
 def analytic_gaussian_delta(eps: ArrayLike, sigma: ArrayLike, sensitivity: ArrayLike = 1.0
@@ -99,11 +105,43 @@ def analytic_gaussian_std(eps: ArrayLike, delta: ArrayLike, sensitivity: ArrayLi
                                         positive=True))
 
 
+def _newton_epsilon(z: np.ndarray, log_dl: np.ndarray, iterations: int = 12
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Newton's method on log delta(eps) = log_dl from the right (NaN where a step failed), and whether
+    delta(0) > delta (elsewhere eps = 0 answers and Newton's value means nothing).
+
+    log delta(eps) of the Gaussian mechanism is concave in eps (delta(eps) = E[(1 - e^(eps - L))_+] with the
+    privacy loss L Gaussian: a log-concave integrand, so log-concave by Prekopa-Leindler), so Newton started
+    on the private side stays there and decreases monotonically to the root.  The start
+    eps = mu^2/2 + mu sqrt(2 ln(1/delta)), mu = 1/z, is private by the Gaussian tail bound of L ~ N(mu^2/2,
+    mu^2); the slope is d delta/d eps = -e^eps Phi(-1/(2z) - eps z) (Balle & Wang 2018, proof of Thm 8).
+    Convergence is quadratic, so a step under 1e-7 relative is the last one needed: the point it reaches is
+    within about 1e-14 of the root, and is not evaluated again here.
+    """
+    n, mu = len(z), 1.0 / z
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        eps = mu * mu / 2.0 + mu * np.sqrt(-2.0 * log_dl)
+        log_d, log_phi_b = _log_delta_parts(np.concatenate([np.zeros(n), eps]), np.concatenate([z, z]))
+        need, log_d, log_phi_b = log_d[:n] > log_dl, log_d[n:], log_phi_b[n:]
+        for _ in range(iterations):
+            new = eps + (log_d - log_dl) * np.exp(log_d - eps - log_phi_b)
+            last = np.abs(new - eps) <= 1e-7 * eps
+            eps = np.where(np.isfinite(new) & (new > 0), new, np.nan)
+            if np.all(last | np.isnan(eps) | ~need):
+                break
+            log_d, log_phi_b = _log_delta_parts(eps, z)
+    return eps, need
+
+
 def analytic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: ArrayLike = 1.0
                               ) -> float | np.ndarray:
     """The smallest eps for which Gaussian noise of std ``sigma`` is (eps, delta)-DP (0 if (0, delta)-DP).
 
-    Inverse of Balle & Wang 2018, Thm 8 in eps; exact.  Returns 0.0 where delta(0) <= delta already.
+    Inverse of Balle & Wang 2018, Thm 8 in eps; exact: the root of log delta(eps) = log delta, returned as
+    the upper end of a bracket 1e-13 wide in log eps (so on the private side).  Newton's method
+    (:func:`_newton_epsilon`) finds it in a few steps and two evaluations confirm the bracket; where they
+    do not (rounding noise, a failed step), a bracketed regula falsi search around Newton's point (or a
+    classic-bound guess) decides.
     """
     s = check_real("sigma", sigma, 0.0, low_open=True)
     dl = check_probability("delta", delta)
@@ -111,16 +149,32 @@ def analytic_gaussian_epsilon(sigma: ArrayLike, delta: ArrayLike, sensitivity: A
     s, dl, d = broadcast(sigma=s, delta=dl, sensitivity=d)
     shape, z, log_dl = s.shape, (s / d).ravel(), np.log(dl.ravel())
     out = np.zeros(z.shape)
-    need = analytic_gaussian_log_delta(0.0, z) > log_dl
+    newton, need = _newton_epsilon(z, log_dl)
     if need.any():
         zn, ln = z[need], log_dl[need]
 
         def g(x, idx=slice(None)):  # x = log eps; decreasing in eps
             return analytic_gaussian_log_delta(np.exp(x), zn[idx]) - ln[idx]
 
-        guess = np.log(np.sqrt(2.0 * (np.log(1.25) - ln)) / zn + 1.0 / zn)
-        lo, hi, f_lo, f_hi = _bracket(g, guess - np.log(2.0), guess + np.log(2.0), "sigma", s)
-        _, hi = decreasing_root(g, lo, hi, f_lo, f_hi, xtol=1e-13)
-        out[need] = np.exp(hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.log(newton[need])
+        lo, hi, m = x - 5e-14, x + 5e-14, len(x)
+        with np.errstate(invalid="ignore"):
+            ends = g(np.concatenate([lo, hi]), np.concatenate([np.arange(m), np.arange(m)]))
+            ok = np.isfinite(x) & (ends[:m] > 0) & (ends[m:] <= 0)
+        found = hi
+        if not ok.all():
+            rest = np.flatnonzero(~ok)
+
+            def g_rest(x, idx=slice(None)):
+                return g(x, rest[idx])
+
+            guess = np.log(np.sqrt(2.0 * (np.log(1.25) - ln[rest])) / zn[rest] + 1.0 / zn[rest])
+            near = np.isfinite(x[rest])  # Newton stopped at rounding noise: a narrow bracket around it
+            width = np.where(near, 1e-9, np.log(2.0))
+            guess = np.where(near, x[rest], guess)
+            lo, hi, f_lo, f_hi = _bracket(g_rest, guess - width, guess + width, "sigma", s)
+            found[rest] = decreasing_root(g_rest, lo, hi, f_lo, f_hi, xtol=1e-13)[1]
+        out[need] = np.exp(found)
     eps = out.reshape(shape)
     return scalar_or_array(check_finite("eps", eps, {"sigma": s, "delta": dl, "sensitivity": d}))

@@ -2,17 +2,19 @@
 
 A run's privacy ledger (fedbound.training.privacy) counts every release twice: by a tight accountant and by
 the accountant the paper itself uses.  Each paper accountant is an object with a ``name``, a sentence on what
-it ``supports``, ``record`` (add one round's releases of one adversary view to per-client running sums) and
-``epsilon`` (compose the sums of the views of one adversary into eps per client).  The running sums live in a
-view account the ledger owns (fields ``paper_sum``, ``paper_max``, ``paper_count``, ``paper_rdp``); ``ctx`` is
-the ledger (``delta``, ``orders``, ``info``, ``rdp_rows(sampling, q, z)``, ``stage_sensitivity(stage)``).
+it ``supports``, ``record`` (add one round's releases of one adversary view to per-client running sums),
+``writes`` (the fields ``record`` updates: the ledger's trial of a round copies only those) and ``epsilon``
+(compose the sums of the views of one adversary into eps per client).  The running sums live in a view account
+the ledger owns (fields ``paper_sum``, ``paper_max``, ``paper_count``, ``paper_rdp``); ``ctx`` is the ledger
+(``delta``, ``orders``, ``info``, ``rdp_rows(sampling, q, z)``, ``stage_sensitivity(stage)``).
 
-Adding an accountant: a class here with those four members and one line in :data:`PAPER_ACCOUNTANTS`;
+Adding an accountant: a class here with those five members and one line in :data:`PAPER_ACCOUNTANTS`;
 ``NoisePlan.paper_accountant`` names it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,20 +43,26 @@ def inverse_square(z: np.ndarray) -> np.ndarray:
         return np.where(np.isinf(z), 0.0, 1.0 / np.square(z))
 
 
+@functools.lru_cache(maxsize=64)
+def _classic_constant(delta: float) -> float:
+    from fedbound.accounting import classic_gaussian_constant
+
+    return float(classic_gaussian_constant(delta))
+
+
 class ClassicLinear:
     """Classic Gaussian mechanism per release, eps = c(delta)/z with c = sqrt(2 ln(1.25/delta)), summed
     linearly (Dwork & Roth Thm A.1; NbAFL eqs. (6)-(10)); ``max_releases`` keeps a client's L largest; with
     ``paper_amplification="lemma4"`` a q-sampled release costs :func:`one_sided_amplification`."""
 
     name = "classic_linear"
+    writes = ("paper_sum", "paper_max", "paper_count")
     supports = "NbAFL and PADPFL: classic Gaussian per release, linear composition, Lemma 4 amplification"
 
     def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
                sampled: bool, ctx: Any) -> None:
-        from fedbound.accounting import classic_gaussian_constant
-
         with np.errstate(divide="ignore"):
-            per = float(classic_gaussian_constant(ctx.delta)) / z[who]
+            per = _classic_constant(ctx.delta) / z[who]
         if view.paper_amplification == "lemma4" and sampled:
             per = one_sided_amplification(per, view.sample_rate)
         acct.paper_sum[who] += count * per
@@ -75,6 +83,7 @@ class UdpMoments:
     (:func:`fedbound.accounting.udp_theorem1_epsilon` with the rounds' noise folded into one multiplier)."""
 
     name = "udp_moments"
+    writes = ("paper_sum",)
     supports = "UDP: moments accountant of Theorem 1, eq. (16), every client every round"
 
     def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
@@ -98,6 +107,7 @@ class RenyiDP:
     does (DP-PFL, Wei et al. 2023, App. A)."""
 
     name = "rdp"
+    writes = ("paper_rdp",)
     supports = "DP-PFL: RDP of each subsampled Gaussian step, Opacus' conversion"
 
     def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
@@ -115,6 +125,7 @@ class QuantizedGaussian:
     smallest sigma.  Needs ``info`` keys C, R, q."""
 
     name = "quantized_gaussian"
+    writes = ("paper_count", "paper_max")
     supports = "WPFL: quantization-assisted Gaussian mechanism, Theorem 1, basic composition"
 
     def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,

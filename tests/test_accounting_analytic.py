@@ -95,3 +95,24 @@ def test_no_warnings_on_normal_use():
         warnings.simplefilter("error")
         analytic_gaussian_std(np.geomspace(1e-3, 100, 50), 1e-300)
         analytic_gaussian_epsilon(np.geomspace(1e-3, 1e3, 50), 1 - 1e-12)
+
+
+@given(log_z=st.floats(-5.0, 7.0), log10_delta=st.floats(-250.0, -0.05))
+def test_epsilon_is_the_exact_root_on_the_private_side(log_z, log10_delta):
+    """Newton's path (and its fallback) against the 40-digit Balle-Wang profile: eps is the root to 1e-9
+    relative, i.e. eps (1 + 1e-9) is private and eps (1 - 1e-9) is not (an upper bound that is also tight)."""
+    z, delta = math.exp(log_z), 10.0**log10_delta
+    eps = analytic_gaussian_epsilon(z, delta)
+    if eps == 0.0:
+        assert balle_wang_delta(0.0, z) <= delta * (1 + 1e-9)
+        return
+    assert balle_wang_delta(eps * (1 + 1e-9), z) <= delta
+    assert balle_wang_delta(eps * (1 - 1e-9), z) > delta
+
+
+def test_epsilon_vectorised_equals_pointwise():
+    rng = np.random.default_rng(7)
+    z, delta = np.exp(rng.uniform(-4.0, 6.0, 64)), 10.0 ** rng.uniform(-30.0, -0.5, 64)
+    together = analytic_gaussian_epsilon(z, delta)
+    alone = np.array([analytic_gaussian_epsilon(float(a), float(b)) for a, b in zip(z, delta, strict=True)])
+    np.testing.assert_allclose(together, alone, rtol=1e-11)

@@ -66,7 +66,7 @@ import numpy as np
 
 from fedbound.accounting.calibrate import CALIBRATION_ORDERS as ORDERS
 from fedbound.accounting.paper_accountants import PAPER_ACCOUNTANTS as _REGISTERED
-from fedbound.accounting.paper_accountants import inverse_square, paper_accountant
+from fedbound.accounting.paper_accountants import paper_accountant
 from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
@@ -90,9 +90,12 @@ def gaussian_epsilon(inv_z2: np.ndarray, delta: float | np.ndarray) -> np.ndarra
     runs' ledgers at once); ``inv_z2 = 0`` (no release) gives 0, ``inv_z2 = inf`` (no noise) gives ``inf``.
     """
     inv = np.asarray(inv_z2, dtype=np.float64)
-    deltas = np.broadcast_to(np.asarray(delta, dtype=np.float64), inv.shape)
-    pairs = np.stack([inv.ravel(), deltas.ravel()], axis=1)
-    values, where = np.unique(pairs, axis=0, return_inverse=True)
+    deltas = np.broadcast_to(np.asarray(delta, dtype=np.float64), inv.shape).ravel()
+    if deltas.size and np.all(deltas == deltas[0]):  # one delta (one run, or a sweep at one delta)
+        uniq, where = np.unique(inv.ravel(), return_inverse=True)
+        values = np.column_stack([uniq, np.full(len(uniq), deltas[0])])
+    else:
+        values, where = np.unique(np.stack([inv.ravel(), deltas], axis=1), axis=0, return_inverse=True)
     eps = np.zeros(len(values))
     eps[np.isinf(values[:, 0])] = np.inf
     live = (values[:, 0] > 0) & np.isfinite(values[:, 0])
@@ -166,10 +169,16 @@ class _ViewAccount:
         self.pld_q = np.zeros(n)  # their sampling rate
         self.pld_count = np.zeros(n)  # how many
 
-    def copy(self) -> _ViewAccount:
+    def copy(self, fields: tuple[str, ...] | None = None) -> _ViewAccount:
+        """A copy; with ``fields`` only those arrays are copied and the others shared (for a trial that
+        writes ``fields`` only)."""
         new = _ViewAccount.__new__(_ViewAccount)
-        new.__dict__ = {k: v.copy() for k, v in self.__dict__.items()}
+        new.__dict__ = {k: v.copy() if fields is None or k in fields else v for k, v in self.__dict__.items()}
         return new
+
+
+_SAMPLED_FIELDS = ("rdp", "pld_z", "pld_q", "pld_count")  # what _record writes for a sampled view
+_GAUSSIAN_FIELDS = ("count", "inv_sum", "inv_max")  # and for an unsampled one
 
 
 class PrivacyLedger:
@@ -181,7 +190,8 @@ class PrivacyLedger:
         self.accounts = {v.name: _ViewAccount(plan.num_clients, len(self.orders)) for v in plan.views}
         self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
         self.paper = paper_accountant(plan.paper_accountant)
-        self._pending: tuple[list[Release], dict] | None = None  # check_budget's trial: releases, epsilons
+        self._pending: tuple[list[Release], dict, dict] | None = None  # check_budget's trial: releases,
+        # its epsilons and the accounts with them recorded
         self._current: tuple[NoisePlan, dict] | None = None  # epsilons() of self.accounts under a plan
 
     # --- releases of a round -------------------------------------------------------------------------
@@ -243,19 +253,35 @@ class PrivacyLedger:
                 acct.pld_q[who] = view.sample_rate
                 acct.pld_count[who] += rel.count
             else:
-                inv = inverse_square(z_tight[who])
+                with np.errstate(divide="ignore"):
+                    inv = 1.0 / np.square(z_tight[who])  # who: finite z only
                 acct.count[who] += rel.count
                 acct.inv_sum[who] += rel.count * inv
                 acct.inv_max[who] = np.maximum(acct.inv_max[who], inv)
             if self.paper is not None:
                 self.paper.record(acct, view, who, z_tight, rel.z_all, rel.count, sampled, self)
 
+    def _trial(self, releases: list[Release]) -> dict[str, _ViewAccount]:
+        """The accounts as :meth:`_record` of ``releases`` may change them: the arrays it writes (its own
+        and the paper accountant's ``writes``) copied, the rest shared with :attr:`accounts`."""
+        paper = self.paper.writes if self.paper is not None else ()
+        writes = {rel.view.name: (_SAMPLED_FIELDS if rel.view.hidden_sampling and rel.view.sample_rate < 1.0
+                                  else _GAUSSIAN_FIELDS) + paper for rel in releases}
+        trial = {name: a.copy(writes[name]) if name in writes else a for name, a in self.accounts.items()}
+        self._record(trial, releases)
+        return trial
+
     def commit(self, releases: list[Release]) -> None:
-        """Count ``releases``; the epsilons :meth:`check_budget` computed for them become :meth:`epsilons`'
-        (the trial accounts it used are the committed ones), so a round's epsilons are computed once."""
-        self._record(self.accounts, releases)
+        """Count ``releases``.  After :meth:`check_budget` of the same releases, its trial accounts (these
+        accounts with the releases recorded) and their epsilons become the ledger's, so a round's releases
+        are recorded once and its epsilons computed once."""
         pending, self._pending = self._pending, None
-        self._current = (self.plan, pending[1]) if pending is not None and pending[0] is releases else None
+        if pending is not None and pending[0] is releases:
+            self.accounts = pending[2]
+            self._current = (self.plan, pending[1])
+            return
+        self._record(self.accounts, releases)
+        self._current = None
 
     # --- epsilons ------------------------------------------------------------------------------------
     def _groups(self) -> dict[str, list[View]]:
@@ -273,17 +299,16 @@ class PrivacyLedger:
         invs: dict[str, np.ndarray] = {}
         for group, views in self._groups().items():
             inv = np.zeros(self.plan.num_clients)
-            rdp = np.zeros((self.plan.num_clients, len(self.orders)))
             for view in views:
                 a = accounts[view.name]
                 if view.max_releases is not None:
                     inv += np.minimum(a.count, view.max_releases) * a.inv_max
                 else:
                     inv += a.inv_sum
-                rdp += a.rdp
-            if not rdp.any():
+            if not any(accounts[view.name].rdp.any() for view in views):
                 out[group], invs[group] = None, inv
                 continue
+            rdp = sum(accounts[view.name].rdp for view in views)
             with np.errstate(invalid="ignore"):
                 total = rdp + np.outer(inv, self.orders) / 2.0
             eps = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
@@ -407,14 +432,11 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
     """:meth:`PrivacyLedger.check_budget` of many ledgers, ``(ledger, releases, round)`` each, epsilons
     batched (:func:`epsilons_many`); each one's PrivacyBudgetExceeded (returned, not raised) or None.  Each
     ledger keeps its trial epsilons for :meth:`~PrivacyLedger.commit` of the same releases."""
-    trials = []
-    for ledger, releases, _ in items:
-        trial = {name: a.copy() for name, a in ledger.accounts.items()}
-        ledger._record(trial, releases)
-        trials.append((ledger, trial))
+    trials = [(ledger, ledger._trial(releases)) for ledger, releases, _ in items]
     errors: list[PrivacyBudgetExceeded | None] = []
-    for (ledger, releases, round_), eps_all in zip(items, epsilons_many(trials), strict=True):
-        ledger._pending = (releases, eps_all)
+    for (ledger, releases, round_), (_, trial), eps_all in zip(items, trials, epsilons_many(trials),
+                                                                strict=True):
+        ledger._pending = (releases, eps_all, trial)
         which = ledger.plan.budget_accountant
         eps = eps_all.get(which)
         worst = max(float(np.max(v)) for v in eps.values()) if eps is not None else -np.inf
