@@ -190,3 +190,65 @@ def test_groups_compose_views_seen_by_one_adversary():
     eps = play(ledger, T, [0])["tight"]["server"]
     mu = math.sqrt(T * (1.0 + 0.25))
     assert gaussian_delta(float(eps[0]), mu) == pytest.approx(1e-5, rel=1e-7)
+
+
+_MIXED_VIEWS = [View("up", "upload"), View("down", "broadcast", group="server"),
+                View("local", "steps", stage="local", sample_rate=0.1, hidden_sampling=True,
+                     releases_per_round=2, group="server")]
+_MIXED_SIGMA = {"uplink": np.linspace(0.8, 1.2, 6), "server": np.full(6, 0.1), "local": np.full(6, 0.6)}
+_MIXED_SENS = {"uplink": 0.5, "local": 0.5}
+
+
+def _snapshot(ledger):
+    return {name: {k: np.array(v, copy=True) for k, v in fields.items()}
+            for name, fields in ledger.state_dict().items()}
+
+
+def _assert_same_accounts(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].keys() == b[name].keys()
+        for k in a[name]:
+            np.testing.assert_array_equal(a[name][k], b[name][k], err_msg=f"{name}.{k}")
+
+
+@pytest.mark.parametrize("paper", ["classic_linear", "udp_moments", "rdp", "none"])
+def test_a_checked_round_is_recorded_once_as_if_recorded_directly(paper):
+    """check_budget's trial accounts become the ledger's at commit: the accounts and the epsilons equal a
+    ledger that records every round directly (no check), bit for bit, under every paper accountant."""
+    checked = ledger_for(_MIXED_VIEWS, _MIXED_SIGMA, _MIXED_SENS, n=5, rounds=6, paper=paper)
+    direct = ledger_for(_MIXED_VIEWS, _MIXED_SIGMA, _MIXED_SENS, n=5, rounds=6, paper=paper)
+    rng = np.random.default_rng(0)
+    for t in range(6):
+        part = np.sort(rng.choice(5, size=3, replace=False))
+        w = np.full(3, 1 / 3)
+        rel = checked.releases(t, part, w)
+        checked.check_budget(rel, t)
+        checked.commit(rel)
+        direct.commit(direct.releases(t, part, w))
+        _assert_same_accounts(_snapshot(checked), _snapshot(direct))
+        got, want = checked.epsilons(), direct.epsilons()
+        for column in want:
+            for group in want[column]:
+                np.testing.assert_array_equal(got[column][group], want[column][group])
+
+
+@pytest.mark.parametrize("paper", ["classic_linear", "udp_moments", "rdp", "quantized_gaussian"])
+def test_a_failed_or_uncommitted_check_leaves_the_accounts_alone(paper):
+    """The trial copies exactly what recording writes (the paper accountant's ``writes`` included): a check
+    that is never committed changes nothing the ledger holds."""
+    info = {"C": 1.0, "R": 1.0, "q": 0.5} if paper == "quantized_gaussian" else {}
+    plan = NoisePlan(rounds=6, num_clients=5, sigma=_MIXED_SIGMA, sensitivity=_MIXED_SENS, eps=1e9, delta=1e-5,
+                     views=tuple(_MIXED_VIEWS), paper_accountant=paper, budget_accountant="tight", info=info)
+    ledger = PrivacyLedger(plan)
+    part, w = np.array([0, 2, 3]), np.full(3, 1 / 3)
+    ledger.commit(ledger.releases(0, part, w))
+    before = _snapshot(ledger)
+    ledger.check_budget(ledger.releases(1, np.array([1, 4]), np.full(2, 0.5)), 1)
+    _assert_same_accounts(_snapshot(ledger), before)
+    tight = ledger_for(_MIXED_VIEWS, _MIXED_SIGMA, _MIXED_SENS, n=5, rounds=6, eps=1e-3, budget="tight")
+    tight.commit(tight.releases(0, part, w))
+    before = _snapshot(tight)
+    with pytest.raises(PrivacyBudgetExceeded):
+        tight.check_budget(tight.releases(1, part, w), 1)
+    _assert_same_accounts(_snapshot(tight), before)
