@@ -58,15 +58,17 @@ def log_ndtr(x: np.ndarray) -> np.ndarray:
     pos, tail = x >= 0, x < _ASYMPTOTIC_BELOW
     mid = ~pos & ~tail & ~np.isnan(x)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out[pos] = np.log1p(-0.5 * _erfc(x[pos] / math.sqrt(2.0)))
+        if pos.any():
+            out[pos] = np.log1p(-0.5 * _erfc(x[pos] / math.sqrt(2.0)))
         out[mid] = np.log(0.5 * t[mid])
-        xt = x[tail]
-        inv = 1.0 / (xt * xt)
-        series, term = np.ones_like(xt), np.ones_like(xt)
-        for k in range(1, 8):
-            term = -term * (2 * k - 1) * inv
-            series += term
-        out[tail] = -0.5 * xt * xt - np.log(-xt) - LOG_2PI_HALF + np.log(series)
+        if tail.any():
+            xt = x[tail]
+            inv = 1.0 / (xt * xt)
+            series, term = np.ones_like(xt), np.ones_like(xt)
+            for k in range(1, 8):
+                term = -term * (2 * k - 1) * inv
+                series += term
+            out[tail] = -0.5 * xt * xt - np.log(-xt) - LOG_2PI_HALF + np.log(series)
     out[np.isnan(x)] = np.nan
     return out
 

@@ -40,12 +40,12 @@ def _log_delta_parts(eps: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.nda
     """:func:`analytic_gaussian_log_delta` and the log Phi(b) it used (the slope's factor)."""
     a = 0.5 / z - eps * z
     b = -0.5 / z - eps * z
-    log_pa = log_ndtr(a)
-    log_pb = log_ndtr(b)
+    a, b = np.broadcast_arrays(a, b)
+    log_pa, log_pb = log_ndtr(np.stack([a, b]))  # one call for both: small arrays cost per call
     with np.errstate(invalid="ignore"):
         ratio = np.minimum(eps + log_pb - log_pa, 0.0)  # < 0 in exact arithmetic
     # Phi(a) underflows to 0 (a below about -38): delta is 0 to float precision, not -inf - -inf = NaN
-    log_d = np.where(np.isneginf(log_pa), -np.inf, log_pa + log1mexp(np.nan_to_num(ratio, nan=-1.0)))
+    log_d = np.where(log_pa == -np.inf, -np.inf, log_pa + log1mexp(np.where(np.isnan(ratio), -1.0, ratio)))
     return log_d, log_pb
 
 

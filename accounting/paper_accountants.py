@@ -3,12 +3,13 @@
 A run's privacy ledger (fedbound.training.privacy) counts every release twice: by a tight accountant and by
 the accountant the paper itself uses.  Each paper accountant is an object with a ``name``, a sentence on what
 it ``supports``, ``record`` (add one round's releases of one adversary view to per-client running sums),
-``writes`` (the fields ``record`` updates: the ledger's trial of a round copies only those) and ``epsilon``
+``writes`` (the fields ``record`` updates: the ledger's trial of a round copies only those), ``reads`` (the
+``ctx.info`` keys it uses: runs that agree on them may be accounted together) and ``epsilon``
 (compose the sums of the views of one adversary into eps per client).  The running sums live in a view account
 the ledger owns (fields ``paper_sum``, ``paper_max``, ``paper_count``, ``paper_rdp``); ``ctx`` is the ledger
 (``delta``, ``orders``, ``info``, ``rdp_rows(sampling, q, z)``, ``stage_sensitivity(stage)``).
 
-Adding an accountant: a class here with those five members and one line in :data:`PAPER_ACCOUNTANTS`;
+Adding an accountant: a class here with those six members and one line in :data:`PAPER_ACCOUNTANTS`;
 ``NoisePlan.paper_accountant`` names it.
 """
 
@@ -56,6 +57,7 @@ class ClassicLinear:
     ``paper_amplification="lemma4"`` a q-sampled release costs :func:`one_sided_amplification`."""
 
     name = "classic_linear"
+    reads: tuple[str, ...] = ()
     writes = ("paper_sum", "paper_max", "paper_count")
     supports = "NbAFL and PADPFL: classic Gaussian per release, linear composition, Lemma 4 amplification"
 
@@ -83,6 +85,7 @@ class UdpMoments:
     (:func:`fedbound.accounting.udp_theorem1_epsilon` with the rounds' noise folded into one multiplier)."""
 
     name = "udp_moments"
+    reads: tuple[str, ...] = ()
     writes = ("paper_sum",)
     supports = "UDP: moments accountant of Theorem 1, eq. (16), every client every round"
 
@@ -107,6 +110,7 @@ class RenyiDP:
     does (DP-PFL, Wei et al. 2023, App. A)."""
 
     name = "rdp"
+    reads: tuple[str, ...] = ()
     writes = ("paper_rdp",)
     supports = "DP-PFL: RDP of each subsampled Gaussian step, Opacus' conversion"
 
@@ -125,6 +129,7 @@ class QuantizedGaussian:
     smallest sigma.  Needs ``info`` keys C, R, q."""
 
     name = "quantized_gaussian"
+    reads: tuple[str, ...] = ("C", "R", "q")
     writes = ("paper_count", "paper_max")
     supports = "WPFL: quantization-assisted Gaussian mechanism, Theorem 1, basic composition"
 

@@ -238,8 +238,9 @@ def test_a_failed_or_uncommitted_check_leaves_the_accounts_alone(paper):
     """The trial copies exactly what recording writes (the paper accountant's ``writes`` included): a check
     that is never committed changes nothing the ledger holds."""
     info = {"C": 1.0, "R": 1.0, "q": 0.5} if paper == "quantized_gaussian" else {}
-    plan = NoisePlan(rounds=6, num_clients=5, sigma=_MIXED_SIGMA, sensitivity=_MIXED_SENS, eps=1e9, delta=1e-5,
-                     views=tuple(_MIXED_VIEWS), paper_accountant=paper, budget_accountant="tight", info=info)
+    plan = NoisePlan(rounds=6, num_clients=5, sigma=_MIXED_SIGMA, sensitivity=_MIXED_SENS, eps=1e9,
+                     delta=1e-5, views=tuple(_MIXED_VIEWS), paper_accountant=paper, budget_accountant="tight",
+                     info=info)
     ledger = PrivacyLedger(plan)
     part, w = np.array([0, 2, 3]), np.full(3, 1 / 3)
     ledger.commit(ledger.releases(0, part, w))
@@ -252,3 +253,48 @@ def test_a_failed_or_uncommitted_check_leaves_the_accounts_alone(paper):
     with pytest.raises(PrivacyBudgetExceeded):
         tight.check_budget(tight.releases(1, part, w), 1)
     _assert_same_accounts(_snapshot(tight), before)
+
+
+@pytest.mark.parametrize("paper", ["classic_linear", "udp_moments", "rdp", "quantized_gaussian"])
+def test_runs_accounted_together_equal_each_run_alone(paper):
+    """check_budgets of a sweep (runs of one shape stacked into one ledger, others alone, one root search)
+    against every run checked alone, round after round: the same accounts and epsilons, the same verdicts."""
+    from fedbound.training.privacy import check_budgets
+
+    info = {"C": 1.0, "R": 1.0, "q": 0.5} if paper == "quantized_gaussian" else {}
+
+    def make(scale, eps=1e9, views=_MIXED_VIEWS):
+        sigma = {k: v * scale for k, v in _MIXED_SIGMA.items()}
+        plan = NoisePlan(rounds=6, num_clients=5, sigma=sigma, sensitivity=_MIXED_SENS, eps=eps, delta=1e-5,
+                         views=tuple(views), paper_accountant=paper, budget_accountant="tight", info=info)
+        return PrivacyLedger(plan)
+
+    shapes = [(1.0, 1e9, _MIXED_VIEWS), (1.3, 1e9, _MIXED_VIEWS), (0.7, 1e9, _MIXED_VIEWS),
+              (1.0, 1e9, _MIXED_VIEWS[:1]), (1.1, 1e9, _MIXED_VIEWS[:1]), (0.9, 4.0, _MIXED_VIEWS)]
+    together, alone = [make(*a) for a in shapes], [make(*a) for a in shapes]
+    rng = np.random.default_rng(1)
+    refused = 0
+    for t in range(6):
+        parts = [np.sort(rng.choice(5, size=int(rng.integers(1, 6)), replace=False)) for _ in shapes]
+        weights = [np.full(len(p), 1 / len(p)) for p in parts]
+        rel_t = [led.releases(t, p, w) for led, p, w in zip(together, parts, weights, strict=True)]
+        rel_a = [led.releases(t, p, w) for led, p, w in zip(alone, parts, weights, strict=True)]
+        verdicts = check_budgets([(led, rel, t) for led, rel in zip(together, rel_t, strict=True)])
+        for led_t, led_a, r_t, r_a, verdict in zip(together, alone, rel_t, rel_a, verdicts,
+                                                       strict=True):
+            try:
+                led_a.check_budget(r_a, t)
+                alone_ok = True
+            except PrivacyBudgetExceeded:
+                alone_ok = False
+            assert (verdict is None) == alone_ok
+            refused += not alone_ok
+            if alone_ok:
+                led_t.commit(r_t)
+                led_a.commit(r_a)
+            _assert_same_accounts(_snapshot(led_t), _snapshot(led_a))
+            got, want = led_t.epsilons(), led_a.epsilons()
+            for column in want:
+                for group in want[column]:
+                    np.testing.assert_array_equal(got[column][group], want[column][group])
+    assert 0 < refused < 6  # the small budget is refused in some rounds, not from the start

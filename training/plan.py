@@ -166,12 +166,15 @@ class NoisePlan:
 
         A run longer than the plan keeps the last round's sigma (the ledger then stops it at the budget).
         """
-        clients = np.arange(self.num_clients) if clients is None else np.asarray(clients)
+        n = self.num_clients if clients is None else len(clients)
         if stage not in self.sigma:
-            return np.zeros(len(clients))
+            return np.zeros(n)
         row = self.sigma[stage][min(round_, self.rounds - 1)]
-        return np.broadcast_to(row, (self.num_clients,))[clients].astype(np.float64) if row.ndim else \
-            np.full(len(clients), float(row))
+        if not row.ndim:
+            return np.full(n, float(row))
+        every = np.broadcast_to(row, (self.num_clients,))
+        return np.array(every, dtype=np.float64) if clients is None else every[np.asarray(clients)].astype(
+            np.float64)
 
     def stage_matrix(self, stage: str) -> np.ndarray:
         """``sigma[stage]`` as a ``(rounds, num_clients)`` array (a copy)."""
@@ -180,8 +183,9 @@ class NoisePlan:
         return np.array(np.broadcast_to(column, (self.rounds, self.num_clients)))
 
     def stage_sensitivity(self, stage: str, clients: np.ndarray | None = None) -> np.ndarray:
-        clients = np.arange(self.num_clients) if clients is None else np.asarray(clients)
-        return np.broadcast_to(self.sensitivity[stage], (self.num_clients,))[clients].astype(np.float64)
+        every = np.broadcast_to(self.sensitivity[stage], (self.num_clients,))
+        return np.array(every, dtype=np.float64) if clients is None else every[np.asarray(clients)].astype(
+            np.float64)
 
     def with_sigma(self, stage: str, values: np.ndarray, rounds: int | None = None) -> NoisePlan:
         """A copy with ``stage``'s schedule replaced (and ``rounds`` changed), e.g. for UDP's CRD."""

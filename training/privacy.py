@@ -177,6 +177,7 @@ class _ViewAccount:
         return new
 
 
+_CLIENT_0 = np.zeros(1, dtype=np.int64)
 _SAMPLED_FIELDS = ("rdp", "pld_z", "pld_q", "pld_count")  # what _record writes for a sampled view
 _GAUSSIAN_FIELDS = ("count", "inv_sum", "inv_max")  # and for an unsampled one
 
@@ -193,6 +194,9 @@ class PrivacyLedger:
         self._pending: tuple[list[Release], dict, dict] | None = None  # check_budget's trial: releases,
         # its epsilons and the accounts with them recorded
         self._current: tuple[NoisePlan, dict] | None = None  # epsilons() of self.accounts under a plan
+        self._by_group: tuple[tuple[View, ...], dict[str, list[View]]] | None = None
+        self._stack: tuple[NoisePlan, tuple | None] | None = None  # (plan, its _stack_key)
+        self._sens: tuple[NoisePlan, dict[str, np.ndarray]] | None = None
 
     # --- releases of a round -------------------------------------------------------------------------
     def releases(self, round_: int, participants: np.ndarray, weights: np.ndarray,
@@ -204,21 +208,30 @@ class PrivacyLedger:
         out = []
         for view in plan.views:
             sigma = plan.stage_sigma(view.stage, round_)
-            sens = plan.stage_sensitivity(view.stage)
+            sens = self._sensitivity(plan, view.stage)
             if view.kind == "broadcast":
                 w = np.asarray(weights, dtype=np.float64)
-                server = float(plan.stage_sigma("server", round_)[0])
+                server = float(plan.stage_sigma("server", round_, _CLIENT_0)[0])
                 total = math.sqrt(server**2 + float(np.sum(w**2 * sigma[part] ** 2)))
                 sensitivity = float(np.max(np.abs(w) * sens[part])) if len(part) else 0.0
-                z_one = total / sensitivity if sensitivity > 0 else np.inf
-                z_all = np.full(n, z_one)
+                z_all = np.full(n, total / sensitivity if sensitivity > 0 else np.inf)
             else:
-                with np.errstate(divide="ignore"):
+                with np.errstate(divide="ignore", invalid="ignore"):
                     z_all = np.where(sigma > 0, sigma / sens, 0.0)
             z = np.full(n, np.inf)
             z[part] = z_all[part]
             out.append(Release(view, z, z_all, view.releases_per_round))
         return out
+
+    def _sensitivity(self, plan: NoisePlan, stage: str) -> np.ndarray:
+        """``plan.stage_sensitivity(stage)``, kept per plan (read only)."""
+        if self._sens is None or self._sens[0] is not plan:
+            self._sens = (plan, {})
+        cache = self._sens[1]
+        if stage not in cache:
+            cache[stage] = plan.stage_sensitivity(stage)
+            cache[stage].setflags(write=False)
+        return cache[stage]
 
     # --- bookkeeping -----------------------------------------------------------------------------------
     def _rdp(self, sampling: str, q: float, z: float) -> np.ndarray:
@@ -244,7 +257,8 @@ class PrivacyLedger:
             acct, view = accounts[rel.view.name], rel.view
             sampled = view.hidden_sampling and view.sample_rate < 1.0
             z_tight = rel.z_all if view.hidden_sampling and view.hidden_scope == "every_client" else rel.z
-            who = np.flatnonzero(~np.isinf(z_tight))
+            live = ~np.isinf(z_tight)
+            who = slice(None) if live.all() else np.flatnonzero(live)  # every client: no fancy indexing
             if sampled:
                 acct.rdp[who] += rel.count * self._rdp_rows(view.sampling, view.sample_rate, z_tight[who])
                 z_new, first = z_tight[who], acct.pld_count[who] == 0
@@ -285,10 +299,13 @@ class PrivacyLedger:
 
     # --- epsilons ------------------------------------------------------------------------------------
     def _groups(self) -> dict[str, list[View]]:
-        groups: dict[str, list[View]] = {}
-        for view in self.plan.views:
-            groups.setdefault(view.group_name, []).append(view)
-        return groups
+        """The plan's views by adversary group (kept while the plan's views stay the same)."""
+        if self._by_group is None or self._by_group[0] is not self.plan.views:
+            groups: dict[str, list[View]] = {}
+            for view in self.plan.views:
+                groups.setdefault(view.group_name, []).append(view)
+            self._by_group = (self.plan.views, groups)
+        return self._by_group[1]
 
     def _tight_parts(self, accounts: dict[str, _ViewAccount]
                      ) -> tuple[dict[str, np.ndarray | None], dict[str, np.ndarray]]:
@@ -429,14 +446,38 @@ def epsilons_many(jobs: list[tuple[PrivacyLedger, dict[str, _ViewAccount]]], pap
 
 def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
                   ) -> list[PrivacyBudgetExceeded | None]:
-    """:meth:`PrivacyLedger.check_budget` of many ledgers, ``(ledger, releases, round)`` each, epsilons
-    batched (:func:`epsilons_many`); each one's PrivacyBudgetExceeded (returned, not raised) or None.  Each
-    ledger keeps its trial epsilons for :meth:`~PrivacyLedger.commit` of the same releases."""
-    trials = [(ledger, ledger._trial(releases)) for ledger, releases, _ in items]
+    """:meth:`PrivacyLedger.check_budget` of many ledgers, ``(ledger, releases, round)`` each; each one's
+    PrivacyBudgetExceeded (returned, not raised) or None.  Each ledger keeps its trial accounts and epsilons
+    for :meth:`~PrivacyLedger.commit` of the same releases.
+
+    Vectorised over runs: ledgers of one shape (:func:`_stack_key`: a sweep's runs) are recorded and
+    accounted as one ledger over all their clients (:class:`_Stack`), and the analytic Gaussian epsilons of
+    every ledger come from one root search (:func:`epsilons_many`); per client this is the same arithmetic
+    as each ledger alone."""
+    shapes: dict[tuple, list[int]] = {}
+    for i, (ledger, _, _) in enumerate(items):
+        key = _stack_key(ledger)
+        shapes.setdefault(key if key is not None else ("alone", i), []).append(i)
+    jobs, stacks = [], []
+    for key, members in shapes.items():
+        if key[0] != "alone" and len(members) > 1:
+            stack = _Stack([items[i][0] for i in members], [items[i][1] for i in members])
+            stacks.append((members, stack))
+            jobs.append((stack.ledger, stack.ledger.accounts))
+        else:
+            stacks.append((members, None))
+            jobs.append((items[members[0]][0], items[members[0]][0]._trial(items[members[0]][1])))
+    trials: list[tuple[dict, dict] | None] = [None] * len(items)
+    for (members, stack), (_, accounts), eps_all in zip(stacks, jobs, epsilons_many(jobs), strict=True):
+        if stack is None:
+            trials[members[0]] = (accounts, eps_all)
+        else:
+            for j, i in enumerate(members):
+                trials[i] = stack.part(j, eps_all)
     errors: list[PrivacyBudgetExceeded | None] = []
-    for (ledger, releases, round_), (_, trial), eps_all in zip(items, trials, epsilons_many(trials),
-                                                                strict=True):
-        ledger._pending = (releases, eps_all, trial)
+    for (ledger, releases, round_), trial in zip(items, trials, strict=True):
+        accounts, eps_all = trial
+        ledger._pending = (releases, eps_all, accounts)
         which = ledger.plan.budget_accountant
         eps = eps_all.get(which)
         worst = max(float(np.max(v)) for v in eps.values()) if eps is not None else -np.inf
@@ -444,3 +485,78 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
             f"round {round_ + 1} would spend eps = {worst:.6g} > budget {ledger.plan.eps:g} under the "
             f"{which} accountant (the noise plan was computed for {ledger.plan.rounds} rounds)"))
     return errors
+
+
+def _stack_key(ledger: PrivacyLedger) -> tuple | None:
+    """What must agree for ledgers to be accounted as one (None: accounted alone); kept per plan."""
+    if ledger._stack is None or ledger._stack[0] is not ledger.plan:
+        ledger._stack = (ledger.plan, _shape_of(ledger))
+    return ledger._stack[1]
+
+
+def _shape_of(ledger: PrivacyLedger) -> tuple | None:
+    plan = ledger.plan
+    info = tuple(plan.info.get(k) for k in ledger.paper.reads) if ledger.paper is not None else ()
+    try:
+        hash(info)
+    except TypeError:
+        return None
+    return (plan.views, plan.num_clients, ledger.orders.tobytes(), plan.delta, plan.eps,
+            plan.paper_accountant, info)
+
+
+class _StackedPlan:
+    """What a ledger reads of its plan, for the plans of a :class:`_Stack` side by side."""
+
+    def __init__(self, plans: list[NoisePlan]) -> None:
+        first = plans[0]
+        self.views, self.delta, self.eps, self.info = first.views, first.delta, first.eps, first.info
+        self.num_clients = first.num_clients * len(plans)
+        self._plans = plans
+
+    def stage_sensitivity(self, stage: str) -> np.ndarray:
+        return np.concatenate([plan.stage_sensitivity(stage) for plan in self._plans])
+
+
+class _Stack:
+    """Ledgers of one shape and their round's releases as one ledger over all their clients (run j's
+    clients are ``j n, ..., j n + n - 1``): its accounts are the runs' trial accounts, side by side."""
+
+    def __init__(self, ledgers: list[PrivacyLedger], releases: list[list[Release]]) -> None:
+        first = ledgers[0]
+        self.n = first.plan.num_clients
+        ledger = self.ledger = PrivacyLedger.__new__(PrivacyLedger)
+        ledger.plan = _StackedPlan([one.plan for one in ledgers])  # type: ignore[assignment]
+        ledger.orders, ledger.paper, ledger._rdp_cache = first.orders, first.paper, first._rdp_cache
+        ledger._pending = ledger._current = ledger._by_group = ledger._stack = ledger._sens = None
+        ledger.accounts = {}
+        paper = set(first.paper.writes) if first.paper is not None else set()
+        sampled_now = {rel.view.name for rel in releases[0] if rel.view.hidden_sampling
+                       and rel.view.sample_rate < 1.0}
+        for name, acct in first.accounts.items():
+            # fields no run has written (and this round does not write) are zero in every run: one read-only
+            # zero for all, not a copy of each (the (n, orders) RDP arrays of unsampled views: most bytes)
+            sampled = name in sampled_now or any(one.accounts[name].pld_count.any() for one in ledgers)
+            zero = {k for k in acct.__dict__ if (k in _SAMPLED_FIELDS and not sampled)
+                    or (k.startswith("paper_") and k not in paper)}
+            joined = _ViewAccount.__new__(_ViewAccount)
+            rows = len(ledgers) * self.n
+            joined.__dict__ = {k: np.broadcast_to(0.0, (rows, *v.shape[1:])) if k in zero
+                               else np.concatenate([one.accounts[name].__dict__[k] for one in ledgers])
+                               for k, v in acct.__dict__.items()}
+            ledger.accounts[name] = joined
+        together = [Release(rels[0].view, np.concatenate([r.z for r in rels]),
+                            np.concatenate([r.z_all for r in rels]), rels[0].count)
+                    for rels in zip(*releases, strict=True)]
+        ledger._record(ledger.accounts, together)
+
+    def part(self, j: int, eps_all: dict[str, dict[str, np.ndarray]]) -> tuple[dict, dict]:
+        """Run ``j``'s trial accounts and epsilons."""
+        rows = slice(j * self.n, (j + 1) * self.n)
+        accounts = {}
+        for name, joined in self.ledger.accounts.items():
+            acct = _ViewAccount.__new__(_ViewAccount)
+            acct.__dict__ = {k: v[rows] for k, v in joined.__dict__.items()}
+            accounts[name] = acct
+        return accounts, {column: {group: v[rows] for group, v in by_group.items()}
+                          for column, by_group in eps_all.items()}
