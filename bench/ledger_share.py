@@ -2,13 +2,15 @@
 
 The 40-run NbAFL sweep of ``bench/sweep.py`` (logistic regression, 8 values of T x 5 seeds, one batched
 ``run_sweep``), timed as a whole, with the time spent inside the ledger (``PrivacyLedger.releases``,
-``check_budget``, ``commit``, ``epsilons`` and the batched ``privacy.check_budgets``, counted once however
-they nest) measured by wrapping those functions.  Two code paths, interleaved (A B A B ...):
+``check_budget``, ``commit``, ``epsilons`` and the batched ``privacy.releases_many`` and
+``privacy.check_budgets``, counted once however they nest) measured by wrapping those functions.  Two code
+paths, interleaved (A B A B ...):
 
-* ``batched``: this branch (every run's budget check and epsilons of a round in one vectorised root search;
-  each round's epsilons computed once, at the budget check, and reused for the metrics);
-* ``per_run``: the path before it, reproduced in the same process: each run checks its budget alone and the
-  metrics recompute the epsilons (two analytic-Gaussian root searches per run per round).
+* ``batched``: this branch (a round's releases of every run, and its budget check and epsilons, vectorised
+  over runs: runs of one shape recorded and accounted as one ledger, one root search for all; each round's
+  epsilons computed once, at the budget check, and reused for the metrics);
+* ``per_run``: the path before it, reproduced in the same process: each run computes its releases and checks
+  its budget alone, and the metrics recompute the epsilons.
 
 Writes ``bench/results/ledger_share.json``; ``--quick`` repeats twice instead of three times.
 """
@@ -62,11 +64,13 @@ _BATCHED_CHECK = multirun._Lockstep._check_budgets
 
 
 def _per_run_check(self, runners) -> None:
-    """The path before batching: each run's budget alone."""
+    """The path before batching: each run's releases and budget alone."""
     for runner in runners:
         if runner.ledger is None:
             continue
         try:
+            ctx = runner.ctx
+            runner.releases = runner.ledger.releases(ctx.round, ctx.participants, ctx.weights)
             runner.ledger.check_budget(runner.releases, runner.state.round)
         except Exception as exc:  # noqa: BLE001
             self.fail(runner, exc)
@@ -83,6 +87,7 @@ def _use(path: str) -> None:
         setattr(_LEDGER, name, CLOCK.wrap(fn))
     multirun._Lockstep._check_budgets = _per_run_check if path == "per_run" else _BATCHED_CHECK
     multirun.check_budgets = CLOCK.wrap(privacy.check_budgets)
+    multirun.releases_many = CLOCK.wrap(privacy.releases_many)
 
 
 def _sweep(config: Path, path: str, shares: dict[str, list[float]]) -> None:

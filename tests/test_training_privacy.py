@@ -298,3 +298,29 @@ def test_runs_accounted_together_equal_each_run_alone(paper):
                 for group in want[column]:
                     np.testing.assert_array_equal(got[column][group], want[column][group])
     assert 0 < refused < 6  # the small budget is refused in some rounds, not from the start
+
+
+def test_releases_of_many_runs_equal_each_run_alone():
+    """releases_many (runs of one shape from array operations over all of them) against
+    PrivacyLedger.releases of each run: the same multipliers, element for element, for uploads, broadcasts
+    and sampled steps, with per-client sigmas, zero noise and rounds past the plan."""
+    from fedbound.training.privacy import releases_many
+
+    per_client = {**_MIXED_SIGMA, "uplink": np.outer(np.linspace(0.8, 1.2, 6), np.linspace(0.5, 1.5, 5))}
+    per_client["uplink"][2, 3] = 0.0
+    sigmas = [_MIXED_SIGMA, {k: v * 1.7 for k, v in _MIXED_SIGMA.items()}, per_client]
+    ledgers = [ledger_for(_MIXED_VIEWS, sigma, _MIXED_SENS, n=5, rounds=6) for sigma in sigmas]
+    ledgers.append(ledger_for(_MIXED_VIEWS[:1], _MIXED_SIGMA, _MIXED_SENS, n=5, rounds=6))
+    rng = np.random.default_rng(3)
+    for t in (0, 2, 5, 9):
+        asks = []
+        for led in ledgers:
+            part = np.sort(rng.choice(5, size=int(rng.integers(0, 6)), replace=False))
+            asks.append((led, t, part, rng.dirichlet(np.ones(max(len(part), 1)))[:len(part)]))
+        for (led, r, part, w), together in zip(asks, releases_many(asks), strict=True):
+            alone = led.releases(r, part, w)
+            assert [rel.view for rel in together] == [rel.view for rel in alone]
+            for a, b in zip(together, alone, strict=True):
+                np.testing.assert_array_equal(a.z, b.z)
+                np.testing.assert_array_equal(a.z_all, b.z_all)
+                assert a.count == b.count

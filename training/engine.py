@@ -429,8 +429,9 @@ class Runner:
 
     def begin_round(self, check_budget: bool = True) -> np.ndarray:
         """Participants and weights of the next round, its releases checked against the budget; returns
-        the participants (the rows to train).  ``check_budget=False``: the caller checks ``self.releases``
-        itself (``multirun`` checks every run's at once, ``privacy.check_budgets``)."""
+        the participants (the rows to train).  ``check_budget=False``: the caller computes ``self.releases``
+        and checks them itself (``multirun`` does both for every run at once, ``privacy.releases_many`` and
+        ``privacy.check_budgets``)."""
         self._t0 = time.perf_counter()
         state, algorithm = self.state, self.algorithm
         ctx = self.ctx = RoundContext(state.round, state, self.model, self.data, self.streams, self.options,
@@ -441,8 +442,8 @@ class Runner:
         self.releases = []
         if self.ledger is not None:
             self.ledger.plan = state.plan
-            self.releases = self.ledger.releases(ctx.round, participants, weights)
             if check_budget:
+                self.releases = self.ledger.releases(ctx.round, participants, weights)
                 self.ledger.check_budget(self.releases, ctx.round)
         self.aggregate = torch.zeros_like(state.global_params)
         self.w_t = torch.as_tensor(weights, dtype=self.options.dtype, device=self.device)

@@ -27,7 +27,7 @@ from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.models import Model
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan
-from fedbound.training.privacy import check_budgets
+from fedbound.training.privacy import check_budgets, releases_many
 
 __all__ = ["BatchJob", "run_batch", "SegmentStreams", "concat_batches"]
 
@@ -171,9 +171,10 @@ class _Lockstep:
                     self.fail(runner, exc)
 
     def _check_budgets(self, runners: list[Runner]) -> None:
-        """Every begun run's releases against its budget, the epsilons of all runs in one batched root
-        search (``privacy.check_budgets``); a run over its budget stops as it would alone."""
-        items = [(r, (r.ledger, r.releases, r.state.round)) for r in runners if r.ledger is not None]
+        """Every begun run's releases (``privacy.releases_many``) against its budget, the runs accounted
+        together (``privacy.check_budgets``); a run over its budget stops as it would alone."""
+        runners = self._releases([r for r in runners if r.ledger is not None])
+        items = [(r, (r.ledger, r.releases, r.state.round)) for r in runners]
         try:
             errors = check_budgets([item for _, item in items])
         except Exception as exc:  # noqa: BLE001 - checked one by one, so only the failing run stops
@@ -188,6 +189,24 @@ class _Lockstep:
         for (runner, _), error in zip(items, errors, strict=True):
             if error is not None:
                 self.fail(runner, error)
+
+    def _releases(self, runners: list[Runner]) -> list[Runner]:
+        """Set every run's ``releases`` for its begun round, all at once; the runs that have them (a run whose
+        releases cannot be computed stops, as it would alone)."""
+        asks = [(r.ledger, r.ctx.round, r.ctx.participants, r.ctx.weights) for r in runners]
+        try:
+            for runner, releases in zip(runners, releases_many(asks), strict=True):
+                runner.releases = releases
+            return runners
+        except Exception:  # noqa: BLE001 - one by one, so only the failing run stops
+            ready = []
+            for runner, (ledger, round_, part, weights) in zip(runners, asks, strict=True):
+                try:
+                    runner.releases = ledger.releases(round_, part, weights)
+                    ready.append(runner)
+                except Exception as exc:  # noqa: BLE001
+                    self.fail(runner, exc)
+            return ready
 
     def _local_round(self, round_: int, members: list[tuple[Runner, np.ndarray]]) -> None:
         """Every member's local update of round ``round_``, in chunks of ``self.chunk`` rows."""

@@ -71,7 +71,7 @@ from fedbound.errors import PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "group_pld_epsilon", "epsilons_many",
-           "check_budgets", "ORDERS", "PAPER_ACCOUNTANTS"]
+           "check_budgets", "releases_many", "ORDERS", "PAPER_ACCOUNTANTS"]
 
 PAPER_ACCOUNTANTS = (*_REGISTERED, "none")
 
@@ -467,24 +467,82 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
         else:
             stacks.append((members, None))
             jobs.append((items[members[0]][0], items[members[0]][0]._trial(items[members[0]][1])))
-    trials: list[tuple[dict, dict] | None] = [None] * len(items)
+    trials: list[tuple[dict, dict, float] | None] = [None] * len(items)
     for (members, stack), (_, accounts), eps_all in zip(stacks, jobs, epsilons_many(jobs), strict=True):
         if stack is None:
-            trials[members[0]] = (accounts, eps_all)
+            ledger = items[members[0]][0]
+            trials[members[0]] = (accounts, eps_all, _worst(eps_all.get(ledger.plan.budget_accountant), 1)[0])
         else:
+            worst = {which: _worst(eps_all.get(which), len(members)) for which in
+                     {items[i][0].plan.budget_accountant for i in members}}
             for j, i in enumerate(members):
-                trials[i] = stack.part(j, eps_all)
+                trials[i] = (*stack.part(j, eps_all), worst[items[i][0].plan.budget_accountant][j])
     errors: list[PrivacyBudgetExceeded | None] = []
     for (ledger, releases, round_), trial in zip(items, trials, strict=True):
-        accounts, eps_all = trial
+        accounts, eps_all, worst = trial
         ledger._pending = (releases, eps_all, accounts)
         which = ledger.plan.budget_accountant
-        eps = eps_all.get(which)
-        worst = max(float(np.max(v)) for v in eps.values()) if eps is not None else -np.inf
         errors.append(None if worst <= ledger.plan.eps * (1 + 1e-9) else PrivacyBudgetExceeded(
             f"round {round_ + 1} would spend eps = {worst:.6g} > budget {ledger.plan.eps:g} under the "
             f"{which} accountant (the noise plan was computed for {ledger.plan.rounds} rounds)"))
     return errors
+
+
+def releases_many(items: list[tuple[PrivacyLedger, int, np.ndarray, np.ndarray]]) -> list[list[Release]]:
+    """:meth:`PrivacyLedger.releases` of many runs, ``(ledger, round, participants, weights)`` each: runs
+    of one shape (:func:`_stack_key`) get their multipliers from array operations over all of them at once,
+    element for element the arithmetic of each run alone."""
+    shapes: dict[tuple, list[int]] = {}
+    for i, (ledger, _, _, _) in enumerate(items):
+        key = _stack_key(ledger)
+        shapes.setdefault(key if key is not None else ("alone", i), []).append(i)
+    out: list[list[Release] | None] = [None] * len(items)
+    for key, members in shapes.items():
+        if key[0] == "alone" or len(members) == 1:
+            for i in members:
+                ledger, round_, part, w = items[i]
+                out[i] = ledger.releases(round_, part, w)
+            continue
+        for i, rels in zip(members, _releases_together([items[i] for i in members]), strict=True):
+            out[i] = rels
+    return out  # type: ignore[return-value]
+
+
+def _releases_together(items: list[tuple[PrivacyLedger, int, np.ndarray, np.ndarray]]) -> list[list[Release]]:
+    """:func:`releases_many` of runs of one shape (the same views and clients)."""
+    runs, n = len(items), items[0][0].plan.num_clients
+    parts = [np.asarray(part) for _, _, part, _ in items]
+    rows = np.repeat(np.arange(runs), [len(p) for p in parts])
+    cols = np.concatenate(parts).astype(np.int64, copy=False)
+    out: list[list[Release]] = [[] for _ in items]
+    for view in items[0][0].plan.views:
+        sigma = np.stack([led.plan.stage_sigma(view.stage, r) for led, r, _, _ in items])
+        sens = np.stack([led._sensitivity(led.plan, view.stage) for led, _, _, _ in items])
+        if view.kind == "broadcast":
+            z_one = np.empty(runs)
+            for j, (led, r, _, w) in enumerate(items):  # each run's scalars exactly as PrivacyLedger.releases
+                part, w = parts[j], np.asarray(w, dtype=np.float64)
+                server = float(led.plan.stage_sigma("server", r, _CLIENT_0)[0])
+                total = math.sqrt(server**2 + float(np.sum(w**2 * sigma[j, part] ** 2)))
+                sensitivity = float(np.max(np.abs(w) * sens[j, part])) if len(part) else 0.0
+                z_one[j] = total / sensitivity if sensitivity > 0 else np.inf
+            z_all = np.repeat(z_one, n).reshape(runs, n)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z_all = np.where(sigma > 0, sigma / sens, 0.0)
+        z = np.full((runs, n), np.inf)
+        z[rows, cols] = z_all[rows, cols]
+        for j in range(runs):
+            out[j].append(Release(view, z[j], z_all[j], view.releases_per_round))
+    return out
+
+
+def _worst(eps: dict[str, np.ndarray] | None, runs: int) -> list[float]:
+    """The largest eps of each of ``runs`` runs side by side (clients run-major), over every group; -inf
+    without an accountant."""
+    if eps is None:
+        return [-np.inf] * runs
+    return np.max([v.reshape(runs, -1).max(axis=1) for v in eps.values()], axis=0).tolist()
 
 
 def _stack_key(ledger: PrivacyLedger) -> tuple | None:
@@ -533,15 +591,17 @@ class _Stack:
         paper = set(first.paper.writes) if first.paper is not None else set()
         sampled_now = {rel.view.name for rel in releases[0] if rel.view.hidden_sampling
                        and rel.view.sample_rate < 1.0}
+        self.zeros: dict[str, dict[str, np.ndarray]] = {}  # per view, its fields zero in every run: one zero
         for name, acct in first.accounts.items():
             # fields no run has written (and this round does not write) are zero in every run: one read-only
             # zero for all, not a copy of each (the (n, orders) RDP arrays of unsampled views: most bytes)
             sampled = name in sampled_now or any(one.accounts[name].pld_count.any() for one in ledgers)
-            zero = {k for k in acct.__dict__ if (k in _SAMPLED_FIELDS and not sampled)
-                    or (k.startswith("paper_") and k not in paper)}
+            self.zeros[name] = {k: np.broadcast_to(0.0, v.shape) for k, v in acct.__dict__.items()
+                                if (k in _SAMPLED_FIELDS and not sampled)
+                                or (k.startswith("paper_") and k not in paper)}
             joined = _ViewAccount.__new__(_ViewAccount)
             rows = len(ledgers) * self.n
-            joined.__dict__ = {k: np.broadcast_to(0.0, (rows, *v.shape[1:])) if k in zero
+            joined.__dict__ = {k: np.broadcast_to(0.0, (rows, *v.shape[1:])) if k in self.zeros[name]
                                else np.concatenate([one.accounts[name].__dict__[k] for one in ledgers])
                                for k, v in acct.__dict__.items()}
             ledger.accounts[name] = joined
@@ -556,7 +616,8 @@ class _Stack:
         accounts = {}
         for name, joined in self.ledger.accounts.items():
             acct = _ViewAccount.__new__(_ViewAccount)
-            acct.__dict__ = {k: v[rows] for k, v in joined.__dict__.items()}
+            zeros = self.zeros[name]
+            acct.__dict__ = {k: zeros[k] if k in zeros else v[rows] for k, v in joined.__dict__.items()}
             accounts[name] = acct
         return accounts, {column: {group: v[rows] for group, v in by_group.items()}
                           for column, by_group in eps_all.items()}
