@@ -26,8 +26,10 @@ the interval's ends.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,9 +304,29 @@ def _schedule_run(radio: Any, T0: int, scheduler: str, seed: int, max_rounds: in
     return schedule_run(radio, T0, scheduler, seed, max_rounds=max_rounds, channel_errors=channel_errors)
 
 
+_SCHEDULES: collections.OrderedDict[tuple, RoundsSchedule] = collections.OrderedDict()
+_SCHEDULES_GUARD = threading.Lock()
+SCHEDULE_CACHE_SIZE = 64
+"""Schedules kept per process (:func:`schedule_rounds`): the explorer's plan draws the schedules its figures
+draw (the T0 curve's point at the setting's T0, the lambda and assignment views at the deployed sigma)."""
+
+
+def _schedule_key(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str, variant: str,
+                  seed: int, max_rounds: int | None) -> tuple:
+    """Every input :func:`_schedule_rounds` reads, exactly (floats as given, no rounding)."""
+    fixed = tuple(float(settings[k]) for k in ("eta_F", "eta_P", "lam")) if policy not in (
+        "proposed", "error_free") else ()
+    return (radio, tuple(_consts(settings).items()), int(settings["T"]), float(sigma_dp), policy, variant,
+            int(seed), max_rounds, fixed)
+
+
 def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str = "proposed",
                     variant: str = "paper", seed: int = 0, max_rounds: int | None = None) -> RoundsSchedule:
     """Seed 004 Alg. 2 for a whole run (every client uploads T0 = ``settings["T"]`` times), in one call.
+
+    Kept per process (the last ``SCHEDULE_CACHE_SIZE``), keyed by every input it reads
+    (:func:`_schedule_key`): a repeated call returns the same (read-only) schedule, which equals a fresh
+    computation (tested); the plan, its figures and the explorer's curves share them.
 
     ``radio``: a :class:`~fedbound.scheduling.wireless.WirelessSetting`; ``settings``: the bound constants
     (``mu L G0 M phi1 phi2 vphi1 vphi2 eps_P``), ``C``, ``R``, ``n_params``, ``T`` and, for the fixed
@@ -314,6 +336,25 @@ def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, po
     """
     if policy not in POLICIES:
         raise ParameterError("policy", policy, "one of " + ", ".join(POLICIES))
+    key = _schedule_key(radio, settings, sigma_dp, policy, variant, seed, max_rounds)
+    with _SCHEDULES_GUARD:
+        if key in _SCHEDULES:
+            _SCHEDULES.move_to_end(key)
+            return _SCHEDULES[key]
+    sched = _schedule_rounds(radio, settings, sigma_dp, policy, variant, seed, max_rounds)
+    for value in vars(sched).values():  # shared between callers: nobody may change it in place
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    with _SCHEDULES_GUARD:
+        _SCHEDULES[key] = sched
+        while len(_SCHEDULES) > SCHEDULE_CACHE_SIZE:
+            _SCHEDULES.popitem(last=False)
+    return sched
+
+
+def _schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str, variant: str,
+                     seed: int, max_rounds: int | None) -> RoundsSchedule:
+    """:func:`schedule_rounds` computed (no cache)."""
     scheduler = {"round_robin": "round_robin", "random": "random"}.get(policy, "km")
     run = _schedule_run(radio, int(settings["T"]), scheduler, int(seed), max_rounds, policy != "error_free")
     c = _consts(settings)

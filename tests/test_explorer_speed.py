@@ -1,0 +1,108 @@
+"""Issue 25's explorer speed-ups keep every value: WPFL's kept schedules equal fresh ones, the PLD
+calibration started next to a kept one meets the same window as the search it replaces (one evaluation
+instead of two), and the WPFL T0 curve draws the noise the plan deploys."""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant
+
+from fedbound import registry
+from fedbound.accounting import pld as P
+from fedbound.bounds import wpfl as wb
+from fedbound.explorer import api
+from fedbound.scheduling import wpfl as ws
+
+
+def _wpfl_setting(**over):
+    paper = registry.get("wpfl")
+    s = paper.load_setting(None, api.overrides(paper, {**paper.example, **over})).values
+    return {k: v for k, v in s.items() if v is not None}
+
+
+def _dp_accounting_eps(z, q, t, delta, disc):
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=disc)
+    acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), t)
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("policy", ["proposed", "round_robin"])
+def test_kept_schedule_equals_a_fresh_one(policy, monkeypatch):
+    """schedule_rounds twice: the same object, read-only, equal field by field to the uncached computation;
+    another sigma_DP or T0 is another schedule."""
+    monkeypatch.setattr(ws, "_SCHEDULES", type(ws._SCHEDULES)())
+    s = {**_wpfl_setting(T=3, N=6, K=3), "eta_F": 0.01, "eta_P": 0.01, "lam": 0.5}
+    radio = ws.radio_setting(s)
+    first = ws.schedule_rounds(radio, s, 2.5, policy)
+    assert ws.schedule_rounds(radio, dict(s), 2.5, policy) is first
+    fresh = ws._schedule_rounds(radio, s, 2.5, policy, "paper", 0, None)
+    for name, value in vars(fresh).items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(first, name), value)
+            assert not getattr(first, name).flags.writeable
+    other = ws.schedule_rounds(radio, s, 2.5 * (1 + 1e-12), policy)
+    assert other is not first and other.sigma_dp != first.sigma_dp
+    assert ws.schedule_rounds(radio, {**s, "T": 4}, 2.5, policy).rounds > first.rounds
+
+
+def test_calibration_next_to_a_kept_one_meets_the_window_in_one_evaluation(monkeypatch):
+    """pld_calibrate_near from a calibration at a 2 % lower eps: one PLD evaluation, and its eps by
+    dp-accounting's PLDAccountant (written here) lies in the (1 - rtol, 1] window of the target, as
+    pld_calibrate's cold answer does; the two noises differ by less than the window's width in z."""
+    monkeypatch.setattr(P, "_STARTS", {})
+    q, t, delta, disc, upper = 0.02, 10, 1e-3, 1e-3, 2.0
+    z0, eps0 = P.pld_calibrate(1.0, delta, q, t, disc, upper)
+    calls = []
+
+    def counted(*a, **k):
+        calls.append(a)
+        return P.pld_epsilon(*a, **k)
+
+    z, eps = P.pld_calibrate_near(1.02, delta, q, t, disc, upper, (z0, eps0), evaluate=counted)
+    assert len(calls) == 1
+    ref = _dp_accounting_eps(z, q, t, delta, disc)
+    assert ref == pytest.approx(eps, rel=1e-12) and 1.02 * (1 - 1e-3) <= ref <= 1.02
+    monkeypatch.setattr(P, "_STARTS", {})
+    z_cold, eps_cold = P.pld_calibrate(1.02, delta, q, t, disc, upper)
+    assert 1.02 * (1 - 1e-3) <= eps_cold <= 1.02
+    slope = math.log(eps0 / eps) / math.log(z0 / z)  # d log eps / d log z: the window's width in z
+    assert abs(math.log(z / z_cold)) <= 1e-3 / abs(slope) * 1.01
+
+
+def test_a_far_start_falls_back_to_the_search(monkeypatch):
+    """A 'near' point far off misses the window: the answer is pld_calibrate's own, still in the window."""
+    monkeypatch.setattr(P, "_STARTS", {})
+    q, t, delta, disc, upper = 0.02, 10, 1e-3, 1e-3, 2.0
+    z, eps = P.pld_calibrate_near(1.0, delta, q, t, disc, upper, (0.5, 30.0))
+    assert 1.0 * (1 - 1e-3) <= _dp_accounting_eps(z, q, t, delta, disc) <= 1.0
+    monkeypatch.setattr(P, "_STARTS", {})
+    assert (z, eps) == P.pld_calibrate(1.0, delta, q, t, disc, upper)
+
+
+def test_wpfl_curve_draws_the_noise_the_plan_deploys(monkeypatch, tmp_path):
+    """After a plan at one eps, the T0 curve at a nearby eps: its deployed point (the plan's T0, marked) is
+    the plan's recommendation at that eps, computed afresh in an empty process state (no kept
+    calibration, schedule or plan), and every T0's exact calibration meets its window by dp-accounting."""
+    monkeypatch.setenv("FEDBOUND_CACHE_DIR", str(tmp_path))
+    paper = registry.get("wpfl")
+    body = {**paper.example, "T": 4, "N": 6, "K": 3}
+    api.plan_json("wpfl", body)
+    near = {**body, "eps": body["eps"] * 1.03}
+    curve = api.curve_json("wpfl", near, "T")
+    rec = curve["recommended"]
+    deployed = next(c for c in curve["curves"] if c["label"].startswith("deployed"))
+    s = _wpfl_setting(**near)
+    for t in deployed["x"]:
+        r = wb.tight_calibration(s["eps"], s["delta"], s["q"], int(t))
+        disc = r["discretization"]
+        assert s["eps"] * (1 - 1e-3) <= _dp_accounting_eps(r["z"], s["q"], int(t), s["delta"], disc) <= s["eps"]
+    monkeypatch.setattr(wb, "_TIGHT", {})
+    monkeypatch.setattr(P, "_STARTS", {})
+    monkeypatch.setattr(ws, "_SCHEDULES", type(ws._SCHEDULES)())
+    monkeypatch.setenv("FEDBOUND_CACHE_DIR", str(tmp_path / "fresh"))
+    fresh = ws.plan(s)
+    assert fresh.recommendation.T == rec["T"]
+    assert fresh.recommendation.bound == pytest.approx(rec["bound"], rel=2e-3)
+    assert deployed["y"][deployed["x"].index(4)] == pytest.approx(rec["bound"], rel=1e-12)
