@@ -304,7 +304,7 @@ def _tight_record(key: tuple, z_rdp: Callable[[int], float] | None) -> dict[str,
     return cached_json(tag, lambda: _calibrate_tight(*key, z_rdp))
 
 
-NEAR_LOG_EPS = 0.25
+NEAR_LOG_EPS = 0.5
 """A kept calibration at the same (delta, q, T) starts a new one when its eps is within this of the target in
 log (:func:`_near_record`)."""
 

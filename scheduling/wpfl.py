@@ -108,17 +108,25 @@ def _phi(eta: np.ndarray, gamma: np.ndarray, eps_P: float, eps_F_mean: Any, cons
 
 
 def _golden(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:
+    """Golden-section search of every element at once, ``iters`` steps; in-place masked copies (the same
+    floats as the np.where form: each element takes the same branch and the same arithmetic)."""
     a, b = lo.copy(), hi.copy()
     c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
     fc, fd = f(c), f(d)
     for _ in range(iters):
         left = fc <= fd  # the minimum lies in [a, d]
-        b = np.where(left, d, b)
-        a = np.where(left, a, c)
-        d_new = np.where(left, c, a + GOLDEN * (b - a))
-        c_new = np.where(left, b - GOLDEN * (b - a), d)
-        c, d = c_new, d_new
-        fnew = f(np.where(left, c, d))
+        right = ~left
+        np.copyto(b, d, where=left)
+        np.copyto(a, c, where=right)
+        width = GOLDEN * (b - a)
+        c_new = b - width
+        np.copyto(c_new, d, where=right)
+        np.add(a, width, out=d)
+        np.copyto(d, c, where=left)
+        c = c_new
+        x = d.copy()
+        np.copyto(x, c, where=left)
+        fnew = f(x)
         fc, fd = np.where(left, fnew, fd), np.where(left, fc, fnew)
     return (a + b) / 2.0
 
@@ -148,7 +156,8 @@ def solve_P7(eps_P: float, mu: float, Gamma_n: Any, eps_F_mean: Any, G0: float, 
     shape = (len(intervals), *gamma.shape)
     lo = np.stack([np.full(gamma.shape, l_ + xi * (r_ - l_)) for l_, r_ in intervals])
     hi = np.stack([np.full(gamma.shape, r_ - xi * (r_ - l_)) for l_, r_ in intervals])
-    g, e = np.broadcast_to(gamma, shape), np.broadcast_to(efm, shape)
+    g = np.ascontiguousarray(np.broadcast_to(gamma, shape))  # contiguous: faster arithmetic in the search
+    e = np.ascontiguousarray(np.broadcast_to(efm, shape))
 
     def f(eta: np.ndarray) -> np.ndarray:
         return _phi(eta, g, eps_P, e, consts, variant)
