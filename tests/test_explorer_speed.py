@@ -106,3 +106,30 @@ def test_wpfl_curve_draws_the_noise_the_plan_deploys(monkeypatch, tmp_path):
     assert fresh.recommendation.T == rec["T"]
     assert fresh.recommendation.bound == pytest.approx(rec["bound"], rel=2e-3)
     assert deployed["y"][deployed["x"].index(4)] == pytest.approx(rec["bound"], rel=1e-12)
+
+
+def test_kept_padpfl_plan_equals_a_fresh_one(monkeypatch):
+    """PADPFL's plan twice (the explorer's plan and its T figure): the same Plan, with or without unset keys,
+    equal to the uncached computation; another eps is another plan."""
+    from fedbound.checks import to_jsonable
+    from fedbound.scheduling import adaptive as sa
+
+    monkeypatch.setattr(sa, "_PLANS", type(sa._PLANS)())
+    paper = registry.get("adaptive")
+    s = paper.load_setting(None, api.overrides(paper, dict(paper.example))).values
+    first = sa.plan(s)
+    assert sa.plan({k: v for k, v in s.items() if v is not None}) is first
+    assert to_jsonable(first) == to_jsonable(sa._plan(s, "paper", False))
+    other = sa.plan({**s, "eps": s["eps"] * 1.01})
+    assert other is not first and other.recommendation.bound != first.recommendation.bound
+
+
+def test_kept_analytic_gaussian_z_equals_a_fresh_one():
+    """PADPFL's tight z, kept per process by the exact (eps, delta): the accountant's own value, exactly."""
+    from fedbound.accounting import analytic_gaussian_std
+    from fedbound.bounds import adaptive as ba
+
+    for eps, delta in ((0.5, 1e-5), (3.7, 1e-3), (100.0, 0.2)):
+        first = ba.tight_noise_multiplier(eps, delta)
+        assert ba.tight_noise_multiplier(eps, delta) == first == float(analytic_gaussian_std(eps, delta, 1.0))
+    assert ba.tight_noise_multiplier(3.7 * (1 + 1e-12), 1e-3) != ba.tight_noise_multiplier(3.7, 1e-3)
