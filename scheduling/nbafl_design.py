@@ -348,10 +348,30 @@ class _KGrid:
         self.G = np.geomspace(0.05, 2.0, int(math.ceil(math.log(40) / math.log(Z_GRID_RATIO))) + 1)
         self.Tmax = self._tmax(self.G)
 
+    _ROWS: dict[tuple[bytes, float, float], np.ndarray] = {}
+    """One-step RDP rows by (orders, q, z), shared by every search of the process: the grid G does not depend
+    on (eps, delta), so a re-plan at a new eps finds its rows here."""
+    ROWS_MAX = 20_000
+
     def rdp(self, q: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """:func:`fedbound.accounting.wor_rdp.wor_rdp_pairs` of the pairs (q[i], z[i]), each row computed once
+        per process (a row depends on its own pair only: the kept rows equal a fresh call's, tested)."""
         from fedbound.accounting.wor_rdp import wor_rdp_pairs
 
-        return wor_rdp_pairs(self.orders, q, z)
+        tag = self.orders.tobytes()
+        keys = [(tag, float(a), float(b)) for a, b in zip(np.ravel(q), np.ravel(z), strict=True)]
+        rows = self._ROWS
+        found = [rows.get(k) for k in keys]  # read once: another thread may clear the cache meanwhile
+        missing = sorted({k for k, r in zip(keys, found, strict=True) if r is None})
+        if missing:
+            qs, zs = (np.array([k[i] for k in missing]) for i in (1, 2))
+            new = wor_rdp_pairs(self.orders, qs, zs)
+            fresh = dict(zip(missing, new, strict=True))
+            if len(rows) + len(missing) > self.ROWS_MAX:
+                rows.clear()
+            rows.update(fresh)
+            found = [fresh[k] if r is None else r for k, r in zip(keys, found, strict=True)]
+        return np.array(found).reshape(len(keys), self.orders.size)
 
     def _tmax(self, G: np.ndarray) -> np.ndarray:
         r = self.rdp(np.repeat(self.q, G.size), np.tile(G, self.q.size)).reshape(self.q.size, G.size, -1)

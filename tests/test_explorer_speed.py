@@ -133,3 +133,22 @@ def test_kept_analytic_gaussian_z_equals_a_fresh_one():
         first = ba.tight_noise_multiplier(eps, delta)
         assert ba.tight_noise_multiplier(eps, delta) == first == float(analytic_gaussian_std(eps, delta, 1.0))
     assert ba.tight_noise_multiplier(3.7 * (1 + 1e-12), 1e-3) != ba.tight_noise_multiplier(3.7, 1e-3)
+
+
+def test_kept_k_of_n_rows_equal_a_fresh_call(monkeypatch):
+    """The joint (T, K) search's one-step RDP rows, kept by (orders, q, z): equal to one fresh wor_rdp_pairs
+    call on the same pairs, exactly, whatever was kept before (a row depends on its own pair only)."""
+    from fedbound.accounting.wor_rdp import wor_rdp_pairs
+    from fedbound.scheduling import nbafl_design as nbd
+
+    monkeypatch.setattr(nbd._KGrid, "_ROWS", {})
+    orders = np.array([1.5, 2.0, 3.0, 8.0, 32.0])
+    grid = nbd._KGrid.__new__(nbd._KGrid)
+    grid.orders = orders
+    q = np.array([0.1, 0.3, 0.1, 0.5])
+    z = np.array([0.7, 1.3, 2.2, 0.7])
+    first = grid.rdp(q[:2], z[:2])
+    np.testing.assert_array_equal(first, wor_rdp_pairs(orders, q[:2], z[:2]))
+    both = grid.rdp(q, z)  # two pairs kept, two new
+    np.testing.assert_array_equal(both, wor_rdp_pairs(orders, q, z))
+    np.testing.assert_array_equal(grid.rdp(q[::-1], z[::-1]), wor_rdp_pairs(orders, q[::-1], z[::-1]))
