@@ -152,3 +152,46 @@ def test_kept_k_of_n_rows_equal_a_fresh_call(monkeypatch):
     both = grid.rdp(q, z)  # two pairs kept, two new
     np.testing.assert_array_equal(both, wor_rdp_pairs(orders, q, z))
     np.testing.assert_array_equal(grid.rdp(q[::-1], z[::-1]), wor_rdp_pairs(orders, q[::-1], z[::-1]))
+
+
+@pytest.mark.parametrize("T, rtol", [(7, 1e-6), (40, 0.05)])
+def test_speculative_bisection_visits_the_same_noise_multipliers(T, rtol, monkeypatch):
+    """KofNCalibration.calibrate with its bisection's next levels evaluated in one call: the same z, the same
+    evaluated z's (what brackets read) and the same one-step RDP rows as one z at a time through
+    rdp_sampled_without_replacement (the search without the prefetch, in an empty cache)."""
+    from fedbound.accounting.rdp import DEFAULT_ORDERS, rdp_sampled_without_replacement
+    from fedbound.scheduling import nbafl_design as nbd
+
+    orders = DEFAULT_ORDERS[DEFAULT_ORDERS <= nbd.ORDER_CAP]
+    monkeypatch.setattr(nbd.KofNCalibration, "_SHARED", {})
+    fast = nbd.KofNCalibration(1.3, 1e-5, 20 / 50, orders)
+    z = fast.calibrate(T, rtol)
+    assert len(nbd.KofNCalibration._SHARED) > len(fast._rdp)  # some z's were evaluated ahead, not visited
+    monkeypatch.setattr(nbd.KofNCalibration, "_SHARED", {})
+    monkeypatch.setattr(nbd.KofNCalibration, "_prefetch", lambda self, zs: None)
+    slow = nbd.KofNCalibration(1.3, 1e-5, 20 / 50, orders)
+    assert slow.calibrate(T, rtol) == z
+    assert list(fast._rdp) == list(slow._rdp)
+    for v in fast._rdp:
+        np.testing.assert_array_equal(fast._rdp[v], rdp_sampled_without_replacement(orders, 20 / 50, v))
+
+
+def test_vectorised_brackets_equal_the_loop_over_z(monkeypatch):
+    """KofNCalibration.brackets (every evaluated z at every T in one conversion) against the loop over z of
+    epsilon(z, T) <= eps it replaces, exactly."""
+    from fedbound.scheduling import nbafl_design as nbd
+
+    monkeypatch.setattr(nbd.KofNCalibration, "_SHARED", {})
+    cal = nbd.KofNCalibration(0.9, 1e-4, 10 / 40, np.array([2.0, 4.0, 16.0, 64.0]))
+    T = np.arange(1, 200, 7)
+    assert [a.tolist() for a in cal.brackets(T)] == [[0.0] * T.size, [np.inf] * T.size]
+    cal.calibrate(30, 0.01)
+    lo, hi = np.zeros(T.shape), np.full(T.shape, np.inf)
+    for z in cal._rdp:
+        ok = cal.epsilon(z, T) <= cal.eps
+        hi = np.where(ok, np.minimum(hi, z), hi)
+        lo = np.where(~ok, np.maximum(lo, z), lo)
+    got = cal.brackets(T)
+    np.testing.assert_array_equal(got[0], lo)
+    np.testing.assert_array_equal(got[1], hi)
+    assert np.any(lo > 0) and np.any(np.isfinite(hi)) and np.any(lo == 0)
