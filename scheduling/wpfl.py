@@ -402,7 +402,7 @@ def _schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, p
         Phi = np.asarray(wb.PHI.evaluate(eta_P=eta_P, lam=lam, Gamma_n=gamma, eps_F_mean=eps_F, G0=c["G0"],
                                          mu=c["mu"], M=c["M"], variant=variant).value, dtype=float)
     eps_P = np.asarray(wb.EPS_P.evaluate(eta_P=eta_P, lam=lam, mu=c["mu"]).value, dtype=float)
-    jain = np.array([wb.jain_index(row) for row in Phi])
+    jain = wb.jain_indices(Phi)
     return RoundsSchedule(policy, variant, float(sigma_dp), assignment, power, rho_L, rho_G, theta,
                           np.full(t, eta_F), np.full(t, eps_F), gamma, eta_P, lam, eps_P, Phi, Phi.max(1),
                           jain, run, cert, tuple(warns))

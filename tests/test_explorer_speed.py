@@ -195,3 +195,14 @@ def test_vectorised_brackets_equal_the_loop_over_z(monkeypatch):
     np.testing.assert_array_equal(got[0], lo)
     np.testing.assert_array_equal(got[1], hi)
     assert np.any(lo > 0) and np.any(np.isfinite(hi)) and np.any(lo == 0)
+
+
+def test_jain_indices_equal_the_row_by_row_index():
+    """Jain's index of every round at once: exactly jain_index row by row (random, tiny, huge and
+    equal rows); a refused row is refused alike."""
+    rng = np.random.default_rng(3)
+    rows = np.vstack([rng.random((30, 17)), rng.random((5, 17)) * 1e-300, rng.random((5, 17)) * 1e300,
+                      np.ones((2, 17)), np.eye(17)[:3]])
+    np.testing.assert_array_equal(wb.jain_indices(rows), [wb.jain_index(r) for r in rows])
+    with pytest.raises(Exception, match="x"):
+        wb.jain_indices(np.vstack([rows[:2], np.zeros((1, 17))]))
