@@ -632,3 +632,43 @@ def pld_epsilon_fast(noise_multiplier: float, sample_rate: float, steps: int, de
         raise DomainError("delta", d, "[1e-15, 1) for method='pld'",
                           "dp-accounting's PLD truncates tail mass below e^-50; use method='rdp'")
     return eps
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A calibration next to a known one (the explorer's re-plan at a nearby eps)
+# ---------------------------------------------------------------------------------------------------------
+def pld_calibrate_near(target_eps: float, delta: float, sample_rate: float, steps: int, discretization: float,
+                       upper: float, near: tuple[float, float], rtol: float = 1e-3, newton_steps: int = 2,
+                       evaluate=None) -> tuple[float, float]:
+    """:func:`pld_calibrate`'s answer (the same contract: ``(z, eps_pld(z))`` with ``(1 - rtol) target <=
+    eps_pld(z) <= target``, z an evaluated point), first trying Newton steps in log z off ``near`` =
+    ``(z, eps_pld)``, an earlier calibration at the same delta, sample rate and steps (e.g. at a target a
+    few % away): the first with the slope d log eps / d log z that :func:`pld_calibrate` recorded for the
+    nearest setting (-1 when none), the next with the secant through the points evaluated.  log eps is nearly
+    linear in log z, so the first step lands in the window from a target a few % away: one evaluation
+    instead of :func:`pld_calibrate`'s two.  Where ``newton_steps`` steps miss (or PLD fails there),
+    :func:`pld_calibrate`, its own search, as if this function had not been called."""
+    e = float(check_real("target_eps", target_eps, 0.0, low_open=True))
+    t = int(check_int("steps", steps, 1))
+    x_prev = math.log(float(check_real("near z", near[0], 0.0, low_open=True)))
+    v_prev = math.log(float(check_real("near eps", near[1], 0.0, low_open=True))) - math.log(e)
+    start = _warm_start(float(delta), float(sample_rate), t, e)
+    slope = start[1] if start is not None else -1.0
+    aim = math.log1p(-rtol / 2)
+    for _ in range(newton_steps):
+        x = x_prev + (aim - v_prev) / slope
+        try:
+            eps = float((evaluate or pld_epsilon)(math.exp(x), sample_rate, t, delta, discretization))
+        except (PldTooCostly, DomainError, OverflowError):
+            break
+        if not eps > 0:
+            break
+        if (1 - rtol) * e <= eps <= e:
+            _remember(float(delta), float(sample_rate), t, e, x - math.log(float(upper)),
+                      {x: (math.log(eps) - math.log(e), eps)})
+            return math.exp(x), eps
+        v = math.log(eps) - math.log(e)
+        secant = (v - v_prev) / (x - x_prev) if x != x_prev else slope
+        slope = secant if secant < 0 and math.isfinite(secant) else slope
+        x_prev, v_prev = x, v
+    return pld_calibrate(e, delta, sample_rate, t, discretization, upper, rtol, evaluate=evaluate)

@@ -47,6 +47,7 @@ Decisions (where spec and paper differ, checked against the seed text):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -244,11 +245,18 @@ def tight_noise_multiplier(eps: float, delta: float) -> float:
     """z: the std of one sensitivity-1 Gaussian release that is exactly (eps, delta)-DP (analytic Gaussian,
     Balle & Wang 2018), valid for every eps > 0.  k Gaussian releases of sensitivity Delta and std sigma
     compose exactly to one of sensitivity sqrt(k) Delta (Gaussian DP), so k exposures need sqrt(k) z Delta."""
-    from fedbound.accounting import analytic_gaussian_std
-
     e = float(check_real("eps", eps, 0.0, low_open=True))
     dl = float(check_real("delta", delta, 0.0, 1.0, low_open=True, high_open=True))
-    return float(analytic_gaussian_std(e, dl, 1.0))
+    return _analytic_z(e, dl)
+
+
+@functools.lru_cache(maxsize=4096)
+def _analytic_z(eps: float, delta: float) -> float:
+    """The analytic Gaussian's z, kept per process by the exact (eps, delta): a plan asks for it a few dozen
+    times, and the eps figure's fixed grid asks for the same 60 at every setting."""
+    from fedbound.accounting import analytic_gaussian_std
+
+    return float(analytic_gaussian_std(eps, delta, 1.0))
 
 
 def client_noise_sigma_tight(eps: float, delta: float, B: float, R: int, m: Any) -> float:

@@ -195,6 +195,21 @@ def jain_index(x: Sequence[float] | np.ndarray) -> float:
     return float(np.clip(np.sum(arr) ** 2 / (arr.size * square), 1.0 / arr.size, 1.0))  # rounding only
 
 
+def jain_indices(rows: np.ndarray) -> np.ndarray:
+    """:func:`jain_index` of every row of a 2-D array (a schedule's Phi per round) at once: the same floats
+    as row by row (tested); a row it refuses is refused as :func:`jain_index` refuses it."""
+    a = np.asarray(rows, dtype=float)
+    if a.ndim != 2 or a.shape[1] == 0 or not np.all(np.isfinite(a) & (a >= 0)):
+        return np.array([jain_index(r) for r in a])
+    top = a.max(axis=1, keepdims=True)
+    scaled = np.where(top > 0, a / np.where(top > 0, top, 1.0), a)
+    square = np.sum(scaled**2, axis=1)
+    if np.any(square == 0):
+        return np.array([jain_index(r) for r in a])
+    n = a.shape[1]
+    return np.clip(np.sum(scaled, axis=1) ** 2 / (n * square), 1.0 / n, 1.0)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Noise: the one place that decides sigma_DP (module docstring)
 # ---------------------------------------------------------------------------------------------------------
@@ -304,6 +319,22 @@ def _tight_record(key: tuple, z_rdp: Callable[[int], float] | None) -> dict[str,
     return cached_json(tag, lambda: _calibrate_tight(*key, z_rdp))
 
 
+NEAR_LOG_EPS = 0.5
+"""A kept calibration at the same (delta, q, T) starts a new one when its eps is within this of the target in
+log (:func:`_near_record`)."""
+
+
+def _near_record(eps: float, delta: float, q: float, T: int) -> tuple[float, float] | None:
+    """(z, PLD eps) of the kept PLD calibration at the same delta, q and T whose target is nearest to ``eps``
+    in log (within ``NEAR_LOG_EPS``), else None."""
+    best, out = NEAR_LOG_EPS, None
+    for (e, d, q_, t), rec in list(_TIGHT.items()):
+        if (d, q_, t) == (float(delta), float(q), int(T)) and rec.get("eps_achieved") and \
+                rec["method"].startswith("PLD") and abs(math.log(e / eps)) < best:
+            best, out = abs(math.log(e / eps)), (float(rec["z"]), float(rec["eps_achieved"]))
+    return out
+
+
 def _calibrate_tight(eps: float, delta: float, q: float, T: int,
                      z_rdp_of: Callable[[int], float] | None = None) -> dict[str, Any]:
     import fedbound.accounting as acc
@@ -312,6 +343,7 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int,
         discretization_for,
         discretization_for_target,
         pld_calibrate,
+        pld_calibrate_near,
         pld_epsilon_fast,
     )
 
@@ -321,8 +353,12 @@ def _calibrate_tight(eps: float, delta: float, q: float, T: int,
         return {"z": z, "eps_achieved": float(eps), "method": "analytic Gaussian, exact", "slack": 0.0,
                 "z_rdp": z_rdp}
     disc = discretization_for_target(eps, T)
+    near = _near_record(eps, delta, q, T)
     try:
-        z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp, evaluate=pld_epsilon_fast)  # same floats
+        if near is None:
+            z, eps_pld = pld_calibrate(eps, delta, q, T, disc, z_rdp, evaluate=pld_epsilon_fast)  # same eps
+        else:  # a re-plan at a nearby eps: one Newton step off the kept calibration, else the same search
+            z, eps_pld = pld_calibrate_near(eps, delta, q, T, disc, z_rdp, near, evaluate=pld_epsilon_fast)
     except PldTooCostly as exc:
         return {"z": z_rdp, "eps_achieved": None, "slack": 0.0, "z_rdp": z_rdp,
                 "method": f"RDP (an upper bound: PLD too costly here, {exc})"}

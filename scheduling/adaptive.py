@@ -30,7 +30,9 @@ sigma_A in place of sigma_eff this is exactly Theorem 2's corrected constants (c
 
 from __future__ import annotations
 
+import collections
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -461,10 +463,36 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     return bound_optimal_impact_factors(problem)
 
 
+_PLANS: collections.OrderedDict[str, Plan] = collections.OrderedDict()
+_PLANS_GUARD = threading.Lock()
+PLAN_CACHE_SIZE = 32
+"""Plans kept per process (:func:`plan`): the T figure marks the plan's design, so the explorer's plan and its
+figure, and a figure drawn twice, plan once."""
+
+
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
     """PADPFL's plan for an [adaptive] setting (module docstring).  ``variant``: the reading of Theorem 2
     used for the paper's own answer (``"paper"`` or ``"corrected"``, E1-E4).  ``check``: the certificate's
-    independent brute force runs on a finer mu grid (:func:`certify`)."""
+    independent brute force runs on a finer mu grid (:func:`certify`).
+
+    Kept per process (the last ``PLAN_CACHE_SIZE``), keyed by the set keys' exact values (unset keys are
+    dropped first, as the plan does), the variant and ``check``: a repeated call returns the same (frozen)
+    Plan, equal to a fresh one (tested)."""
+    key = repr((sorted((k, v) for k, v in settings.items() if v is not None), variant, bool(check)))
+    with _PLANS_GUARD:
+        if key in _PLANS:
+            _PLANS.move_to_end(key)
+            return _PLANS[key]
+    result = _plan(settings, variant, check)
+    with _PLANS_GUARD:
+        _PLANS[key] = result
+        while len(_PLANS) > PLAN_CACHE_SIZE:
+            _PLANS.popitem(last=False)
+    return result
+
+
+def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
+    """:func:`plan` computed (no cache)."""
     s, provable_note = _provable(normalised_settings(settings))
     if variant not in ("paper", "corrected"):
         raise ParameterError("variant", variant, "'paper' or 'corrected'")

@@ -103,6 +103,26 @@ def _floor_full(s: Mapping[str, Any], T: np.ndarray) -> np.ndarray:
     return -np.expm1(T * math.log(P)) / (1 - P) * noise
 
 
+SPECULATE_DEPTH = 4
+"""Bisection levels whose midpoints :meth:`KofNCalibration.calibrate` evaluates in one call (15 z's cost
+about two single ones)."""
+
+
+def _bisection_tree(lo: float, hi: float, rtol: float, depth: int) -> list[float]:
+    """The geometric midpoints (``math.sqrt(lo * hi)``, as :meth:`KofNCalibration.split` computes them) that
+    bisection of (lo, hi] may visit in its next ``depth`` steps, brackets narrower than 1 + rtol left out."""
+    out, level = [], [(lo, hi)]
+    for _ in range(depth):
+        nxt = []
+        for a, b in level:
+            if b / a > 1 + rtol:
+                m = math.sqrt(a * b)
+                out.append(m)
+                nxt += [(a, m), (m, b)]
+        level = nxt
+    return out
+
+
 class KofNCalibration:
     """z_K(T) for every T at once: the RDP noise multiplier of T rounds of K-of-N sampled Gaussians.
 
@@ -147,10 +167,14 @@ class KofNCalibration:
         """(lo, hi): z_K(T) in (lo, hi] from every z evaluated so far (lo 0, hi inf where none says)."""
         T = np.atleast_1d(np.asarray(T, dtype=float))
         lo, hi = np.zeros(T.shape), np.full(T.shape, np.inf)
-        for z in self._rdp:
-            ok = self.epsilon(z, T) <= self.eps
-            hi = np.where(ok, np.minimum(hi, z), hi)
-            lo = np.where(~ok, np.maximum(lo, z), lo)
+        if not self._rdp:
+            return lo, hi
+        zs = np.array(list(self._rdp))  # every z at every T in one conversion (row by row: the same eps)
+        rdp = T[None, :, None] * np.stack([self._rdp[z] for z in zs])[:, None, :]
+        eps = np.asarray(_rdp().rdp_to_dp(self.orders, rdp.reshape(-1, self.orders.size), self.delta))
+        ok = eps.reshape(zs.size, T.size) <= self.eps
+        hi = np.minimum(hi, np.min(np.where(ok, zs[:, None], np.inf), axis=0))
+        lo = np.maximum(lo, np.max(np.where(ok, 0.0, zs[:, None]), axis=0))
         return lo, hi
 
     def calibrate(self, T: int, rtol: float = 1e-6) -> float:
@@ -164,9 +188,35 @@ class KofNCalibration:
             lo = hi / 2
             while self.epsilon(lo, np.array([T]))[0] <= self.eps and lo > 1e-4:
                 hi, lo = lo, lo / 4
-        while hi / lo > 1 + rtol:
-            lo, hi = self.split(T, lo, hi)
+        while hi / lo > 1 + rtol:  # bisection, its next SPECULATE_DEPTH levels' one-step RDP in one call
+            self._prefetch(_bisection_tree(lo, hi, rtol, SPECULATE_DEPTH))
+            for _ in range(SPECULATE_DEPTH):
+                if hi / lo <= 1 + rtol:
+                    break
+                lo, hi = self.split(T, lo, hi)
         return hi
+
+    def _prefetch(self, zs: list[float]) -> None:
+        """One-step RDP of several z's in one vectorised ``wor_rdp_pairs`` call, into the shared cache only
+        (a z counts as evaluated, for :meth:`brackets`, when :meth:`split` visits it): the rows equal
+        ``rdp_sampled_without_replacement``'s one z at a time (a row depends on its own z; tested), so the
+        search visits the same z's and returns the same z, at about half the cost per z."""
+        from fedbound.accounting.events import sample_fraction
+        from fedbound.accounting.wor_rdp import wor_rdp_pairs
+
+        tag = self.orders.tobytes()
+        todo = sorted({float(z) for z in zs if 1e-3 <= z <= 1e6} - {k[1] for k in list(self._SHARED)
+                                                                     if k[0] == self.q and k[2] == tag})
+        if len(todo) < 2:
+            return
+        k, n = sample_fraction(self.q)
+        with np.errstate(all="ignore"):
+            rows = wor_rdp_pairs(_rdp().check_orders(self.orders), np.full(len(todo), k / n), np.array(todo))
+        if len(self._SHARED) + len(todo) > 4096:
+            self._SHARED.clear()
+        for z, row in zip(todo, rows, strict=True):
+            if np.all(np.isfinite(row) & (row >= 0)):  # else _one_step's own path (dp-accounting) decides
+                self._SHARED[(self.q, z, tag)] = row.astype(float)
 
     def split(self, T: int, lo: float, hi: float) -> tuple[float, float]:
         """Evaluate the geometric midpoint of (lo, hi]: the half that holds z_K(T)."""
@@ -348,10 +398,30 @@ class _KGrid:
         self.G = np.geomspace(0.05, 2.0, int(math.ceil(math.log(40) / math.log(Z_GRID_RATIO))) + 1)
         self.Tmax = self._tmax(self.G)
 
+    _ROWS: dict[tuple[bytes, float, float], np.ndarray] = {}
+    """One-step RDP rows by (orders, q, z), shared by every search of the process: the grid G does not depend
+    on (eps, delta), so a re-plan at a new eps finds its rows here."""
+    ROWS_MAX = 20_000
+
     def rdp(self, q: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """:func:`fedbound.accounting.wor_rdp.wor_rdp_pairs` of the pairs (q[i], z[i]), each row computed once
+        per process (a row depends on its own pair only: the kept rows equal a fresh call's, tested)."""
         from fedbound.accounting.wor_rdp import wor_rdp_pairs
 
-        return wor_rdp_pairs(self.orders, q, z)
+        tag = self.orders.tobytes()
+        keys = [(tag, float(a), float(b)) for a, b in zip(np.ravel(q), np.ravel(z), strict=True)]
+        rows = self._ROWS
+        found = [rows.get(k) for k in keys]  # read once: another thread may clear the cache meanwhile
+        missing = sorted({k for k, r in zip(keys, found, strict=True) if r is None})
+        if missing:
+            qs, zs = (np.array([k[i] for k in missing]) for i in (1, 2))
+            new = wor_rdp_pairs(self.orders, qs, zs)
+            fresh = dict(zip(missing, new, strict=True))
+            if len(rows) + len(missing) > self.ROWS_MAX:
+                rows.clear()
+            rows.update(fresh)
+            found = [fresh[k] if r is None else r for k, r in zip(keys, found, strict=True)]
+        return np.array(found).reshape(len(keys), self.orders.size)
 
     def _tmax(self, G: np.ndarray) -> np.ndarray:
         r = self.rdp(np.repeat(self.q, G.size), np.tile(G, self.q.size)).reshape(self.q.size, G.size, -1)

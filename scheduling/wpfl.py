@@ -26,8 +26,10 @@ the interval's ends.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,17 +108,25 @@ def _phi(eta: np.ndarray, gamma: np.ndarray, eps_P: float, eps_F_mean: Any, cons
 
 
 def _golden(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:
+    """Golden-section search of every element at once, ``iters`` steps; in-place masked copies (the same
+    floats as the np.where form: each element takes the same branch and the same arithmetic)."""
     a, b = lo.copy(), hi.copy()
     c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
     fc, fd = f(c), f(d)
     for _ in range(iters):
         left = fc <= fd  # the minimum lies in [a, d]
-        b = np.where(left, d, b)
-        a = np.where(left, a, c)
-        d_new = np.where(left, c, a + GOLDEN * (b - a))
-        c_new = np.where(left, b - GOLDEN * (b - a), d)
-        c, d = c_new, d_new
-        fnew = f(np.where(left, c, d))
+        right = ~left
+        np.copyto(b, d, where=left)
+        np.copyto(a, c, where=right)
+        width = GOLDEN * (b - a)
+        c_new = b - width
+        np.copyto(c_new, d, where=right)
+        np.add(a, width, out=d)
+        np.copyto(d, c, where=left)
+        c = c_new
+        x = d.copy()
+        np.copyto(x, c, where=left)
+        fnew = f(x)
         fc, fd = np.where(left, fnew, fd), np.where(left, fc, fnew)
     return (a + b) / 2.0
 
@@ -146,7 +156,8 @@ def solve_P7(eps_P: float, mu: float, Gamma_n: Any, eps_F_mean: Any, G0: float, 
     shape = (len(intervals), *gamma.shape)
     lo = np.stack([np.full(gamma.shape, l_ + xi * (r_ - l_)) for l_, r_ in intervals])
     hi = np.stack([np.full(gamma.shape, r_ - xi * (r_ - l_)) for l_, r_ in intervals])
-    g, e = np.broadcast_to(gamma, shape), np.broadcast_to(efm, shape)
+    g = np.ascontiguousarray(np.broadcast_to(gamma, shape))  # contiguous: faster arithmetic in the search
+    e = np.ascontiguousarray(np.broadcast_to(efm, shape))
 
     def f(eta: np.ndarray) -> np.ndarray:
         return _phi(eta, g, eps_P, e, consts, variant)
@@ -302,9 +313,29 @@ def _schedule_run(radio: Any, T0: int, scheduler: str, seed: int, max_rounds: in
     return schedule_run(radio, T0, scheduler, seed, max_rounds=max_rounds, channel_errors=channel_errors)
 
 
+_SCHEDULES: collections.OrderedDict[tuple, RoundsSchedule] = collections.OrderedDict()
+_SCHEDULES_GUARD = threading.Lock()
+SCHEDULE_CACHE_SIZE = 64
+"""Schedules kept per process (:func:`schedule_rounds`): the explorer's plan draws the schedules its figures
+draw (the T0 curve's point at the setting's T0, the lambda and assignment views at the deployed sigma)."""
+
+
+def _schedule_key(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str, variant: str,
+                  seed: int, max_rounds: int | None) -> tuple:
+    """Every input :func:`_schedule_rounds` reads, exactly (floats as given, no rounding)."""
+    fixed = tuple(float(settings[k]) for k in ("eta_F", "eta_P", "lam")) if policy not in (
+        "proposed", "error_free") else ()
+    return (radio, tuple(_consts(settings).items()), int(settings["T"]), float(sigma_dp), policy, variant,
+            int(seed), max_rounds, fixed)
+
+
 def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str = "proposed",
                     variant: str = "paper", seed: int = 0, max_rounds: int | None = None) -> RoundsSchedule:
     """Seed 004 Alg. 2 for a whole run (every client uploads T0 = ``settings["T"]`` times), in one call.
+
+    Kept per process (the last ``SCHEDULE_CACHE_SIZE``), keyed by every input it reads
+    (:func:`_schedule_key`): a repeated call returns the same (read-only) schedule, which equals a fresh
+    computation (tested); the plan, its figures and the explorer's curves share them.
 
     ``radio``: a :class:`~fedbound.scheduling.wireless.WirelessSetting`; ``settings``: the bound constants
     (``mu L G0 M phi1 phi2 vphi1 vphi2 eps_P``), ``C``, ``R``, ``n_params``, ``T`` and, for the fixed
@@ -314,6 +345,25 @@ def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, po
     """
     if policy not in POLICIES:
         raise ParameterError("policy", policy, "one of " + ", ".join(POLICIES))
+    key = _schedule_key(radio, settings, sigma_dp, policy, variant, seed, max_rounds)
+    with _SCHEDULES_GUARD:
+        if key in _SCHEDULES:
+            _SCHEDULES.move_to_end(key)
+            return _SCHEDULES[key]
+    sched = _schedule_rounds(radio, settings, sigma_dp, policy, variant, seed, max_rounds)
+    for value in vars(sched).values():  # shared between callers: nobody may change it in place
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    with _SCHEDULES_GUARD:
+        _SCHEDULES[key] = sched
+        while len(_SCHEDULES) > SCHEDULE_CACHE_SIZE:
+            _SCHEDULES.popitem(last=False)
+    return sched
+
+
+def _schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str, variant: str,
+                     seed: int, max_rounds: int | None) -> RoundsSchedule:
+    """:func:`schedule_rounds` computed (no cache)."""
     scheduler = {"round_robin": "round_robin", "random": "random"}.get(policy, "km")
     run = _schedule_run(radio, int(settings["T"]), scheduler, int(seed), max_rounds, policy != "error_free")
     c = _consts(settings)
@@ -352,7 +402,7 @@ def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, po
         Phi = np.asarray(wb.PHI.evaluate(eta_P=eta_P, lam=lam, Gamma_n=gamma, eps_F_mean=eps_F, G0=c["G0"],
                                          mu=c["mu"], M=c["M"], variant=variant).value, dtype=float)
     eps_P = np.asarray(wb.EPS_P.evaluate(eta_P=eta_P, lam=lam, mu=c["mu"]).value, dtype=float)
-    jain = np.array([wb.jain_index(row) for row in Phi])
+    jain = wb.jain_indices(Phi)
     return RoundsSchedule(policy, variant, float(sigma_dp), assignment, power, rho_L, rho_G, theta,
                           np.full(t, eta_F), np.full(t, eps_F), gamma, eta_P, lam, eps_P, Phi, Phi.max(1),
                           jain, run, cert, tuple(warns))
