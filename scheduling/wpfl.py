@@ -429,21 +429,25 @@ def radio_setting(settings: Mapping[str, Any]) -> Any:
     return WirelessSetting(**{new: settings[old] for old, new in RADIO_KEYS.items() if old in settings})
 
 
+_NOTE_ORDERS = tuple(float(a) for a in range(2, 65))
+
+
 def _psi1_note(s: Mapping[str, Any], sigma: float) -> str | None:
     from fedbound.accounting import epsilon, qa_gaussian_log_psi
 
     log_psi, log_psi1, _, _ = qa_gaussian_log_psi(s["C"], sigma, s["R"], s["q"])
     if log_psi1 + s["eps"] / s["T"] >= log_psi + math.log(1e-12):
         return None
-    try:
-        tight = f"{float(epsilon(sigma / (2 * s['C']), s['q'], s['T'], s['delta'])):.4g}"
+    try:  # RDP at the integer orders 2-64: an upper bound within a few 0.1 % of the full order set's,
+        # at a tenth of its cost (this note is written on every plan in this regime)
+        tight = f"{float(epsilon(sigma / (2 * s['C']), s['q'], s['T'], s['delta'], orders=_NOTE_ORDERS)):.4g}"
     except (ValueError, OverflowError):
         tight = "unbounded"
     return (f"{SHORT}, Theorem 1, eqs. (23)-(24): at sigma_DP = {sigma:.4g} psi1 = e^({float(log_psi1):.4g}) "
             f"underflows, so delta_Q does not depend on eps and Theorem 1 certifies eps = 0 for {s['T']} "
             f"uploads; its delta_Q is a per-outcome delta (Def. 2, eq. (5)), not set-based (eps, delta)-DP: "
             f"the "
-            f"subsampled Gaussian mechanism at this sigma (sensitivity 2C) gives eps = {tight} at delta = "
+            f"subsampled Gaussian mechanism at this sigma (sensitivity 2C) gives eps <= {tight} at delta = "
             f"{s['delta']:g}")
 
 

@@ -166,7 +166,7 @@ def _place_notes(fig: Any, ax: Any, canvas: Any, line_labels: bool = False) -> N
         return
     for t in notes:
         t.set_in_layout(False)
-    canvas.draw()
+    fig.draw_without_rendering()  # the layout and every extent, without painting pixels
     r = canvas.get_renderer()
     area = ax.get_window_extent(r)
     fixed = [lg.get_window_extent(r) for lg in fig.legends]
