@@ -153,16 +153,8 @@ def subsampled_gaussian_pld(z: float, q: float, t: int, discretization: float):
     the identity), with the one-step PLD's hockey-stick divergences vectorised (:func:`_gaussian_loss_class`),
     about 4x faster.  q < 1 only."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
-    from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType
 
-    loss = _gaussian_loss_class()
-
-    def one(adjacency):
-        return pld_lib._create_pld_pmf_from_monotone_privacy_loss(
-            loss(z, sampling_prob=q, adjacency_type=adjacency), pessimistic_estimate=True,
-            value_discretization_interval=discretization, use_connect_dots=True)
-
-    step = pld_lib.PrivacyLossDistribution(one(AdjacencyType.REMOVE), one(AdjacencyType.ADD))
+    step = pld_lib.PrivacyLossDistribution(*_one_step_pld(z, q, discretization))
     return pld_lib.identity(discretization).compose(step.self_compose(t))
 
 
