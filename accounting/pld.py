@@ -345,28 +345,29 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
 
 
 def composed_pld_epsilon(components: tuple[tuple[float, float, int], ...], gaussian_multiplier: float | None,
-                         delta: float, target_eps: float, fraction: float = 0.01) -> tuple[float, float]:
+                         delta: float, target_eps: float, fraction: float = 0.01,
+                         discretization: float | None = None) -> tuple[float, float]:
     """``(eps, stated error)`` at ``delta`` of the composition of ``k`` Poisson-subsampled Gaussian releases
     per component ``(q, z, k)`` (add/remove relation) and, if ``gaussian_multiplier`` is not None, one
     unsampled Gaussian of that noise multiplier, by dp-accounting's PLD (Meiser & Mohammadi 2018; Koskela et
     al. 2020), pessimistic: an upper bound on the true eps, off by at most the stated error ``n x disc``
     (``n``: the releases composed).
 
-    The discretisation is :func:`discretization_for_target` (``fraction`` of ``target_eps`` over the ``n``
-    releases), coarsened where PLD would be too costly (:func:`discretization_for` of the smallest z at the
-    largest q over all sampled releases; the stated error then exceeds ``fraction``).  Each component is one
-    k-fold self-composition (FFT), not k composes.  One
-    component and no Gaussian is exactly :func:`pld_epsilon` (what :func:`pld_calibrate` evaluates, so a z it
-    calibrated re-accounts to the same eps; a calibration of several components that calls this function
-    with the same components re-accounts exactly too: ``fedbound.training.privacy`` does).  PldTooCostly /
-    DomainError where PLD cannot answer.
+    The discretisation is ``discretization`` if given, else :func:`discretization_for_target` (``fraction``
+    of ``target_eps`` over the ``n`` releases), coarsened where PLD would be too costly
+    (:func:`discretization_for` of the smallest z at the largest q over all sampled releases; the stated
+    error then exceeds ``fraction``).  Each component is one k-fold self-composition (FFT), not k composes.
+    One component and no Gaussian is exactly :func:`pld_epsilon` (what :func:`pld_calibrate` evaluates, so a
+    z it calibrated re-accounts to the same eps); several components re-account exactly too when their
+    calibration evaluated this function (DP-PFL's two-stage calibration does, and the training ledger
+    re-accounts by it).  PldTooCostly / DomainError where PLD cannot answer.
     """
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     n = sum(int(k) for _, _, k in components) + (gaussian_multiplier is not None)
     if not n:
         return 0.0, 0.0
-    want = discretization_for_target(target_eps, n)
+    want = discretization_for_target(target_eps, n) if discretization is None else float(discretization)
     if len(components) == 1 and gaussian_multiplier is None:
         q, z, k = components[0]
         disc = discretization_for(z, q, k, want)

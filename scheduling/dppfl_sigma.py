@@ -279,20 +279,13 @@ def _calibrate_exact(eps: float, delta: float, tau0: int, q_in: float, q_out: fl
 def two_stage_epsilon(z: float, delta: float, k: int, q_in: float, q_out: float, ratio: float,
                       discretization: float) -> float:
     """PLD eps (pessimistic) of k sampled Gaussians at (q_in, z) composed with k at (q_out, ratio z), the
-    discretisation coarsened where PLD would be too costly
-    (:func:`fedbound.accounting.pld.discretization_for`)."""
-    from fedbound.accounting.events import make_accountant, poisson_gaussian_event
-    from fedbound.accounting.pld import discretization_for, subsampled_gaussian_pld
+    discretisation coarsened where PLD would be too costly: the training ledger's own composition
+    (:func:`fedbound.accounting.pld.composed_pld_epsilon`), so a z calibrated here re-accounts to the same
+    eps there."""
+    from fedbound.accounting.pld import composed_pld_epsilon
 
-    disc = float(discretization_for(min(z, ratio * z), max(q_in, q_out), 2 * k, discretization))
-    if q_in < 1.0 and q_out < 1.0:
-        pld = subsampled_gaussian_pld(z, q_in, k, disc)
-        pld = pld.compose(subsampled_gaussian_pld(ratio * z, q_out, k, disc))
-        return float(pld.get_epsilon_for_delta(delta))
-    acc = make_accountant("pld", "poisson", pld_discretization=disc)
-    acc.compose(poisson_gaussian_event(z, q_in, k))
-    acc.compose(poisson_gaussian_event(ratio * z, q_out, k))
-    return float(acc.get_epsilon(delta))
+    return composed_pld_epsilon(((q_in, z, k), (q_out, ratio * z, k)), None, delta, math.inf,
+                                discretization=discretization)[0]
 
 
 _TWO_STAGE_START: dict[tuple, tuple[float, float]] = {}
@@ -309,10 +302,11 @@ def _two_stage_calibrate(eps: float, delta: float, k: int, q_in: float, q_out: f
 
     aim, floor = math.log1p(-EXACT_RTOL / 2), math.log1p(-EXACT_RTOL)
     seen: dict[float, float] = {}  # x -> log eps_pld - log eps
+    spent: dict[float, float] = {}  # x -> eps_pld, as evaluated
 
     def g(x: float) -> float:
-        seen[x] = math.log(max(two_stage_epsilon(math.exp(x), delta, k, q_in, q_out, ratio, disc), 1e-300))
-        seen[x] -= math.log(eps)
+        spent[x] = two_stage_epsilon(math.exp(x), delta, k, q_in, q_out, ratio, disc)
+        seen[x] = math.log(max(spent[x], 1e-300)) - math.log(eps)
         return seen[x]
 
     skey = (delta, q_in, q_out, ratio)
@@ -343,4 +337,4 @@ def _two_stage_calibrate(eps: float, delta: float, k: int, q_in: float, q_out: f
                            f"no two-stage noise multiplier meeting eps = {eps:g} found")
     best = min(ok)
     _TWO_STAGE_START[skey] = (best - math.log(z_rdp), slope)
-    return math.exp(best), math.exp(seen[best]) * eps
+    return math.exp(best), spent[best]

@@ -117,3 +117,17 @@ def test_cli_check_passes_and_labels_the_example_tight(tmp_path):
     d = json.loads(out.stdout)
     priv = d["certificate"]["privacy"][0]
     assert priv["label"] == "tight" and 0.99 * 6.0 <= priv["eps_achieved"] <= 6.0 * (1 + 1e-9)
+
+
+def test_the_training_ledger_re_accounts_the_two_stage_sigma_to_its_calibrated_eps():
+    """The ledger's PLD of the two stages' releases at the deployed z is the calibration's own eps, to the
+    last bit (one composition for both), and lies in the calibration's window below the budget."""
+    from fedbound.training.privacy import group_pld_epsilon
+
+    s, ratio = {"eps": 3.0, "delta": 1e-5, "q_in": 0.2, "q_out": 0.5, "T": 6, "tau0": 1}, 1.7
+    rec = exact_sigma(s, s["T"], ratio)
+    k, z = s["T"] * s["tau0"], rec["z"]
+    components = tuple(sorted([(s["q_in"], z, k), (s["q_out"], ratio * z, k)]))
+    spent = group_pld_epsilon(components, 0.0, s["delta"], s["eps"])
+    assert spent == rec["eps_achieved"]
+    assert 0.99 * s["eps"] <= spent <= s["eps"]
