@@ -206,9 +206,23 @@ def _routes(reps: int = ROUTE_REPS) -> dict:
 
 
 def main() -> None:
-    from fedbound import registry
+    import tempfile
 
     routes = _routes()
+    with tempfile.TemporaryDirectory() as cache:  # a fresh plan cache: no answer kept from an earlier run
+        saved = os.environ.get("FEDBOUND_CACHE_DIR")
+        os.environ["FEDBOUND_CACHE_DIR"] = cache  # for the server (it inherits it) and in-process
+        try:
+            return _live(routes)
+        finally:
+            if saved is None:
+                os.environ.pop("FEDBOUND_CACHE_DIR", None)
+            else:
+                os.environ["FEDBOUND_CACHE_DIR"] = saved
+
+
+def _live(routes: dict) -> None:
+    from fedbound import registry
 
     example = dict(registry.get(PAPER).example)
     proc, base = _start_server()
