@@ -177,6 +177,11 @@ class _ViewAccount:
         return new
 
 
+def _is_sampled(view: View) -> bool:
+    """Are the view's releases hidden behind sampling at a rate below 1 (RDP/PLD, not Gaussian sums)?"""
+    return view.hidden_sampling and view.sample_rate < 1.0
+
+
 _CLIENT_0 = np.zeros(1, dtype=np.int64)
 _SAMPLED_FIELDS = ("rdp", "pld_z", "pld_q", "pld_count")  # what _record writes for a sampled view
 _GAUSSIAN_FIELDS = ("count", "inv_sum", "inv_max")  # and for an unsampled one
@@ -210,14 +215,9 @@ class PrivacyLedger:
             sigma = plan.stage_sigma(view.stage, round_)
             sens = self._sensitivity(plan, view.stage)
             if view.kind == "broadcast":
-                w = np.asarray(weights, dtype=np.float64)
-                server = float(plan.stage_sigma("server", round_, _CLIENT_0)[0])
-                total = math.sqrt(server**2 + float(np.sum(w**2 * sigma[part] ** 2)))
-                sensitivity = float(np.max(np.abs(w) * sens[part])) if len(part) else 0.0
-                z_all = np.full(n, total / sensitivity if sensitivity > 0 else np.inf)
+                z_all = np.full(n, _broadcast_multiplier(plan, round_, sigma, sens, part, weights))
             else:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    z_all = np.where(sigma > 0, sigma / sens, 0.0)
+                z_all = _upload_multipliers(sigma, sens)
             z = np.full(n, np.inf)
             z[part] = z_all[part]
             out.append(Release(view, z, z_all, view.releases_per_round))
@@ -255,7 +255,7 @@ class PrivacyLedger:
     def _record(self, accounts: dict[str, _ViewAccount], releases: list[Release]) -> None:
         for rel in releases:
             acct, view = accounts[rel.view.name], rel.view
-            sampled = view.hidden_sampling and view.sample_rate < 1.0
+            sampled = _is_sampled(view)
             z_tight = rel.z_all if view.hidden_sampling and view.hidden_scope == "every_client" else rel.z
             live = ~np.isinf(z_tight)
             who = slice(None) if live.all() else np.flatnonzero(live)  # every client: no fancy indexing
@@ -279,8 +279,8 @@ class PrivacyLedger:
         """The accounts as :meth:`_record` of ``releases`` may change them: the arrays it writes (its own
         and the paper accountant's ``writes``) copied, the rest shared with :attr:`accounts`."""
         paper = self.paper.writes if self.paper is not None else ()
-        writes = {rel.view.name: (_SAMPLED_FIELDS if rel.view.hidden_sampling and rel.view.sample_rate < 1.0
-                                  else _GAUSSIAN_FIELDS) + paper for rel in releases}
+        writes = {rel.view.name: (_SAMPLED_FIELDS if _is_sampled(rel.view) else _GAUSSIAN_FIELDS) + paper
+                  for rel in releases}
         trial = {name: a.copy(writes[name]) if name in writes else a for name, a in self.accounts.items()}
         self._record(trial, releases)
         return trial
@@ -454,13 +454,9 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
     accounted as one ledger over all their clients (:class:`_Stack`), and the analytic Gaussian epsilons of
     every ledger come from one root search (:func:`epsilons_many`); per client this is the same arithmetic
     as each ledger alone."""
-    shapes: dict[tuple, list[int]] = {}
-    for i, (ledger, _, _) in enumerate(items):
-        key = _stack_key(ledger)
-        shapes.setdefault(key if key is not None else ("alone", i), []).append(i)
     jobs, stacks = [], []
-    for key, members in shapes.items():
-        if key[0] != "alone" and len(members) > 1:
+    for members in _by_shape([ledger for ledger, _, _ in items]):
+        if len(members) > 1:
             stack = _Stack([items[i][0] for i in members], [items[i][1] for i in members])
             stacks.append((members, stack))
             jobs.append((stack.ledger, stack.ledger.accounts))
@@ -492,13 +488,9 @@ def releases_many(items: list[tuple[PrivacyLedger, int, np.ndarray, np.ndarray]]
     """:meth:`PrivacyLedger.releases` of many runs, ``(ledger, round, participants, weights)`` each: runs
     of one shape (:func:`_stack_key`) get their multipliers from array operations over all of them at once,
     element for element the arithmetic of each run alone."""
-    shapes: dict[tuple, list[int]] = {}
-    for i, (ledger, _, _, _) in enumerate(items):
-        key = _stack_key(ledger)
-        shapes.setdefault(key if key is not None else ("alone", i), []).append(i)
     out: list[list[Release] | None] = [None] * len(items)
-    for key, members in shapes.items():
-        if key[0] == "alone" or len(members) == 1:
+    for members in _by_shape([ledger for ledger, _, _, _ in items]):
+        if len(members) == 1:
             for i in members:
                 ledger, round_, part, w = items[i]
                 out[i] = ledger.releases(round_, part, w)
@@ -519,22 +511,33 @@ def _releases_together(items: list[tuple[PrivacyLedger, int, np.ndarray, np.ndar
         sigma = np.stack([led.plan.stage_sigma(view.stage, r) for led, r, _, _ in items])
         sens = np.stack([led._sensitivity(led.plan, view.stage) for led, _, _, _ in items])
         if view.kind == "broadcast":
-            z_one = np.empty(runs)
-            for j, (led, r, _, w) in enumerate(items):  # each run's scalars exactly as PrivacyLedger.releases
-                part, w = parts[j], np.asarray(w, dtype=np.float64)
-                server = float(led.plan.stage_sigma("server", r, _CLIENT_0)[0])
-                total = math.sqrt(server**2 + float(np.sum(w**2 * sigma[j, part] ** 2)))
-                sensitivity = float(np.max(np.abs(w) * sens[j, part])) if len(part) else 0.0
-                z_one[j] = total / sensitivity if sensitivity > 0 else np.inf
+            z_one = [_broadcast_multiplier(led.plan, r, sigma[j], sens[j], parts[j], w)
+                     for j, (led, r, _, w) in enumerate(items)]
             z_all = np.repeat(z_one, n).reshape(runs, n)
         else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                z_all = np.where(sigma > 0, sigma / sens, 0.0)
+            z_all = _upload_multipliers(sigma, sens)
         z = np.full((runs, n), np.inf)
         z[rows, cols] = z_all[rows, cols]
         for j in range(runs):
             out[j].append(Release(view, z[j], z_all[j], view.releases_per_round))
     return out
+
+
+def _upload_multipliers(sigma: np.ndarray, sens: np.ndarray) -> np.ndarray:
+    """Each client's upload noise multiplier sigma / sensitivity (0 where it adds no noise)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sigma > 0, sigma / sens, 0.0)
+
+
+def _broadcast_multiplier(plan: NoisePlan, round_: int, sigma: np.ndarray, sens: np.ndarray, part: np.ndarray,
+                          weights: np.ndarray) -> float:
+    """The broadcast's noise multiplier: the aggregate's noise (server's and the participants' weighted
+    uplink noise) over its sensitivity, the largest weighted participant's; inf without participants."""
+    w = np.asarray(weights, dtype=np.float64)
+    server = float(plan.stage_sigma("server", round_, _CLIENT_0)[0])
+    total = math.sqrt(server**2 + float(np.sum(w**2 * sigma[part] ** 2)))
+    sensitivity = float(np.max(np.abs(w) * sens[part])) if len(part) else 0.0
+    return total / sensitivity if sensitivity > 0 else np.inf
 
 
 def _worst(eps: dict[str, np.ndarray] | None, runs: int) -> list[float]:
@@ -543,6 +546,15 @@ def _worst(eps: dict[str, np.ndarray] | None, runs: int) -> list[float]:
     if eps is None:
         return [-np.inf] * runs
     return np.max([v.reshape(runs, -1).max(axis=1) for v in eps.values()], axis=0).tolist()
+
+
+def _by_shape(ledgers: list[PrivacyLedger]) -> list[list[int]]:
+    """The positions of ``ledgers`` grouped by :func:`_stack_key` (a ledger without one alone)."""
+    shapes: dict[tuple, list[int]] = {}
+    for i, ledger in enumerate(ledgers):
+        key = _stack_key(ledger)
+        shapes.setdefault(key if key is not None else ("alone", i), []).append(i)
+    return list(shapes.values())
 
 
 def _stack_key(ledger: PrivacyLedger) -> tuple | None:
@@ -589,9 +601,8 @@ class _Stack:
         ledger._pending = ledger._current = ledger._by_group = ledger._stack = ledger._sens = None
         ledger.accounts = {}
         paper = set(first.paper.writes) if first.paper is not None else set()
-        sampled_now = {rel.view.name for rel in releases[0] if rel.view.hidden_sampling
-                       and rel.view.sample_rate < 1.0}
-        self.zeros: dict[str, dict[str, np.ndarray]] = {}  # per view, its fields zero in every run: one zero
+        sampled_now = {rel.view.name for rel in releases[0] if _is_sampled(rel.view)}
+        self.zeros: dict[str, dict[str, np.ndarray]] = {}
         for name, acct in first.accounts.items():
             # fields no run has written (and this round does not write) are zero in every run: one read-only
             # zero for all, not a copy of each (the (n, orders) RDP arrays of unsampled views: most bytes)
