@@ -64,13 +64,7 @@ def log_ndtr(x: np.ndarray) -> np.ndarray:
             out[pos] = np.log1p(-0.5 * _erfc(x[pos] / math.sqrt(2.0)))
         out[mid] = np.log(0.5 * t[mid])
         if tail.any():
-            xt = x[tail]
-            inv = 1.0 / (xt * xt)
-            series, term = np.ones_like(xt), np.ones_like(xt)
-            for k in range(1, 8):
-                term = -term * (2 * k - 1) * inv
-                series += term
-            out[tail] = -0.5 * xt * xt - np.log(-xt) - LOG_2PI_HALF + np.log(series)
+            out[tail] = _log_ndtr_tail(x[tail])
     out[np.isnan(x)] = np.nan
     return out
 
@@ -79,20 +73,27 @@ _ELEMENTWISE_UP_TO = 32
 
 
 def _log_ndtr_one(v: float) -> float:
-    """:func:`log_ndtr` of one float (the same three branches, with ``math``)."""
+    """:func:`log_ndtr` of one float: the same three branches and the same functions (``math.erfc`` as
+    there, numpy's log and log1p, whose scalar calls equal its array calls bit for bit; ``math``'s differ)."""
     if v >= 0.0:
-        return math.log1p(-0.5 * math.erfc(v / math.sqrt(2.0)))
+        return float(np.log1p(-0.5 * math.erfc(v / math.sqrt(2.0))))
     if v >= _ASYMPTOTIC_BELOW:
-        return math.log(0.5 * math.erfc(-v / math.sqrt(2.0)))
+        return float(np.log(0.5 * math.erfc(-v / math.sqrt(2.0))))
     if v != v:
         return math.nan
     if v == -math.inf:
         return -math.inf
-    inv, series, term = 1.0 / (v * v), 1.0, 1.0
+    return float(_log_ndtr_tail(np.float64(v)))
+
+
+def _log_ndtr_tail(x: np.ndarray) -> np.ndarray:
+    """:func:`log_ndtr` below -37: the asymptotic series (Abramowitz & Stegun 26.2.12), 8 terms."""
+    inv = 1.0 / (x * x)
+    series, term = 1.0, 1.0
     for k in range(1, 8):
         term = -term * (2 * k - 1) * inv
-        series += term
-    return -0.5 * v * v - math.log(-v) - LOG_2PI_HALF + math.log(series)
+        series = series + term
+    return -0.5 * x * x - np.log(-x) - LOG_2PI_HALF + np.log(series)
 
 
 def _lgamma(x: float) -> float:

@@ -107,6 +107,18 @@ def test_log_ndtr_equals_scipy(x):
     assert got == pytest.approx(want, rel=1e-12, abs=1e-300)
 
 
+def test_log_ndtr_of_a_few_values_equals_its_array_path_bit_for_bit():
+    """Up to 32 values go element by element; the floats are the array path's (so a batch of runs and one
+    run alone get the same eps whatever the count of distinct values)."""
+    from fedbound.accounting._numerics import log_ndtr
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-1e3, 40.0, 3000), np.linspace(-40.0, 10.0, 200),
+                        [-np.inf, np.inf, np.nan, 0.0, -37.0, -37.0000001]])
+    few = np.concatenate([log_ndtr(x[i:i + 16]) for i in range(0, x.size, 16)])
+    np.testing.assert_array_equal(few, log_ndtr(x))
+
+
 def test_log_ndtr_edges_and_shapes():
     from scipy.special import log_ndtr as reference
 
