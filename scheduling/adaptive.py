@@ -30,9 +30,7 @@ sigma_A in place of sigma_eff this is exactly Theorem 2's corrected constants (c
 
 from __future__ import annotations
 
-import collections
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +41,7 @@ from fedbound.bounds import provable
 from fedbound.bounds.adaptive_impact import Design, design_from_settings, parse_lists
 from fedbound.bounds.claims import Claim, Computed, Region
 from fedbound.errors import DomainError, ParameterError
+from fedbound.kept import LastKept
 from fedbound.scheduling.adaptive_weights import (
     WeightProblem,
     bound_optimal_impact_factors,
@@ -463,9 +462,8 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     return bound_optimal_impact_factors(problem)
 
 
-_PLANS: collections.OrderedDict[str, Plan] = collections.OrderedDict()
-_PLANS_GUARD = threading.Lock()
 PLAN_CACHE_SIZE = 32
+_PLANS = LastKept(PLAN_CACHE_SIZE)
 """Plans kept per process (:func:`plan`): the T figure marks the plan's design, so the explorer's plan and its
 figure, and a figure drawn twice, plan once."""
 
@@ -479,16 +477,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     dropped first, as the plan does), the variant and ``check``: a repeated call returns the same (frozen)
     Plan, equal to a fresh one (tested)."""
     key = repr((sorted((k, v) for k, v in settings.items() if v is not None), variant, bool(check)))
-    with _PLANS_GUARD:
-        if key in _PLANS:
-            _PLANS.move_to_end(key)
-            return _PLANS[key]
-    result = _plan(settings, variant, check)
-    with _PLANS_GUARD:
-        _PLANS[key] = result
-        while len(_PLANS) > PLAN_CACHE_SIZE:
-            _PLANS.popitem(last=False)
-    return result
+    return _PLANS.get(key, lambda: _plan(settings, variant, check))
 
 
 def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:

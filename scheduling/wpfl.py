@@ -26,10 +26,8 @@ the interval's ends.
 
 from __future__ import annotations
 
-import collections
 import functools
 import math
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +36,7 @@ import numpy as np
 
 from fedbound.bounds import wpfl as wb
 from fedbound.errors import ParameterError
+from fedbound.kept import LastKept
 from fedbound.scheduling.results import Optimum
 
 __all__ = ["P7Solution", "solve_P7", "assign_and_theta", "schedule_round_minmax", "RoundsSchedule",
@@ -313,9 +312,8 @@ def _schedule_run(radio: Any, T0: int, scheduler: str, seed: int, max_rounds: in
     return schedule_run(radio, T0, scheduler, seed, max_rounds=max_rounds, channel_errors=channel_errors)
 
 
-_SCHEDULES: collections.OrderedDict[tuple, RoundsSchedule] = collections.OrderedDict()
-_SCHEDULES_GUARD = threading.Lock()
 SCHEDULE_CACHE_SIZE = 64
+_SCHEDULES = LastKept(SCHEDULE_CACHE_SIZE)
 """Schedules kept per process (:func:`schedule_rounds`): the explorer's plan draws the schedules its figures
 draw (the T0 curve's point at the setting's T0, the lambda and assignment views at the deployed sigma)."""
 
@@ -346,18 +344,15 @@ def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, po
     if policy not in POLICIES:
         raise ParameterError("policy", policy, "one of " + ", ".join(POLICIES))
     key = _schedule_key(radio, settings, sigma_dp, policy, variant, seed, max_rounds)
-    with _SCHEDULES_GUARD:
-        if key in _SCHEDULES:
-            _SCHEDULES.move_to_end(key)
-            return _SCHEDULES[key]
-    sched = _schedule_rounds(radio, settings, sigma_dp, policy, variant, seed, max_rounds)
-    for value in vars(sched).values():  # shared between callers: nobody may change it in place
+    return _SCHEDULES.get(key, lambda: _read_only(_schedule_rounds(radio, settings, sigma_dp, policy, variant,
+                                                                   seed, max_rounds)))
+
+
+def _read_only(sched: RoundsSchedule) -> RoundsSchedule:
+    """``sched`` with its arrays read-only: a kept schedule is shared between callers."""
+    for value in vars(sched).values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
-    with _SCHEDULES_GUARD:
-        _SCHEDULES[key] = sched
-        while len(_SCHEDULES) > SCHEDULE_CACHE_SIZE:
-            _SCHEDULES.popitem(last=False)
     return sched
 
 
