@@ -196,6 +196,10 @@ class PrivacyLedger:
         self.accounts = {v.name: _ViewAccount(plan.num_clients, len(self.orders)) for v in plan.views}
         self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
         self.paper = paper_accountant(plan.paper_accountant)
+        self._forget()
+
+    def _forget(self) -> None:
+        """No trial pending, nothing kept (what the ledger derives from its plan and accounts)."""
         self._pending: tuple[list[Release], dict, dict] | None = None  # check_budget's trial: releases,
         # its epsilons and the accounts with them recorded
         self._current: tuple[NoisePlan, dict] | None = None  # epsilons() of self.accounts under a plan
@@ -598,7 +602,7 @@ class _Stack:
         ledger = self.ledger = PrivacyLedger.__new__(PrivacyLedger)
         ledger.plan = _StackedPlan([one.plan for one in ledgers])  # type: ignore[assignment]
         ledger.orders, ledger.paper, ledger._rdp_cache = first.orders, first.paper, first._rdp_cache
-        ledger._pending = ledger._current = ledger._by_group = ledger._stack = ledger._sens = None
+        ledger._forget()
         ledger.accounts = {}
         paper = set(first.paper.writes) if first.paper is not None else set()
         sampled_now = {rel.view.name for rel in releases[0] if _is_sampled(rel.view)}
