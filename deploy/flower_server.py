@@ -295,6 +295,11 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     result = runner.result()
     summary = result.summary
     summary["noise_source"] = "run seed (reproducible: simulation only)" if seeded else "os-entropy"
+    if plan is not None:  # the binding eps against the budget, the other accountant's beside it, labelled
+        binding, label, other, other_label = binding_epsilon(summary, plan.budget_accountant)
+        summary.setdefault("epsilon_binding", {"value": binding, "budget": plan.eps, "delta": plan.delta,
+                                               "accountant": label, "beside": other,
+                                               "beside_is": other_label})
     if seeded:
         summary.setdefault("warnings", []).insert(0, REPRODUCIBLE_NOTE)
     if stopped is not None:

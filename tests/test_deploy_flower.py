@@ -116,6 +116,22 @@ def whole(tmp_path_factory) -> tuple[Path, Path]:
     return config, tmp / "run"
 
 
+def die_before_checkpoint(monkeypatch, round_: int):
+    """Make a run die (KeyboardInterrupt) after the ledger counted round ``round_`` (1-based), before its
+    checkpoint; returns the function that undoes it."""
+    from fedbound.training import checkpoint as ckpt
+
+    save = ckpt.save
+
+    def dies(run_dir, key, state):
+        if state.round == round_:
+            raise KeyboardInterrupt
+        return save(run_dir, key, state)
+
+    monkeypatch.setattr(ckpt, "save", dies)
+    return lambda: monkeypatch.setattr(ckpt, "save", save)
+
+
 def _rounds(run_dir: Path) -> pd.DataFrame:
     table = pd.read_csv(run_dir / "metrics.csv")
     return table[table.client.isna()].reset_index(drop=True)
@@ -195,20 +211,11 @@ def test_a_round_with_a_missing_upload_is_refused_and_the_rerun_resumes(tmp_path
 def test_a_run_killed_after_the_ledger_counted_a_round_resumes_from_the_checkpoint(tmp_path, monkeypatch,
                                                                                      whole):
     """Killed between the ledger's commit of round 2 and its checkpoint: the rerun counts round 2 once."""
-    from fedbound.training import checkpoint as ckpt
-
     config, whole_dir = whole
-    save = ckpt.save
-
-    def dies_at_round_2(run_dir, key, state):
-        if state.round == 2:
-            raise KeyboardInterrupt
-        return save(run_dir, key, state)
-
-    monkeypatch.setattr(ckpt, "save", dies_at_round_2)
+    revive = die_before_checkpoint(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         _flower("nbafl", config, tmp_path / "killed")
-    monkeypatch.setattr(ckpt, "save", save)
+    revive()
     with _quiet():
         run, _ = _flower("nbafl", config, tmp_path / "killed")
     assert run.summary["resumed_from_round"] == 1

@@ -26,7 +26,7 @@ from fedbound.deploy.flower_local import InProcessGrid  # noqa: E402
 from fedbound.deploy.flower_server import RoundRefused, serve  # noqa: E402
 from fedbound.deploy.flower_session import REPRODUCIBLE_NOTE, client_side, run_config  # noqa: E402
 from fedbound.errors import ConfigError, ParameterError  # noqa: E402
-from fedbound.tests.test_deploy_flower import NBAFL  # noqa: E402
+from fedbound.tests.test_deploy_flower import NBAFL, die_before_checkpoint  # noqa: E402
 from fedbound.training.noise import Streams  # noqa: E402
 from fedbound.validation.recipes.runner import build_run, prepare_run  # noqa: E402
 
@@ -292,6 +292,10 @@ def test_the_run_says_where_its_noise_came_from_and_which_eps_binds(tmp_path, mo
     assert "binding: tight accountant" in out and "the paper's claim" in out
     assert "eps=" in err and "/60 (tight, binding)" in err and "paper's claim=" in err  # the progress bar
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["epsilon_binding"] == {"value": summary["epsilon_spent"], "budget": 60.0, "delta": 0.01,
+                                          "accountant": "tight accountant",
+                                          "beside": summary["epsilon_spent_paper"],
+                                          "beside_is": "the paper's claim (its own accountant)"}
     if reproducible:
         assert REPRODUCIBLE_NOTE in " ".join(out.split()) and REPRODUCIBLE_NOTE in summary["warnings"]
         assert "REPRODUCIBLE from the seed" in err
@@ -323,24 +327,15 @@ def test_a_round_repeated_after_a_crash_resends_the_kept_uploads(tmp_path, monke
     """The server dies after the ledger counted round 2 but before its checkpoint: round 2's uploads were
     released to it.  The rerun resumes at round 2, asks the same participants (its secret's sample) with
     the same model, and every one of them re-sends the bytes it kept: no fresh noise, round 2 counted once."""
-    from fedbound.training import checkpoint as ckpt
-
     config = _config(tmp_path)
-    save = ckpt.save
-
-    def dies_at_round_2(run_dir, key, state):
-        if state.round == 2:
-            raise KeyboardInterrupt
-        return save(run_dir, key, state)
-
-    monkeypatch.setattr(ckpt, "save", dies_at_round_2)
+    revive = die_before_checkpoint(monkeypatch, 2)
     prep = prepare_run("nbafl", config)
     cfg = run_config(prep, build_run(prep).plan, tmp_path / "run")
     store = tmp_path / "store"
     first = RecordingGrid(client_app(store=store, simulation=True), 4, cfg)
     with pytest.raises(KeyboardInterrupt):
         serve(first, cfg, simulation=True)
-    monkeypatch.setattr(ckpt, "save", save)
+    revive()
     again = RecordingGrid(client_app(store=store, simulation=True), 4, cfg)  # restarted SuperNodes too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

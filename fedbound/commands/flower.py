@@ -50,8 +50,6 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """Write PAPER's plan on CONFIG as a Flower app, or run it (--run)."""
         from fedbound.deploy.flower_app import flower as deploy
-        from fedbound.deploy.flower_server import binding_epsilon
-        from fedbound.deploy.flower_session import REPRODUCIBLE_NOTE
         from fedbound.output import print_json, print_table, print_warnings
 
         s = deploy(paper, config, set_ or [], out=out, run=run, supernodes=supernodes, design=design,
@@ -68,6 +66,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                     "--run)")])
             print_warnings(s["warnings"])
             return
+        from fedbound.deploy.flower_server import binding_epsilon  # torch: after the extras are checked
+        from fedbound.deploy.flower_session import REPRODUCIBLE_NOTE
+
         rows = [("rounds done / planned", f"{s['rounds_done']} / {s['rounds_planned']}"),
                 ("final loss", s["final_loss"]), ("final accuracy", s["final_accuracy"])]
         if s["private"]:
