@@ -54,7 +54,8 @@ import torch
 
 from fedbound.errors import ConfigError, FedboundError, PrivacyBudgetExceeded
 
-__all__ = ["RoundRefused", "serve", "server_app", "flower_epsilon", "binding_epsilon", "progress_text"]
+__all__ = ["RoundRefused", "serve", "server_app", "flower_epsilon", "binding_epsilon", "progress_text",
+           "not_dp_note"]
 
 
 class RoundRefused(FedboundError):
@@ -206,9 +207,19 @@ def binding_epsilon(values: Mapping[str, Any], budget_accountant: str) -> tuple[
     return tight, "tight accountant", paper, "the paper's claim (its own accountant)"
 
 
+def not_dp_note(values: Mapping[str, Any], plan: Any) -> str | None:
+    """In a run whose budget binds on the paper's accountant (paper reproduction): "not (ε, δ)-DP at the
+    stated budget: exact ε = X" once the exact (tight) eps exceeds the budget; None otherwise."""
+    exact = values.get("epsilon_spent")
+    if plan is None or plan.budget_accountant != "paper" or exact is None or exact <= plan.eps * (1 + 1e-9):
+        return None
+    return f"not (ε, δ)-DP at the stated budget: exact ε = {exact:.4g}"
+
+
 def progress_text(row: Mapping[str, Any], plan: Any, reproducible: bool) -> str:
     """The progress line of a Flower round: loss, the binding eps against the budget, the paper's claim
-    beside it, and where the noise came from."""
+    beside it (in a paper reproduction: the exact eps, and that the run is not DP at the stated budget once
+    it exceeds it), and where the noise came from."""
     parts = [f"loss={row['loss']:.4f}"] if row.get("loss") is not None else []
     if plan is not None:
         binding, _, other, other_label = binding_epsilon(row, plan.budget_accountant)
@@ -217,6 +228,9 @@ def progress_text(row: Mapping[str, Any], plan: Any, reproducible: bool) -> str:
         if other is not None:
             name = "exact" if plan.budget_accountant == "paper" else "paper's claim"
             parts.append(f"{name}={other:.4g}")
+        note = not_dp_note(row, plan)
+        if note:
+            parts.append(f"[{note}]")
     parts.append("noise: " + ("REPRODUCIBLE from the seed (simulation only)" if reproducible
                               else "OS entropy"))
     return " ".join(parts)
@@ -276,8 +290,11 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     plan = runner.state.plan
     stopped = None
     t0 = time.perf_counter()
+    checked = runner.state.plan
     try:
         while runner.active:
+            if runner.state.plan is not checked:  # CRD (UDP) changed sigma: no vanishing noise either
+                check_deployed_noise(prep, checked := runner.state.plan)
             try:
                 participants = runner.begin_round()
             except PrivacyBudgetExceeded as exc:
@@ -302,6 +319,9 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
                                                "beside_is": other_label})
     if seeded:
         summary.setdefault("warnings", []).insert(0, REPRODUCIBLE_NOTE)
+    note = not_dp_note(summary, plan)
+    if note and not any(note.split(":")[0] in w for w in summary.get("warnings", [])):
+        summary.setdefault("warnings", []).insert(0, note)
     if stopped is not None:
         summary.setdefault("warnings", []).append(f"fedbound flower stopped before {stopped}")
     flower_eps = [r["epsilon_flower"] for r in result.state.rows

@@ -432,3 +432,21 @@ def test_a_deployed_noise_of_zero_is_refused_on_every_path(tmp_path, capsys):
     with pytest.raises(ConfigError, match=r"sigma.uplink = 1e-40 is outside its valid range: 0 or "
                                           r"\[1.175e-38, inf\)"):
         client_update(side, 0, 0, torch.zeros(side.model.n_params), {"uplink": 1e-40})
+
+
+def test_progress_line_names_the_binding_eps_and_a_paper_reproduction():
+    """Tight budget: the binding eps against the budget, the paper's claim beside it.  A budget binding on
+    the paper's accountant (paper reproduction): the exact eps beside it and, once it exceeds the budget,
+    "not (ε, δ)-DP at the stated budget"."""
+    from types import SimpleNamespace
+
+    from fedbound.deploy.flower_server import progress_text
+
+    row = {"loss": 0.5, "epsilon_spent": 131.15, "epsilon_spent_paper": 50.0}
+    paper = progress_text(row, SimpleNamespace(budget_accountant="paper", eps=50.0), False)
+    assert paper == ("loss=0.5000 eps=50/50 (paper, binding) exact=131.2 [not (ε, δ)-DP at the stated "
+                     "budget: exact ε = 131.2] noise: OS entropy")
+    tight = progress_text({**row, "epsilon_spent": 49.0},
+                          SimpleNamespace(budget_accountant="tight", eps=50.0), True)
+    assert tight == ("loss=0.5000 eps=49/50 (tight, binding) paper's claim=50 noise: REPRODUCIBLE from the "
+                     "seed (simulation only)")
