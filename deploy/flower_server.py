@@ -317,11 +317,11 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
         summary.setdefault("epsilon_binding", {"value": binding, "budget": plan.eps, "delta": plan.delta,
                                                "accountant": label, "beside": other,
                                                "beside_is": other_label})
-    if seeded:
-        summary.setdefault("warnings", []).insert(0, REPRODUCIBLE_NOTE)
     note = not_dp_note(summary, plan)
     if note and not any(note.split(":")[0] in w for w in summary.get("warnings", [])):
         summary.setdefault("warnings", []).insert(0, note)
+    if seeded:
+        summary.setdefault("warnings", []).insert(0, REPRODUCIBLE_NOTE)
     if stopped is not None:
         summary.setdefault("warnings", []).append(f"fedbound flower stopped before {stopped}")
     flower_eps = [r["epsilon_flower"] for r in result.state.rows
