@@ -236,6 +236,26 @@ def progress_text(row: Mapping[str, Any], plan: Any, reproducible: bool) -> str:
     return " ".join(parts)
 
 
+class _FlowerBar:
+    """The Runner's progress bar, its postfix written by the ServerApp only (:func:`progress_text`): the
+    engine's own ``loss=... eps=...`` line is dropped, so the bar never shows an unlabelled eps."""
+
+    def __init__(self, bar: Any) -> None:
+        object.__setattr__(self, "_bar", bar)
+
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
+        return None
+
+    def show(self, text: str) -> None:
+        self._bar.set_postfix_str(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bar, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._bar, name, value)
+
+
 def _simulation_grid(grid: Any) -> bool:
     """Is ``grid`` the Grid of a simulation (Flower's in-memory simulation Grid, or fedbound's
     :class:`~fedbound.deploy.flower_local.InProcessGrid`)?"""
@@ -287,6 +307,7 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
                     options=built.options, test=built.setup.test, run_dir=run_dir, run_key=key)
     if not seeded:  # after the initial model (the run seed's): the server's noise and participant sample
         runner.streams = SecureStreams(built.options.seed, runner.device, party_secret(run_dir, key))
+    runner.bar = _FlowerBar(runner.bar)
     plan = runner.state.plan
     stopped = None
     t0 = time.perf_counter()
@@ -306,7 +327,7 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
                 _record_flower_epsilon(runner)
             runner.record()
             rows = [r for r in runner.state.rows if r.get("client") is None]
-            runner.bar.set_postfix_str(progress_text(rows[-1], runner.state.plan, seeded))
+            runner.bar.show(progress_text(rows[-1], runner.state.plan, seeded))
     finally:
         runner.bar.close()
     result = runner.result()

@@ -291,6 +291,7 @@ def test_the_run_says_where_its_noise_came_from_and_which_eps_binds(tmp_path, mo
     out, err = capsys.readouterr()
     assert "binding: tight accountant" in out and "the paper's claim" in out
     assert "eps=" in err and "/60 (tight, binding)" in err and "paper's claim=" in err  # the progress bar
+    assert "eps_paper=" not in err  # the engine's unlabelled line never shows
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["epsilon_binding"] == {"value": summary["epsilon_spent"], "budget": 60.0, "delta": 0.01,
                                           "accountant": "tight accountant",
