@@ -143,9 +143,9 @@ def test_the_server_cannot_recover_a_clients_uplink_noise(tmp_path, reproducible
     if reproducible:
         assert _residual(noise, guess, sigma) < 1e-6
         return
-    assert _residual(noise, guess, sigma) == pytest.approx(np.sqrt(2), rel=0.1)
+    assert _residual(noise, guess, sigma) == pytest.approx(np.sqrt(2), rel=0.25)  # 650 draws: 9 s.e.
     again, _ = client_update(side, 1, 2, start, {"uplink": sigma})
-    assert _residual(noise, (again - clean).numpy(), sigma) == pytest.approx(np.sqrt(2), rel=0.1)
+    assert _residual(noise, (again - clean).numpy(), sigma) == pytest.approx(np.sqrt(2), rel=0.25)
 
 
 @pytest.mark.parametrize("reproducible", [True, False], ids=["seeded-scheme", "deployed"])
@@ -173,7 +173,7 @@ def test_a_client_cannot_recover_the_servers_noise(tmp_path, monkeypatch, reprod
     for round_, noise in added:
         guess = sigma * Streams(seed).normal(("server", round_), [-1], (d,))[0].numpy()
         residual = _residual(noise, guess, sigma)
-        assert residual < 1e-5 if reproducible else residual == pytest.approx(np.sqrt(2), rel=0.15)
+        assert residual < 1e-5 if reproducible else residual == pytest.approx(np.sqrt(2), rel=0.25)
 
 
 @pytest.mark.parametrize("reproducible", [True, False], ids=["seeded-scheme", "deployed"])
@@ -205,10 +205,9 @@ def test_a_client_cannot_recover_dp_fedavgs_central_noise(tmp_path, monkeypatch,
     np.testing.assert_array_equal(np.random.get_state()[1], before)
     assert len(draws) == int(cfg["plan.T"])
     seed, d = int(cfg["plan.seed"]), draws[0].size
-    for round_, xi in enumerate(draws):
-        guess = Streams(seed).normal(("server", round_), [-1], (d,))[0].numpy()
-        residual = _residual(xi, guess, 1.0)
-        assert residual < 1e-6 if reproducible else residual == pytest.approx(np.sqrt(2), rel=0.5)
+    guesses = [Streams(seed).normal(("server", r), [-1], (d,))[0].numpy() for r in range(len(draws))]
+    residual = _residual(np.concatenate(draws), np.concatenate(guesses), 1.0)  # 4 rounds x 10 parameters
+    assert residual < 1e-6 if reproducible else residual > 0.5  # sqrt(2) expected; < 0.5: P < 1e-12
     if not reproducible:  # participants: from the server's secret, not from the seed the clients hold
         from fedbound.training.participation import uniform_subset
 
