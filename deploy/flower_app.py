@@ -1,5 +1,9 @@
 """``fedbound flower``: a plan as a Flower app directory, and that app run on Flower's simulation engine.
 
+:func:`flower` is the command itself (``fedbound flower PAPER CONFIG``; the CLI only prints what it
+returns): the plan through the paper's recipe, then the app written (:func:`write_app`) or run
+(:func:`run_app`).
+
 :func:`write_app` writes ``APP_DIR/pyproject.toml`` (``[tool.flwr.app.components]`` naming the ServerApp and
 ClientApp of :mod:`fedbound.deploy`; ``[tool.flwr.app.config]`` holding the run config of
 :mod:`fedbound.deploy.flower_session`: the plan's T, K, N, C, sigma per stage, seed, and the effective
@@ -8,7 +12,10 @@ fedbound configuration), ``APP_DIR/fedbound_app/{server_app,client_app}.py`` and
 
 :func:`run_app` runs the same ServerApp and ClientApp in this process on Flower's simulation runtime (Ray
 backend: the only one flwr 1.42 ships) with one virtual SuperNode per client, and returns the run
-directory's summary (the same files as ``fedbound train``: metrics.csv, summary.json, config.toml).
+directory's summary (the same files as ``fedbound train``: metrics.csv, summary.json, config.toml).  It
+builds the ServerApp and ClientApp with ``simulation=True``: the one place a run config may ask for
+noise reproducible from the seed (``fedbound.reproducible-noise``, ``--reproducible-noise``); the clients
+keep their uploads under ``RUN_DIR/client-store`` (:data:`CLIENT_STORE`).
 ``flwr run`` in 1.42 submits to a SuperLink (it starts a detached local one for simulations) and returns
 before the run ends; running in-process instead is what lets ``fedbound flower --run`` report the run,
 raise its errors and leave no server behind.
@@ -25,10 +32,13 @@ from typing import Any
 
 from fedbound.errors import ConfigError
 
-__all__ = ["APP_MARKER", "write_app", "run_app", "require_flower"]
+__all__ = ["APP_MARKER", "CLIENT_STORE", "write_app", "run_app", "require_flower", "flower"]
 
 APP_MARKER = ".fedbound-flower-app"
 """File that marks a folder as written by ``fedbound flower`` (only such a folder is written again)."""
+
+CLIENT_STORE = "client-store"
+"""The simulated clients' kept uploads, inside the run directory (:mod:`fedbound.deploy.replay`)."""
 
 _SERVER = '''"""ServerApp of this fedbound plan: fedbound's engine and ledger over Flower's Grid
 (fedbound.deploy.flower_server)."""
@@ -82,7 +92,14 @@ def _check_out(folder: Path, marker: str) -> None:
 
 
 def write_app(cfg: dict[str, Any], app_dir: str | Path) -> Path:
-    """Write the Flower app of run config ``cfg`` (:func:`fedbound.deploy.flower_session.run_config`)."""
+    """Write the Flower app of run config ``cfg`` (:func:`fedbound.deploy.flower_session.run_config`); a
+    config asking for reproducible noise is refused (a written app draws its noise from OS entropy)."""
+    from fedbound.deploy.flower_session import REPRODUCIBLE_KEY
+
+    if cfg.get(REPRODUCIBLE_KEY):
+        raise ConfigError("--reproducible-noise is outside its valid range without --run: noise reproducible "
+                          "from the seed is for fedbound's runs on Flower's simulation engine only; a "
+                          "written app draws its noise from OS entropy")
     app_dir = Path(app_dir)
     _check_out(app_dir, APP_MARKER)
     name = f"fedbound-{cfg['fedbound.paper']}-app"
@@ -115,8 +132,10 @@ def write_app(cfg: dict[str, Any], app_dir: str | Path) -> Path:
 
 
 def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client: float = 1.0,
-            verbose: bool = False) -> dict[str, Any]:
-    """Run the app of ``cfg`` on Flower's simulation runtime in this process; the run's summary.json."""
+            verbose: bool = False, progress: bool = False) -> dict[str, Any]:
+    """Run the app of ``cfg`` on Flower's simulation runtime in this process; the run's summary.json
+    (module docstring; ``progress``: the ServerApp's progress bar on stderr).  A stop before a round the
+    budget cannot afford raises PrivacyBudgetExceeded after writing the run directory."""
     from fedbound.deploy.flower_server import serve
     from fedbound.training import checkpoint as ckpt
 
@@ -141,7 +160,7 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         try:
-            outcome["run"] = serve(grid, {**cfg, **context.run_config})
+            outcome["run"] = serve(grid, {**cfg, **context.run_config}, simulation=True, progress=progress)
         except BaseException as exc:  # re-raised below, outside Flower's thread
             outcome["error"] = exc
 
@@ -152,7 +171,8 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # run_simulation's deprecation notice: see the module docstring
         logging.getLogger("flwr").setLevel(logging.INFO if verbose else logging.ERROR)
-        flwr.simulation.run_simulation(server_app=server, client_app=client_app(cfg), num_supernodes=n,
+        clients = client_app(cfg, store=run_dir.resolve() / CLIENT_STORE, simulation=True)
+        flwr.simulation.run_simulation(server_app=server, client_app=clients, num_supernodes=n,
                                        backend_config=backend, verbose_logging=verbose)
     if "error" in outcome:
         raise outcome["error"]
@@ -160,3 +180,45 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
         raise ConfigError("the Flower simulation ended without running the ServerApp "
                           "(run again with --verbose)")
     return outcome["run"].summary
+
+
+def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
+           out: str | None = None, run: bool = False, supernodes: int | None = None,
+           design: str | None = None, seed: int | None = None, round_timeout: float = 600.0,
+           reproducible_noise: bool = False, progress: bool = False, verbose: bool = False) -> dict[str, Any]:
+    """``fedbound flower PAPER CONFIG``: write PAPER's plan on CONFIG as a Flower app (``out``: the app
+    directory, default ``flower_<paper>_<config stem>``) and return ``{"app_dir", "plan", "warnings"}``; or,
+    with ``run``, run it on Flower's simulation engine (``out``: the run directory, default
+    ``runs/<paper>_<config stem>_flower``) and return its summary (with ``app_plan``: the app's
+    ``plan.*``).  ``reproducible_noise``: every draw from the run seed, as ``fedbound train`` (``run``
+    only).  Errors are the CLI's, raised."""
+    from fedbound.deploy.flower_session import run_config
+    from fedbound.deploy.mechanisms import lookup, mechanism
+    from fedbound.validation.recipes.runner import build_run, prepare_run
+
+    lookup(paper)
+    require_flower()
+    if design == "recommended" and mechanism(paper) is not None:
+        raise ConfigError(f"--design = 'recommended' is outside its valid range for {paper}: a deploy "
+                          "mechanism without fedbound's planner; give T and K in its config section")
+    if out is not None and not out.strip():
+        raise ConfigError("--out = '' names no folder: give the folder to write")
+    if reproducible_noise and not run:
+        raise ConfigError("--reproducible-noise is outside its valid range without --run: noise reproducible "
+                          "from the seed is for fedbound's runs on Flower's simulation engine only; a "
+                          "written app draws its noise from OS entropy")
+    stem = Path(config).stem
+    target = Path(out) if out is not None else (Path("runs") / f"{paper}_{stem}_flower" if run
+                                                else Path(f"flower_{paper}_{stem}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prep = prepare_run(paper, config, list(overrides), seed=seed, paper=mechanism(paper),
+                           design="paper" if mechanism(paper) is not None else design)
+        plan = build_run(prep).plan
+    run_dir = (target if run else Path("runs") / f"{paper}_{stem}_flower").resolve()
+    cfg = run_config(prep, plan, run_dir, round_timeout, reproducible_noise)
+    keys = {k: v for k, v in cfg.items() if k.startswith("plan.")}
+    if not run:
+        written = write_app(cfg, target)
+        return {"app_dir": str(written), "plan": keys, "noise_source": "os-entropy", "warnings": []}
+    return {**run_app(cfg, supernodes, verbose=verbose, progress=progress), "app_plan": keys}
