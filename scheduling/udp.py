@@ -525,19 +525,36 @@ def _differences(
     return tuple(out)
 
 
+GRID_MAX_POINTS = 10_000
+"""The most rounds a ``T_grid`` may list (the heuristic search costs one run per point)."""
+GRID_MAX_T = 1_000_000
+"""The largest round a ``T_grid`` may hold (the simulator's documented maximum of rounds)."""
+
+
 def parse_grid(text: str) -> list[int]:
-    """ "lo:hi:step" or a comma list of rounds -> the grid of the heuristic search."""
+    """ "lo:hi:step" or a comma list of rounds -> the grid of the heuristic search: at most
+    :data:`GRID_MAX_POINTS` rounds, each in [1, :data:`GRID_MAX_T`] (checked before the grid is built)."""
+    valid = (f'"lo:hi:step" or a comma list of integers, at most {GRID_MAX_POINTS:,} rounds, each in '
+             f"[1, {GRID_MAX_T:,}]")
+    short = text if len(text) <= 60 else f"{text[:60]}... ({len(text)} characters)"
     try:
         if ":" in text:
             lo, hi, step = (int(x) for x in text.split(":"))
-            grid = list(range(lo, hi + 1, step))
+            span = range(lo, hi + 1, step)
+            ends = [span[0], span[-1]] if len(span) else []
+            if len(span) > GRID_MAX_POINTS:
+                raise ParameterError("T_grid", short, valid, f"it lists {len(span):,} rounds")
         else:
-            grid = [int(x) for x in text.split(",") if x.strip()]
+            ends = [int(x) for x in text.split(",") if x.strip()]
+            if len(ends) > GRID_MAX_POINTS:
+                raise ParameterError("T_grid", short, valid, f"it lists {len(ends):,} rounds")
     except ValueError as exc:
-        raise ParameterError("T_grid", text, '"lo:hi:step" or a comma list of integers') from exc
-    if not grid or min(grid) < 1:
-        raise ParameterError("T_grid", text, "a non-empty grid of rounds >= 1")
-    return grid
+        if isinstance(exc, ParameterError):
+            raise
+        raise ParameterError("T_grid", short, valid) from None
+    if not ends or min(ends) < 1 or max(ends) > GRID_MAX_T:
+        raise ParameterError("T_grid", short, valid)
+    return list(span) if ":" in text else ends
 
 
 def _crd_summary(s: Mapping[str, Any], co: Mapping[str, float], arr: dict[str, np.ndarray]) -> dict[str, Any]:

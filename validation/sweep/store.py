@@ -6,10 +6,14 @@ Layout of ``out``::
     work/<key>/    a run in progress: its checkpoint (a killed run resumes from it, identical numbers)
     failed/<key>.txt  the traceback of a run that raised
     locks/<key>.lock  "host pid" of the worker that owns the run now
+    damaged/<key>/    a finished run whose files were found damaged later (kept for inspection, retrained)
 
 A run is trained in ``work/<key>/`` and renamed to ``runs/<key>/`` once all its files are written, so a
-folder under ``runs/`` is always complete.  A worker takes a run by creating its lock file (``O_EXCL``:
-exactly one worker wins); a lock whose process is gone (same host) is stale and taken over.
+folder under ``runs/`` is complete when it is made; :meth:`SweepStore.damage` checks that it still reads
+back (a file edited, truncated or overwritten since: summary.json not a UTF-8 JSON object of finite
+numbers, metrics.csv cut short or ending before the run's last round).  A worker takes a run by creating
+its lock file (``O_EXCL``: exactly one worker wins); a lock whose process is gone (same host) is stale and
+taken over.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import os
 import shutil
 import socket
 from pathlib import Path
+from typing import Any
+
+from fedbound.checks import strict_json
 
 __all__ = ["SweepStore"]
 
@@ -59,6 +66,30 @@ class SweepStore:
         if not root.is_dir():
             return []
         return sorted(p.name for p in root.iterdir() if (p / "summary.json").is_file())
+
+    def damage(self, key: str) -> str | None:
+        """Why the finished run ``key`` cannot be read back as written (None when it can; module
+        docstring)."""
+        folder = self.run_dir(key)
+        summary = _json_object(folder / "summary.json")
+        if isinstance(summary, str):
+            return summary
+        spec = _json_object(folder / "spec.json")
+        if isinstance(spec, str):
+            return spec
+        return _metrics_damage(folder / "metrics.csv", summary.get("rounds_done"))
+
+    def set_aside(self, key: str, why: str) -> Path:
+        """Move the damaged run ``key`` to ``damaged/<key>/`` (a fresh name if one is there) with a note of
+        ``why``; the run is then unfinished and a re-run trains it again."""
+        root = self.out / "damaged"
+        root.mkdir(parents=True, exist_ok=True)
+        dest, n = root / key, 1
+        while dest.exists():
+            dest, n = root / f"{key}.{n}", n + 1
+        os.replace(self.run_dir(key), dest)
+        (dest / "DAMAGED.txt").write_text(why + "\n")
+        return dest
 
     def acquire(self, key: str) -> bool:
         """Take run ``key`` for this process; False when a live worker owns it."""
@@ -121,3 +152,43 @@ class SweepStore:
     def failures(self) -> dict[str, str]:
         root = self.out / "failed"
         return {p.stem: p.read_text() for p in sorted(root.glob("*.txt"))} if root.is_dir() else {}
+
+
+def _json_object(path: Path) -> dict | str:
+    """The JSON object in ``path`` (strict: no NaN or Infinity), or why it is not one."""
+    try:
+        doc = strict_json(path.read_bytes())
+    except OSError as exc:
+        return f"{path.name} cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError as exc:
+        return f"{path.name} is not UTF-8 text (byte {exc.start})"
+    except ValueError as exc:  # JSONDecodeError included
+        return f"{path.name} is not valid JSON: {str(exc).splitlines()[0][:120]}"
+    return doc if isinstance(doc, dict) else f"{path.name} is not a JSON object"
+
+
+def _metrics_damage(path: Path, rounds_done: Any) -> str | None:
+    """Why ``metrics.csv`` does not hold the run's rounds up to ``rounds_done`` (None when it does)."""
+    import pandas as pd
+
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(size - 1, 0))
+            last = fh.read(1)
+        frame = pd.read_csv(path, usecols=lambda c: c in ("round", "client"))
+    except OSError as exc:
+        return f"metrics.csv cannot be read ({exc.strerror or exc})"
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        return f"metrics.csv is not a readable CSV table ({type(exc).__name__})"
+    if last != b"\n":
+        return "metrics.csv is cut short (its last line is incomplete)"
+    if "round" not in frame.columns:
+        return "metrics.csv has no round column"
+    rows = frame[frame["client"].isna()] if "client" in frame.columns else frame
+    rounds = pd.to_numeric(rows["round"], errors="coerce")
+    if isinstance(rounds_done, int) and not isinstance(rounds_done, bool) and rounds_done > 0:
+        if rounds.empty or not rounds.max() == rounds_done:
+            end = "no round" if rounds.dropna().empty else f"round {rounds.max():g}"
+            return f"metrics.csv ends at {end}, the run's summary at round {rounds_done}"
+    return None
