@@ -262,13 +262,36 @@ def sigma_numeric(
     log_target = math.log(d)
     if lam_max is None:
         lam_max = max(LAM_MAX, math.ceil(4.0 * -log_target / e))
-    lams = np.arange(1, int(check_int("lam_max", lam_max, 1)) + 1, dtype=float)
+    n = int(check_int("lam_max", lam_max, 1))
+    lams = np.arange(1, min(n, DENSE_ORDERS) + 1, dtype=float)
+
+    def objective(orders: np.ndarray, z: float) -> np.ndarray:
+        return t * _per_round(accountant, orders, qq, np.array([1.0 / z]))[0] - orders * e
 
     def gap(z: float) -> float:
-        per = _per_round(accountant, lams, qq, np.array([1.0 / z]))[0]
-        return float(np.min(t * per - lams * e)) - log_target
+        if n <= DENSE_ORDERS:
+            return float(np.min(objective(lams, z))) - log_target
+        return _convex_min(lambda orders: objective(orders, z), n) - log_target
 
     return _solve_z(gap, z0) * s
+
+
+DENSE_ORDERS = 4096
+"""Up to this many integer orders the minimum over lambda is taken on all of them; beyond (eps so small that
+lambda > ln(1/delta)/eps runs to millions), by :func:`_convex_min`."""
+
+
+def _convex_min(f: Any, n: int) -> float:
+    """min over the integers 1..n of ``f`` (vectorised over an array of orders), for f convex in lambda: the
+    first lambda where f(lambda + 1) - f(lambda) >= 0, by bisection (2 log2 n evaluations).  T x alpha(lambda)
+    - lambda eps is convex in lambda for the moments here: the approximate one is quadratic, and the exact
+    and the release's are log-moment-generating functions, convex in lambda (Hölder)."""
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        a, b = f(np.array([mid, mid + 1.0]))
+        lo, hi = (lo, mid) if b - a >= 0 else (mid + 1, hi)
+    return float(f(np.array([float(lo)]))[0])
 
 
 def tight_orders() -> np.ndarray:

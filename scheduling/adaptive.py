@@ -296,7 +296,10 @@ def recommended_design(
         _, g, _ = best_mu_for_noise(s, e1, e2)
         return s["Theta"] + Ts * g, np.ones(Ts.shape, bool)
 
+    from fedbound.budget import check
+
     while True:
+        check(f"the search over T had reached T = {min(hi, T_max)} of at most {T_max}")
         res = exhaustive_integer_min(f, lo, min(hi, T_max), what="T")
         if T is not None or res.x < min(hi, T_max) or hi >= T_max:
             break

@@ -166,10 +166,13 @@ def brute_force_argmin(objective: Callable[..., np.ndarray], domain: Mapping[str
     total = int(np.prod([a.size for a in axes], dtype=np.int64))
     best, best_x = np.inf, None
     points = itertools.product(*axes) if len(axes) > 1 else ((v,) for v in axes[0])
+    from fedbound.budget import check
+
     while True:
         block = list(itertools.islice(points, chunk))
         if not block:
             break
+        check(f"the independent brute-force check over {total:,} points")
         cols = np.array(block).T
         vals = np.asarray(objective(**{n: cols[i] for i, n in enumerate(names)}), dtype=float)
         vals = np.where(np.isnan(vals), np.inf, vals)
@@ -246,8 +249,11 @@ def scan_until_turned(bound: Callable[[np.ndarray], np.ndarray], floor: Callable
     whose floor reaches the best value found: no larger x can beat it, so the argmin is exact (a proof, not
     a heuristic).  At ``maximum`` it stops anyway and says so in ``capped``.  Ties go to the smaller x.
     """
+    from fedbound.budget import check
+
     best_x, best, lo = start, np.inf, start
     while lo <= maximum:
+        check(f"the exhaustive search over {what} had reached {what} = {lo} of at most {maximum}")
         xs = np.arange(lo, min(lo + chunk, maximum + 1))
         vals = np.asarray(bound(xs), dtype=float)
         vals = np.where(np.isnan(vals), np.inf, vals)

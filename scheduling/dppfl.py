@@ -159,6 +159,17 @@ def _noise_slope(settings: Mapping[str, Any], variant: str, ratio: float) -> tup
     return float(at0), float(at1 - at0)
 
 
+def _check_hypotheses(settings: Mapping[str, Any], variant: str, ratio: float) -> None:
+    """InfeasibleError naming the failed hypothesis when the chosen bound is admissible at no T: Theorems 2
+    and 3's required conditions (beta < 2/L', 0 <= zeta < 1, eta L < 1, l' > 0) involve neither T, sigma
+    nor C (tested), so one evaluation decides for every T before any T is searched (issue 36: the search
+    ran to T = 100000 first, 15 CPU s per plan)."""
+    ev = bound_curve(settings, 1, 1.0, variant, ratio)
+    failed = [text for cond, _, text in ev.failures if cond.severity == "required"]
+    if failed:
+        raise InfeasibleError(f"{SHORT}'s bound is admissible at no T: {failed[0]}")
+
+
 def optimal_T(
     settings: Mapping[str, Any],
     variant: str = "paper",
@@ -198,6 +209,7 @@ def optimal_T(
         vals, ok = f(xs)
         return np.where(ok & np.isfinite(vals), vals, np.inf)
 
+    _check_hypotheses(settings, variant, ratio)
     lo, hi, how = 1, T_max, ""
     if not fixed and not exhaustive:
         def floor(xs: np.ndarray) -> np.ndarray:

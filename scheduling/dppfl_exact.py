@@ -103,7 +103,10 @@ def exact_optimal_T(settings: Mapping[str, Any], variant: str, ratio: float, rdp
             capped = f"T stopped at the documented maximum {maximum} before the noise-only part turned"
             break
         end = min(2 * end, maximum)
+    from fedbound.budget import check
+
     while len(obj.sig) < _MAX_CALIBRATIONS:
+        check(f"DP-PFL's branch and bound on the exact sigma, after {len(obj.sig)} calibrations")
         anchors = sorted(obj.sig)
         todo = []
         for a, b in zip(anchors[:-1], anchors[1:], strict=True):
