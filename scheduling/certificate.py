@@ -105,10 +105,14 @@ class OptimumCheck:
     fun: float
     agrees: bool
     note: str = ""
+    tolerance: float = 0.0
+    """The precision of the comparison: designs whose bounds differ by less are ties (e.g. DP-PFL: the
+    bound's change over its sigma calibration's window); 0 where the values compared are exact."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "points": int(self.points), "x": json_number(dict(self.x)),
-                "fun": json_number(self.fun), "agrees": bool(self.agrees), "note": self.note}
+                "fun": json_number(self.fun), "agrees": bool(self.agrees), "note": self.note,
+                "tolerance": json_number(self.tolerance)}
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ class Certificate:
             parts.append(f"capped: {self.capped}")
         if self.check is not None:
             verdict = "agrees" if self.check.agrees else "DISAGREES"
+            if self.check.tolerance > 0:
+                verdict += f" (up to {self.check.tolerance:.2g}: closer designs are ties at this precision)"
             parts.append(f"{self.check.method} over {self.check.points:,} points {verdict}")
         else:
             parts.append("independent check not run")

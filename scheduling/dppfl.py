@@ -834,10 +834,10 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
     if res.evidence.get("exact_search"):  # the exact sigma: re-evaluated around T* and across the domain
         from fedbound.scheduling.dppfl_exact import exact_check
 
-        x, fun, points, agrees, note = exact_check(s, variant, ratio, res, bool(res.evidence.get("joint_C")),
-                                                   half_width=6 if full else 3, spread=24 if full else 8)
+        x, fun, points, agrees, note, tol = exact_check(s, variant, ratio, res, bool(res.evidence.get(
+            "joint_C")), half_width=6 if full else 3, spread=24 if full else 8)
         return OptimumCheck("exact sigma re-evaluated near T* and on a geometric sample", points, x, fun,
-                            agrees, note=note)
+                            agrees, note=note, tolerance=tol)
     top = int(res.evidence["T_max"])
     every = top <= BRUTE_FORCE_POINTS  # sigma*(T) is cheap at every q (closed form / tables)
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
@@ -1046,8 +1046,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
                         "sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
                         else f"r = {ratio:.4g} (optimised at T*)"),
               "S": "the setting's model (held)"}
-    capped = (f"T stopped at the documented maximum {T_SEARCH_MAX}"
-              if t_tight.at_upper_edge and "T_max" not in settings else "")
+    at_max = t_tight.at_upper_edge and "T_max" not in settings
+    capped = "; ".join(c for c in (  # a search that stopped early is never certified (issue 36)
+        f"T stopped at the documented maximum {T_SEARCH_MAX}" if at_max else "",
+        t_tight.evidence.get("left_open", "")) if c)
     certificate = Certificate(domain=domain, search=t_tight.method,
                               check=_check_T(s, variant, ratio, t_tight, check), privacy=privacy,
                               vacuous=vacuous, capped=capped,
