@@ -181,7 +181,7 @@ def run_sweep(specs: Sequence[RunSpec], out: str | Path, *, executor: str = "loc
     store.out.mkdir(parents=True, exist_ok=True)
     damaged = {}
     for key in dict.fromkeys(s.key for s in specs):  # a damaged finished run is set aside and trained again
-        if store.is_finished(key) and (why := store.damage(key)) is not None:
+        if store.run_dir(key).exists() and (why := store.damage(key)) is not None:
             store.set_aside(key, why)
             damaged[key] = why
     todo = list({s.key: s for s in specs if not store.is_finished(s.key)}.values())

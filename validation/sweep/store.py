@@ -9,11 +9,13 @@ Layout of ``out``::
     damaged/<key>/    a finished run whose files were found damaged later (kept for inspection, retrained)
 
 A run is trained in ``work/<key>/`` and renamed to ``runs/<key>/`` once all its files are written, so a
-folder under ``runs/`` is complete when it is made; :meth:`SweepStore.damage` checks that it still reads
-back (a file edited, truncated or overwritten since: summary.json not a UTF-8 JSON object of finite
-numbers, metrics.csv cut short or ending before the run's last round).  A worker takes a run by creating
-its lock file (``O_EXCL``: exactly one worker wins); a lock whose process is gone (same host) is stale and
-taken over.
+folder under ``runs/`` is complete when it is made, and its ``spec.json`` records the SHA-256 of
+``summary.json`` and ``metrics.csv`` (:data:`CHECKED`); :meth:`SweepStore.damage` checks that the run still
+reads back as written (a file edited, truncated or overwritten since: a checksum that differs, summary.json
+not a UTF-8 JSON object of finite numbers, metrics.csv cut short or ending before the run's last round).
+
+A worker takes a run by creating its lock file (``O_EXCL``: exactly one worker wins); a lock whose process
+is gone (same host) is stale and taken over.
 """
 
 from __future__ import annotations
@@ -27,7 +29,20 @@ from typing import Any
 
 from fedbound.checks import strict_json
 
-__all__ = ["SweepStore"]
+__all__ = ["SweepStore", "CHECKED"]
+
+CHECKED = ("summary.json", "metrics.csv")
+"""The files of a finished run whose SHA-256 ``spec.json`` records (what a sweep's table is read from)."""
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _alive(pid: int) -> bool:
@@ -77,7 +92,13 @@ class SweepStore:
         spec = _json_object(folder / "spec.json")
         if isinstance(spec, str):
             return spec
-        return _metrics_damage(folder / "metrics.csv", summary.get("rounds_done"))
+        why = _metrics_damage(folder / "metrics.csv", summary.get("rounds_done"))
+        sums = spec.get("checksums")
+        if why is None and isinstance(sums, dict):  # runs finished before checksums were kept have none
+            for name in CHECKED:
+                if sums.get(name) != _sha256(folder / name):
+                    return f"{name} changed after the run finished (its SHA-256 is not spec.json's)"
+        return why
 
     def set_aside(self, key: str, why: str) -> Path:
         """Move the damaged run ``key`` to ``damaged/<key>/`` (a fresh name if one is there) with a note of
@@ -88,7 +109,8 @@ class SweepStore:
         while dest.exists():
             dest, n = root / f"{key}.{n}", n + 1
         os.replace(self.run_dir(key), dest)
-        (dest / "DAMAGED.txt").write_text(why + "\n")
+        note = dest / "DAMAGED.txt" if dest.is_dir() else dest.with_name(dest.name + ".DAMAGED.txt")
+        note.write_text(why + "\n")
         return dest
 
     def acquire(self, key: str) -> bool:
@@ -132,7 +154,8 @@ class SweepStore:
     def finish(self, key: str, spec: dict) -> Path:
         """Write ``spec.json`` into the work folder and rename it to ``runs/<key>`` (the commit point)."""
         work, final = self.work_dir(key), self.run_dir(key)
-        (work / "spec.json").write_text(json.dumps(spec, indent=2, default=str) + "\n")
+        sums = {name: _sha256(work / name) for name in CHECKED if (work / name).is_file()}
+        (work / "spec.json").write_text(json.dumps({**spec, "checksums": sums}, indent=2, default=str) + "\n")
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():  # a finished copy from a worker that lost its lock; keep one
             shutil.rmtree(work, ignore_errors=True)
@@ -158,6 +181,8 @@ def _json_object(path: Path) -> dict | str:
     """The JSON object in ``path`` (strict: no NaN or Infinity), or why it is not one."""
     try:
         doc = strict_json(path.read_bytes())
+    except FileNotFoundError:
+        return f"{path.name} is missing"
     except OSError as exc:
         return f"{path.name} cannot be read ({exc.strerror or exc})"
     except UnicodeDecodeError as exc:
@@ -177,6 +202,8 @@ def _metrics_damage(path: Path, rounds_done: Any) -> str | None:
             fh.seek(max(size - 1, 0))
             last = fh.read(1)
         frame = pd.read_csv(path, usecols=lambda c: c in ("round", "client"))
+    except FileNotFoundError:
+        return "metrics.csv is missing"
     except OSError as exc:
         return f"metrics.csv cannot be read ({exc.strerror or exc})"
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
