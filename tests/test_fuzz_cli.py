@@ -147,26 +147,31 @@ def _option_cases(losses: str) -> list[dict]:
     return cases
 
 
+def _keys_and_values():
+    """(paper name, its entry, key, hostile value) for every registered paper's config keys (aliases
+    included): the values rotated through the corpus, all of them in the long profile."""
+    rotate = itertools.count()
+    for name in registry.names("plan"):
+        paper = registry.get(name)
+        for key in (k["key"] for k in paper.keys()):
+            for value in (HOSTILE if LONG else [HOSTILE[next(rotate) % len(HOSTILE)]]):
+                yield name, paper, key, value
+
+
 def _key_cases() -> list[dict]:
     """Every registered paper's config keys (aliases included) with hostile values, through plan (and, in
     the long profile, train)."""
     cases = []
-    rotate = itertools.count()
-    for name in registry.names("plan"):
-        paper = registry.get(name)
-        section = paper.config_section
-        config = _config(name)
-        for key in (k["key"] for k in paper.keys()):
-            values = HOSTILE if LONG else [HOSTILE[next(rotate) % len(HOSTILE)]]
-            for value in values:
-                names = list(dict.fromkeys([key, section.canonical(key)]))
-                cases.append({"id": f"plan {name} --set {key}={value!r}", "names": names,
-                              "argv": ["plan", name, *([config] if config else []), "--set", f"{key}={value}",
-                                       "--json"]})
-                if LONG and config and "train" in paper.supports:
-                    cases.append({"id": f"train {name} --set {key}={value!r}", "names": names,
-                                  "argv": ["train", name, config, "--set", "T=2", "--set", f"{key}={value}",
-                                           "--out", "run", "--no-progress"]})
+    for name, paper, key, value in _keys_and_values():
+        config, section = _config(name), paper.config_section
+        names = list(dict.fromkeys([key, section.canonical(key)]))
+        cases.append({"id": f"plan {name} --set {key}={value!r}", "names": names,
+                      "argv": ["plan", name, *([config] if config else []), "--set", f"{key}={value}",
+                               "--json"]})
+        if LONG and config and "train" in paper.supports:
+            cases.append({"id": f"train {name} --set {key}={value!r}", "names": names,
+                          "argv": ["train", name, config, "--set", "T=2", "--set", f"{key}={value}", "--out",
+                                   "run", "--no-progress"]})
     return cases
 
 
@@ -210,21 +215,15 @@ def _file_cases(folder: Path) -> list[dict]:
     file form of a value reached other code paths: eps = 495 was blamed on delta there), values rotated
     through the corpus (all of them in the long profile)."""
     cases = []
-    rotate = itertools.count()
-    for name in registry.names("plan"):
-        paper = registry.get(name)
-        section = paper.config_section
-        example = _config(name)
+    for name, paper, key, value in _keys_and_values():
+        section, example = paper.config_section, _config(name)
         base = Path(example).read_text() if example else ""
-        for key in (k["key"] for k in paper.keys()):
-            values = HOSTILE if LONG else [HOSTILE[next(rotate) % len(HOSTILE)]]
-            for value in values:
-                path = folder / f"{name}_{key}_{len(cases)}.toml"
-                line = f"{key} = {_toml_value(value)}"
-                path.write_text(_with_key(base, name, section.spellings(key), line), encoding="utf-8")
-                names = list(dict.fromkeys([key, section.canonical(key), str(path)]))
-                cases.append({"id": f"plan {name} file {key}={value!r}", "names": names,
-                              "argv": ["plan", name, str(path), "--json"]})
+        path = folder / f"{name}_{key}_{len(cases)}.toml"
+        line = f"{key} = {_toml_value(value)}"
+        path.write_text(_with_key(base, name, section.spellings(key), line), encoding="utf-8")
+        names = list(dict.fromkeys([key, section.canonical(key), str(path)]))
+        cases.append({"id": f"plan {name} file {key}={value!r}", "names": names,
+                      "argv": ["plan", name, str(path), "--json"]})
     return cases
 
 

@@ -19,9 +19,8 @@ from hypothesis import strategies as st
 from fedbound.cli import main
 from fedbound.errors import ConfigError
 from fedbound.tests._fuzz import LONG, time_limit
+from fedbound.tests._hardening import SWEEP, numbers, trained_sweep
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SWEEP = ["sweep", "udp", str(EXAMPLES / "udp_ridge.toml"), "--vs", "T", "--values", "2"]
 RUN_FILES = ("summary.json", "metrics.csv", "spec.json", "metrics.parquet", "config.toml")
 CASES = 180 if LONG else 12
 
@@ -37,18 +36,7 @@ def _sweep(out: Path, capsys) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def original(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fuzz") / "sw"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main([*SWEEP, "--out", str(out), "--no-progress", "--json"]) == 0
-    (run,) = (out / "runs").iterdir()
-    return out, run.name, _numbers(run / "metrics.csv")
-
-
-def _numbers(path: Path) -> str:
-    import pandas as pd
-
-    return pd.read_csv(path).drop(columns="wall_time").to_csv(index=False)
+    return trained_sweep(tmp_path_factory.mktemp("fuzz"))
 
 
 def _damage(path: Path, kind: str, where: float, junk: bytes) -> None:
@@ -76,7 +64,7 @@ def _damage(path: Path, kind: str, where: float, junk: bytes) -> None:
        kind=st.sampled_from(["truncate", "binary", "empty", "delete", "flip", "nan", "folder_is_a_file"]),
        where=st.floats(0.0, 1.0), junk=st.binary(max_size=64))
 def test_a_damaged_run_is_trained_again_or_named(original, tmp_path_factory, capsys, name, kind, where, junk):
-    out, key, numbers = original
+    out, key, trained = original
     copy = tmp_path_factory.mktemp("case") / "sw"
     shutil.copytree(out, copy)
     _damage(copy / "runs" / key / name, kind, where, junk)
@@ -88,7 +76,7 @@ def test_a_damaged_run_is_trained_again_or_named(original, tmp_path_factory, cap
         return
     doc = json.loads(stdout)
     assert [r["round"] for r in doc["final"]] == [2], doc  # never an empty table for a run that finished
-    assert _numbers(copy / "runs" / key / "metrics.csv") == numbers  # what is read is what was trained
+    assert numbers(copy / "runs" / key / "metrics.csv") == trained  # what is read is what was trained
     if key in doc["damaged"]:
         assert (copy / "damaged").is_dir()
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedbound import registry
-from fedbound.cli import main
 from fedbound.errors import ConfigError, ParameterError
 from fedbound.tests._certified import exact_gaussian_z
+from fedbound.tests._hardening import run_cli as _run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -28,16 +27,6 @@ def _fresh_plans(monkeypatch, tmp_path):
     import fedbound.planning as planning
 
     monkeypatch.setattr(planning, "_PLANS", {})
-
-
-def _run(capsys, argv) -> tuple[int, str, str]:
-    capsys.readouterr()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def _error_line(capsys, argv) -> str:

@@ -10,43 +10,18 @@ import os
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-from fedbound.cli import main
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SWEEP = ["sweep", "udp", str(EXAMPLES / "udp_ridge.toml"), "--vs", "T", "--values", "2", "--no-progress"]
-
-
-def _run(capsys, argv) -> tuple[int, str, str]:
-    capsys.readouterr()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err, err
-    return code, out, err
+from fedbound.tests._hardening import EXAMPLES, SWEEP, numbers, trained_sweep
+from fedbound.tests._hardening import run_cli as _run
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """One finished sweep folder (udp_ridge, T = 2) and its final row, as trained."""
-    out = tmp_path_factory.mktemp("sweep") / "sw"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert main([*SWEEP, "--out", str(out), "--json"]) == 0
-    (run,) = (out / "runs").iterdir()
-    return out, run.name, _numbers(run / "metrics.csv")
-
-
-def _numbers(path: Path):
-    """A run's metrics without its wall-clock column (the only one a rerun may change)."""
-    import pandas as pd
-
-    return pd.read_csv(path).drop(columns="wall_time").to_csv(index=False)
+    """One finished sweep folder (udp_ridge, T = 2) and its run's numbers, as trained."""
+    return trained_sweep(tmp_path_factory.mktemp("sweep"))
 
 
 def _damaged_copy(trained, tmp_path, damage) -> tuple[Path, Path]:
@@ -79,7 +54,7 @@ def test_a_damaged_run_is_set_aside_and_trained_again(capsys, trained, tmp_path,
     doc = json.loads(stdout)
     assert [r["round"] for r in doc["final"]] == [2] and key in doc["damaged"]
     assert f"run {key} was damaged" in err
-    assert _numbers(run / "metrics.csv") == metrics  # retrained: identical numbers
+    assert numbers(run / "metrics.csv") == metrics  # retrained: identical numbers
     note = (copy / "damaged" / key / "DAMAGED.txt").read_text()
     assert ("summary.json" if "summary" in name else "metrics.csv") in note
 
