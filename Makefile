@@ -108,9 +108,11 @@ demo: $(STAMP)
 	$(PY) -m fedbound.explorer.probe "$$(grep -o 'http://[0-9.:]*/' $(DEMO_OUT)/serve.log | head -1)" nbafl; \
 	status=$$?; kill $$pid; exit $$status
 	@echo "== 7b. Answers a designer can trust: PADPFL's p, T and mu chosen jointly and checked (--check exits"
-	@echo "==     non-zero if the certificate fails); a documented alias (B for C) and a bad value, answered in one line"
+	@echo "==     non-zero if the certificate fails); a documented alias (B for C) and a bad value, answered in one line;"
+	@echo "==     a value outside what the theorem admits, with the working range verified on both sides of its edge"
 	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml --check --set weights='"planned"' --set B=20.0 | grep -E "certificate|^  T ="
 	-$(FEDBOUND) plan adaptive examples/adaptive_mnist.toml --set mu=1e-308
+	-$(FEDBOUND) plan dppfl examples/dppfl_ridge.toml --set eta=0.37
 	@echo "== 7c. The exact noise, trained: WPFL's plan calibrates sigma_DP by PLD (the RDP calibration wastes ~30 %"
 	@echo "==     noise); train --design recommended deploys exactly it, and the ledger (min of RDP and PLD) spends"
 	@echo "==     eps within 1 % below the budget"

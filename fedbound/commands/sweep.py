@@ -24,6 +24,29 @@ def _values(key: str, text: str) -> list:
     return [parse_literal(item, "--values") for item in items]  # a bare word: a string value
 
 
+def _check_vs(paper: str, key: str) -> str:
+    """``--vs``: a key of the paper's section or of [train] (``section.key`` or bare), else a one-line
+    ConfigError naming --vs (not the --set it would become)."""
+    import difflib
+
+    from fedbound.errors import ConfigError
+    from fedbound.registry import get
+    from fedbound.training.config import TRAIN_SECTION
+
+    key = key.strip()
+    sections = {paper: get(paper).config_section, "train": TRAIN_SECTION}
+    name, _, sub = key.rpartition(".")
+    anywhere = any(sub in s for s in sections.values())
+    if (sub in sections[name]) if name in sections else (not name and anywhere):
+        return key
+    keys = [*(k for s in sections.values() for k in s.keys()), *(f"{n}.{k}" for n, s in sections.items()
+                                                                  for k in s.keys())]
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    what = "names no key" if not key else "is not a key of " + " or ".join(f"[{n}]" for n in sections)
+    raise ConfigError(f"--vs {key!r} {what}: give the swept key, e.g. T, eps, K or train.lr{hint}")
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("sweep")
     def sweep(
@@ -57,6 +80,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.validation.sweep import RunSpec, run_sweep
 
         get(paper, "train")
+        vs = _check_vs(paper, vs)
         folder = out_folder("--out", out)
         base = tuple(set_ or [])
         specs = [RunSpec(paper, config, (*base, f"{vs}={v!r}" if isinstance(v, str) else f"{vs}={v}"), seed,
@@ -72,7 +96,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         if json_:
             print_json({"out": str(done.out), "table": str(done.out / "table.csv"),
                         "final": final[["key", vs, "seed", "round", *shown]].to_dict("records"),
-                        "warnings": run_warnings,
+                        "warnings": run_warnings, "damaged": done.damaged,
                         "failed": {k: v.strip().splitlines()[-1] for k, v in done.failed.items()}})
         else:
             rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown)] for _, r in final.iterrows()]
@@ -80,6 +104,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                         f"(table: {done.out / 'table.csv'})", [vs, "seed", "rounds", *shown], rows)
             for key, texts in run_warnings.items():
                 print_warnings([f"run {key}: {text}" for text in texts])
+        for key, why in done.damaged.items():  # on stderr, so a --json answer stays one object
+            typer.echo(f"warning: run {key} was damaged ({why}): set aside in "
+                       f"{done.out / 'damaged'} and trained again", err=True)
         for key, text in done.failed.items():
             typer.echo(f"failed {key}: {text.strip().splitlines()[-1]} (traceback: "
                        f"{done.out / 'failed' / (key + '.txt')})", err=True)
