@@ -90,9 +90,15 @@ TRAIN_SECTION = Section("train", (
     Field("weight_decay", float, 0.0, "L2 term lambda/2 ||w||^2 in every local objective", low=0.0,
           high=MAX_STEP_SIZE),
     Field("noise", str, "paper", "which sigma's to train with: the paper's formulas (paper), their tight "
-          "counterparts (tight: then the tight accountant holds the budget), or another method of the "
-          "paper's noise function (e.g. UDP's corrected, numeric)"),
+          "counterparts (tight: calibrated exactly to the budget), or another method of the paper's noise "
+          "function (e.g. UDP's corrected, numeric); whichever, the tight accountant holds the budget "
+          "unless paper_reproduction = true"),
     Field("private", bool, True, "false: same algorithm without noise and without accounting"),
+    Field("paper_reproduction", bool, False, "true: reproduce a paper as published: the budget binds on "
+          "the paper's own accountant and a noise that spends more than the budget under exact accounting "
+          "runs anyway, every output saying it is not (eps, delta)-DP at the stated budget; false (the "
+          "default): the budget binds on the tight accountant and such a setting is refused before "
+          "training"),
     Field("seed", int, 0, "one seed fixes data split, sampling and noise", low=0, high=2**32 - 1),
     Field("device", str, "cpu", "cpu, cuda, cuda:N or auto"),
     Field("dtype", str, "float32", "floating point precision", choices=("float32", "float64")),

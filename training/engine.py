@@ -501,7 +501,7 @@ class Runner:
             self._saved = time.monotonic()
         self.bar.update(1)
         self.bar.total = state.rounds
-        metrics_mod.set_postfix(self.bar, global_row)
+        metrics_mod.set_postfix(self.bar, global_row, state.plan)
         self.ctx = None
 
     def result(self) -> RunResult:

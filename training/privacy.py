@@ -404,8 +404,9 @@ class PrivacyLedger:
         return epsilons_many([(self, accounts)])[0]
 
     def check_budget(self, releases: list[Release], round_: int) -> None:
-        """Raise PrivacyBudgetExceeded if committing ``releases`` would push the budget accountant's epsilon
-        over ``plan.eps`` (relative tolerance 1e-9 for the float sums of a plan that spends exactly eps)."""
+        """Raise PrivacyBudgetExceeded if committing ``releases`` would push the binding accountant's epsilon
+        (``plan.binding_accountant``: the tight one unless the plan reproduces a paper) over ``plan.eps``
+        (relative tolerance 1e-9 for the float sums of a plan that spends exactly eps)."""
         error = check_budgets([(self, releases, round_)])[0]
         if error is not None:
             raise error
@@ -471,20 +472,20 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
     for (members, stack), (_, accounts), eps_all in zip(stacks, jobs, epsilons_many(jobs), strict=True):
         if stack is None:
             ledger = items[members[0]][0]
-            trials[members[0]] = (accounts, eps_all, _worst(eps_all.get(ledger.plan.budget_accountant), 1)[0])
+            trials[members[0]] = (accounts, eps_all, _worst(eps_all.get(ledger.plan.binding_accountant), 1)[0])
         else:
             worst = {which: _worst(eps_all.get(which), len(members)) for which in
-                     {items[i][0].plan.budget_accountant for i in members}}
+                     {items[i][0].plan.binding_accountant for i in members}}
             for j, i in enumerate(members):
-                trials[i] = (*stack.part(j, eps_all), worst[items[i][0].plan.budget_accountant][j])
+                trials[i] = (*stack.part(j, eps_all), worst[items[i][0].plan.binding_accountant][j])
     errors: list[PrivacyBudgetExceeded | None] = []
     for (ledger, releases, round_), trial in zip(items, trials, strict=True):
         accounts, eps_all, worst = trial
         ledger._pending = (releases, eps_all, accounts)
-        which = ledger.plan.budget_accountant
+        which = ledger.plan.binding_accountant
         errors.append(None if worst <= ledger.plan.eps * (1 + 1e-9) else PrivacyBudgetExceeded(
             f"round {round_ + 1} would spend eps = {worst:.6g} > budget {ledger.plan.eps:g} under the "
-            f"{which} accountant (the noise plan was computed for {ledger.plan.rounds} rounds)"))
+            f"{which} accountant, which binds (the noise plan was computed for {ledger.plan.rounds} rounds)"))
     return errors
 
 
