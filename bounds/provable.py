@@ -30,8 +30,8 @@ for NbAFL with 10 steps, docs/papers/nbafl.md).  ``sensitivity = "provable"``, t
 So :func:`local_sensitivity` is the least of these that applies.  Every noise formula of these papers is
 linear in the sensitivity with the form ``2 C / m_i``, so :func:`apply` hands them the *effective clip*
 ``C_eff`` with ``2 C_eff / m = local_sensitivity`` (``m``: the smallest client), and every sigma scales by
-``C_eff / C``, which the warning states (nothing is said when the two agree, as they do for one step at
-the default ``C_g``).  ``sensitivity = "paper"`` keeps the paper's ``2C/m`` for reproducing the papers:
+``C_eff / C``, which the warning states (nothing is said for one step at the default ``C_g``, which is the
+paper's sensitivity exactly).  ``sensitivity = "paper"`` keeps the paper's ``2C/m`` for reproducing the papers:
 the audit measures it LEAKing for multi-step local training (:data:`PAPER_LEAK`).
 """
 
@@ -146,7 +146,7 @@ def apply(setting: Mapping[str, Any], *, clip_key: str, m: float, paper: str, as
     model_norm = bool(setting.get("model_norm_bound", False))
     c_eff = effective_clip(r["C"], r["C_g"], float(m), r["tau"], r["eta"], model_norm, r["decay"])
     out[clip_key] = c_eff
-    if math.isclose(c_eff, r["C"], rel_tol=1e-12):
+    if setting.get("C_g") is None and r["tau"] == 1:  # the default one step: exactly the paper's 2C/m
         return out
     bound = ("min(2C, 2 eta C_g (a^(tau-1)/m + sum a^s)) (more than one step of a model the convex bound does "
              "not cover)" if model_norm else "min(2C, 2 tau eta C_g / m, growth recursion)")

@@ -185,12 +185,16 @@ def _partition(train: Mapping[str, Any], dataset: Dataset, num_clients: int, sam
 
 def build_data(train: Mapping[str, Any], num_clients: int, samples_per_client: int | None = None,
                device: str = "cpu") -> TrainingSetup:
-    """Load the dataset, partition it over ``num_clients`` (seeded by ``train["seed"]``), build the model."""
+    """Load the dataset (refused with a one-line error naming its file and row if a feature or label is
+    NaN or infinite, ``fedbound.training.finite``), partition it over ``num_clients`` (seeded by
+    ``train["seed"]``), build the model."""
+    from fedbound.training.finite import check_dataset
+
     seed = train["seed"]
-    dataset = load_dataset(train["dataset"], data_path=train["data_path"],
-                           test_fraction=train["test_fraction"], seed=seed,
-                           synthetic_samples=train["synthetic_samples"],
-                           synthetic_dim=train["synthetic_dim"])
+    dataset = check_dataset(load_dataset(train["dataset"], data_path=train["data_path"],
+                                         test_fraction=train["test_fraction"], seed=seed,
+                                         synthetic_samples=train["synthetic_samples"],
+                                         synthetic_dim=train["synthetic_dim"]), train["data_path"])
     streams = Streams(seed)
     parts = _partition(train, dataset, num_clients, samples_per_client, streams.numpy("partition"))
     x = dataset.x_train

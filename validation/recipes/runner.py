@@ -395,10 +395,10 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     from fedbound.training.engine import run
 
     prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design, paper=paper)
+    built = build_run(prep, progress)  # a setting refused by its budget leaves no run directory behind
     # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
     run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
                                    prep.key, overwrite)
-    built = build_run(prep, progress)
     paper, train = prep.paper, prep.train
     copies = paper.load("audit").prepare(built.algorithm) if paper.audit else built.algorithm  # as copies
     probes = _probe(paper.short, copies, built.setup, built.plan, built.options, train, None, "initial model")
