@@ -30,9 +30,9 @@ for NbAFL with 10 steps, docs/papers/nbafl.md).  ``sensitivity = "provable"``, t
 So :func:`local_sensitivity` is the least of these that applies.  Every noise formula of these papers is
 linear in the sensitivity with the form ``2 C / m_i``, so :func:`apply` hands them the *effective clip*
 ``C_eff`` with ``2 C_eff / m = local_sensitivity`` (``m``: the smallest client), and every sigma scales by
-``C_eff / C``, which the warning states (nothing is said for one step at the default ``C_g``, which is the
-paper's sensitivity exactly).  ``sensitivity = "paper"`` keeps the paper's ``2C/m`` for reproducing the papers:
-the audit measures it LEAKing for multi-step local training (:data:`PAPER_LEAK`).
+``C_eff / C``, which the warning states (nothing is said where the two agree, as for one step at the default
+``C_g``).  ``sensitivity = "paper"`` keeps the paper's ``2C/m`` for reproducing the
+papers: the audit measures it LEAKing for multi-step local training (:data:`PAPER_LEAK`).
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def _resolved(setting: Mapping[str, Any], clip_key: str) -> dict[str, Any]:
     tau = int(setting.get("tau") or 1)
     eta = setting.get("eta")
     if eta is None and (tau > 1 or setting.get("C_g") is not None):
-        raise ConfigError(f"sensitivity = \"provable\" with {'tau = ' + str(tau) if tau > 1 else 'C_g'} needs "
+        given = f"tau = {tau}" if tau > 1 else "C_g"
+        raise ConfigError(f"sensitivity = \"provable\" with {given} needs "
                           "eta, the local step size (fedbound train takes tau and eta from [train] "
                           "local_steps and lr)")
     if eta is None:  # one step at the default C_g = C / eta: 2 eta C_g / m = 2C/m whatever eta is
@@ -146,10 +147,10 @@ def apply(setting: Mapping[str, Any], *, clip_key: str, m: float, paper: str, as
     model_norm = bool(setting.get("model_norm_bound", False))
     c_eff = effective_clip(r["C"], r["C_g"], float(m), r["tau"], r["eta"], model_norm, r["decay"])
     out[clip_key] = c_eff
-    if setting.get("C_g") is None and r["tau"] == 1:  # the default one step: exactly the paper's 2C/m
+    if math.isclose(c_eff, r["C"], rel_tol=1e-12):  # e.g. one step at the default C_g: the paper's 2C/m
         return out
-    bound = ("min(2C, 2 eta C_g (a^(tau-1)/m + sum a^s)) (more than one step of a model the convex bound does "
-             "not cover)" if model_norm else "min(2C, 2 tau eta C_g / m, growth recursion)")
+    bound = ("min(2C, 2 eta C_g (a^(tau-1)/m + sum a^s)) (more than one step of a model the convex bound "
+             "does not cover)" if model_norm else "min(2C, 2 tau eta C_g / m, growth recursion)")
     warnings.warn(f"provable sensitivity {bound} = {2 * c_eff / m:.4g} replaces {paper}'s {assumption} = "
                   f"{2 * r['C'] / m:.4g}: every sigma is {c_eff / r['C']:.3g}x the paper's", FedboundWarning,
                   stacklevel=3)

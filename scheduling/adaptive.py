@@ -440,7 +440,8 @@ def _problem(s: Mapping[str, Any], design: Design, T: float, accounting: str) ->
 def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None, str]:
     """With ``sensitivity = "provable"`` (the default): the setting with the effective clip of
     :func:`fedbound.bounds.provable.for_planner` (the program then uses eq. (10)'s form) and the note; and
-    the premise the plan rests on for the sensitivity it deploys (:func:`fedbound.bounds.provable.premise`)."""
+    the premise the plan rests on for the sensitivity it deploys
+    (:func:`fedbound.bounds.provable.premise`)."""
     how = {"clip_key": "C", "paper": SHORT, "assumption": "client sensitivity 2B/m of eq. (8)"}
     if provable.mode(s) != "provable":
         m = float(np.min(design_from_settings(s).client_sizes))

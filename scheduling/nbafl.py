@@ -574,7 +574,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     warnings: list[str] = [provable_note] if provable_note else []
     data, t_paper = _paper_answer(s, variant, warnings)
     rec, found = _recommend(s, data, variant, warnings, check)
-    rec = replace(rec, premises=(provable.premise(set_, **how), *rec.premises[1:]))  # the deployed sensitivity
+    deployed = provable.premise(set_, **how)  # the sensitivity the design deploys
+    rec = replace(rec, premises=(deployed, *rec.premises[1:]))
     data["warnings"] = warnings
     t_tight = optimal_T({**s, "z": data["z_tight"]}, "tight")
     deployed = Optimum(x=rec.T, fun=rec.bound, success=True, message=found.search, method=found.search,

@@ -104,12 +104,12 @@ def test_check_plan_counts_the_runs_own_participation_and_names_the_sigma_that_m
     """K = 2 of N = 5 uploads a round for T = 6 rounds: the worst client's exact eps is that of
     sqrt(count)/z-GDP with count its realised participations (brute force over the run's own participation
     stream), and the sigma the refusal names meets the budget by the oracle while 0.5 % less does not."""
+    import torch
+
     from fedbound.training.budget import check_plan, planned_releases
     from fedbound.training.engine import RoundContext, RunOptions, RunState
     from fedbound.training.models import build_model
     from fedbound.training.noise import Streams
-
-    import torch
 
     N, K, T, sigma, delta, seed = 5, 2, 6, 2.0, 1e-3, 7
     algorithm, data, model = _algorithm(K, N), _data(N), build_model("logreg", (3,), 2)
@@ -120,7 +120,8 @@ def test_check_plan_counts_the_runs_own_participation_and_names_the_sigma_that_m
                      paper_accountant="udp_moments")
     for t in range(T):  # the run's participation, drawn as the engine draws it
         state = RunState(round=t, rounds=T, global_params=torch.zeros(0), plan=plan)
-        counts[algorithm.participants(RoundContext(t, state, model, data, streams, RunOptions(seed), None))] += 1
+        ctx = RoundContext(t, state, model, data, streams, RunOptions(seed), None)
+        counts[algorithm.participants(ctx)] += 1
     assert len(planned_releases(algorithm, model, data, plan, seed)) == T
     worst = gdp_epsilon(math.sqrt(counts.max()) / sigma, delta)
     assert check_plan(algorithm, model, data, plan, seed).epsilon == pytest.approx(worst, rel=1e-9)

@@ -56,7 +56,8 @@ def check_records(x: np.ndarray, y: np.ndarray, what: str, rows: np.ndarray | No
             row, column = found
             where = int(rows[row]) if rows is not None else row
             col = f" (column {column})" if column is not None else ""
-            raise ConfigError(f"{what}: row {where} has {name}{col} = {_value(values, row, column)}: {REFUSED}")
+            value = _value(values, row, column)
+            raise ConfigError(f"{what}: row {where} has {name}{col} = {value}: {REFUSED}")
 
 
 def _csv_row(path: Path) -> str | None:

@@ -136,8 +136,8 @@ class NoisePlan:
     def binding_accountant(self) -> str:
         """``"tight"``, or ``"paper"`` in the paper-reproduction mode of a plan calibrated by the paper's
         formulas (module docstring)."""
-        paper = self.paper_reproduction and self.budget_accountant == "paper" and self.paper_accountant != "none"
-        return "paper" if paper else "tight"
+        paper = self.budget_accountant == "paper" and self.paper_accountant != "none"
+        return "paper" if paper and self.paper_reproduction else "tight"
 
     def __post_init__(self) -> None:
         if self.rounds < 1:

@@ -472,7 +472,8 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
     for (members, stack), (_, accounts), eps_all in zip(stacks, jobs, epsilons_many(jobs), strict=True):
         if stack is None:
             ledger = items[members[0]][0]
-            trials[members[0]] = (accounts, eps_all, _worst(eps_all.get(ledger.plan.binding_accountant), 1)[0])
+            worst_one = _worst(eps_all.get(ledger.plan.binding_accountant), 1)[0]
+            trials[members[0]] = (accounts, eps_all, worst_one)
         else:
             worst = {which: _worst(eps_all.get(which), len(members)) for which in
                      {items[i][0].plan.binding_accountant for i in members}}

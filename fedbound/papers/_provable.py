@@ -24,9 +24,9 @@ def provable_fields(with_mode: bool = True) -> tuple[Any, ...]:
                   "default C / (tau eta): one step then moves the model by at most the paper's 2C/m)",
                   low=0.0, low_open=True, high=1e12, optional=True),
             Field("feature_norm", float, None, "declared bound X on every input's norm; local training clips "
-                  "inputs to it (sensitivity = provable, more than one step of a one-output linear model: the "
-                  "convex bound 2 tau eta C_g/m then applies, with the step-size condition eta <= 2/L for "
-                  "L = kappa (X^2 + 1) + mu + lambda, independent of the data)",
+                  "inputs to it (sensitivity = provable, more than one step of a one-output linear model: "
+                  "the convex bound 2 tau eta C_g/m then applies, with the step-size condition eta <= 2/L "
+                  "for L = kappa (X^2 + 1) + mu + lambda, independent of the data)",
                   low=0.0, low_open=True, high=1e12, optional=True),
             Field("tau", int, None, "local steps per round the provable sensitivity covers (fedbound train: "
                   "[train] local_steps; plan: default 1)", low=1, high=MAX_LOCAL_STEPS, optional=True),

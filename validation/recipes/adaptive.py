@@ -113,9 +113,8 @@ def adaptive_plan(
 ):
     """PADPFL's noise plan (module docstring) for ``rounds`` rounds and the actual client sizes."""
     from fedbound.accounting.classic import classic_range_message
-    from fedbound.training.plan import NoisePlan, View
-
     from fedbound.bounds.provable import PAPER_LEAK
+    from fedbound.training.plan import NoisePlan, View
 
     setting = _setting(setting, train or {})
     R, eps, delta = int(setting["R"]), setting["eps"], setting["delta"]

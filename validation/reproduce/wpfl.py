@@ -35,7 +35,8 @@ per round instead of eq. (20)'s one: with 200 images per client, q = 0.01 draws 
 T0 = 5 uploads one step per round leaves every PL model at about 17 % test accuracy (loss ~ ln 10), so every
 comparison would be one between untrained models; ten steps reach ~51 %.  ``--scale paper`` restores one.
 Theorem 1's sigma_DP runs in the paper-reproduction mode (``[train] paper_reproduction``): its delta_Q is a
-per-outcome delta, and under exact accounting it is not (eps, delta)-DP at eps_Q, as ``verdicts.json`` says."""
+per-outcome delta, and under exact accounting it is not (eps, delta)-DP at eps_Q, as ``verdicts.json``
+says."""
 
 METRIC = "pl_test_accuracy"
 TINY = Scale(seeds=1, overrides=("T=2",))
