@@ -51,7 +51,7 @@ MODES = ("paper", "provable")
 DEFAULT_MODE = "provable"
 """What an unset ``sensitivity`` means: the mechanism NbAFL and PADPFL deploy by default is private as
 accounted."""
-KEYS = ("sensitivity", "C_g", "tau", "eta", "model_norm_bound", "feature_norm", "decay")
+KEYS = ("sensitivity", "C_g", "tau", "eta", "model_norm_bound", "feature_norm", "decay", "batch")
 """The setting keys of this module (a planner that reads every key as a number drops them)."""
 PAPER_LEAK = ("the paper's 2C/m is not a bound for more than one local step: fedbound's audit measured a "
               "noise-free shift of 2.33 against the assumed 0.4 (5.8x, LEAK) for NbAFL's MNIST example with "
@@ -87,12 +87,14 @@ def growth_recursion(C_g: float, m: float, tau: int, eta: float, decay: float = 
 
 
 def local_sensitivity(C: float, C_g: float, m: float, tau: int, eta: float, model_norm: bool = False,
-                      decay: float = 0.0) -> float:
+                      decay: float = 0.0, batch: int | None = None) -> float:
     """``min(2C, growth recursion, 2 tau eta C_g / m)`` (module docstring); the convex linear bound
     ``2 tau eta C_g / m`` is left out with ``model_norm`` (more than one step of a model it does not cover:
     a non-convex one, or a linear one without a declared feature norm).  ``decay``: the data-independent
     curvature ``mu + lambda`` of the local objective (proximal and weight-decay terms; 0 is safe whenever
-    ``eta decay <= 2``)."""
+    ``eta decay <= 2``).  ``batch``: mini-batches of ``B`` records drawn the same way on both datasets (the
+    engine keys them by round and step): a step's mean of clipped gradients still has norm ``<= C_g``, and the
+    replaced record weighs ``1 / min(B, m)`` in the steps it is drawn in, so ``m`` reads ``min(B, m)``."""
     for name, value in (("C", C), ("C_g", C_g), ("eta", eta), ("m", m)):
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise ParameterError(name, value, "(0, inf)")
@@ -100,16 +102,19 @@ def local_sensitivity(C: float, C_g: float, m: float, tau: int, eta: float, mode
         raise ParameterError("tau", tau, "integer in [1, inf)")
     if not (isinstance(decay, int | float) and math.isfinite(decay) and decay >= 0):
         raise ParameterError("decay", decay, "[0, inf)")
-    bounds = [2.0 * C, growth_recursion(C_g, m, tau, eta, decay)]
+    if batch is not None and not (isinstance(batch, int) and batch >= 1):
+        raise ParameterError("batch", batch, "integer in [1, inf) or None (full batches)")
+    per_step = min(float(batch), m) if batch else m
+    bounds = [2.0 * C, growth_recursion(C_g, per_step, tau, eta, decay)]
     if not model_norm:
-        bounds.append(2.0 * tau * eta * C_g / m)
+        bounds.append(2.0 * tau * eta * C_g / per_step)
     return min(bounds)
 
 
 def effective_clip(C: float, C_g: float, m: float, tau: int, eta: float, model_norm: bool = False,
-                   decay: float = 0.0) -> float:
+                   decay: float = 0.0, batch: int | None = None) -> float:
     """``C_eff`` with ``2 C_eff / m = local_sensitivity(...)`` (module docstring)."""
-    return local_sensitivity(C, C_g, m, tau, eta, model_norm, decay) * m / 2.0
+    return local_sensitivity(C, C_g, m, tau, eta, model_norm, decay, batch) * m / 2.0
 
 
 def _resolved(setting: Mapping[str, Any], clip_key: str) -> dict[str, Any]:
@@ -123,14 +128,15 @@ def _resolved(setting: Mapping[str, Any], clip_key: str) -> dict[str, Any]:
         raise ConfigError(f"sensitivity = \"provable\" with {given} needs "
                           "eta, the local step size (fedbound train takes tau and eta from [train] "
                           "local_steps and lr)")
-    if eta is None:  # one step at the default C_g = C / eta: 2 eta C_g / m = 2C/m whatever eta is
-        return {"C": C, "C_g": C, "tau": 1, "eta": 1.0, "decay": 0.0}
+    batch = setting.get("batch")
+    if eta is None:  # one step at the default C_g = C / eta: 2 eta C_g / b = 2C/b whatever eta is
+        return {"C": C, "C_g": C, "tau": 1, "eta": 1.0, "decay": 0.0, "batch": int(batch) if batch else None}
     C_g = setting.get("C_g")
     decay = setting.get("decay")
     if decay is None:
         decay = float(setting.get("mu") or 0.0)
     return {"C": C, "C_g": float(C_g) if C_g is not None else default_gradient_clip(C, tau, float(eta)),
-            "tau": tau, "eta": float(eta), "decay": float(decay)}
+            "tau": tau, "eta": float(eta), "decay": float(decay), "batch": int(batch) if batch else None}
 
 
 def apply(setting: Mapping[str, Any], *, clip_key: str, m: float, paper: str, assumption: str
@@ -145,7 +151,7 @@ def apply(setting: Mapping[str, Any], *, clip_key: str, m: float, paper: str, as
         return out
     r = _resolved(setting, clip_key)
     model_norm = bool(setting.get("model_norm_bound", False))
-    c_eff = effective_clip(r["C"], r["C_g"], float(m), r["tau"], r["eta"], model_norm, r["decay"])
+    c_eff = effective_clip(r["C"], r["C_g"], float(m), r["tau"], r["eta"], model_norm, r["decay"], r["batch"])
     out[clip_key] = c_eff
     if math.isclose(c_eff, r["C"], rel_tol=1e-12):  # e.g. one step at the default C_g: the paper's 2C/m
         return out
@@ -176,7 +182,8 @@ def premise(setting: Mapping[str, Any], *, clip_key: str, m: float, paper: str, 
                 f"gradients; {PAPER_LEAK}")
     r = _resolved(setting, clip_key)
     model_norm = bool(setting.get("model_norm_bound", False))
-    value = local_sensitivity(r["C"], r["C_g"], float(m), r["tau"], r["eta"], model_norm, r["decay"])
+    value = local_sensitivity(r["C"], r["C_g"], float(m), r["tau"], r["eta"], model_norm, r["decay"],
+                              r["batch"])
     steps = "one local step" if r["tau"] == 1 else f"{r['tau']} local steps"
     clip = ("C_g = C/(tau eta), the default" if setting.get("C_g") is None else f"C_g = {r['C_g']:g}")
     return (f"the provable sensitivity {value:.4g} of a client's clipped upload for {steps} of full-batch "

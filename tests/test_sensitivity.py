@@ -115,6 +115,26 @@ def test_growth_recursion_bounds_several_steps_of_a_non_convex_model(mu, weight_
     assert worst > 2 * lr * c_g / M
 
 
+def test_growth_recursion_holds_with_fixed_size_minibatches():
+    """B = 3 of m = 8 records a step (drawn the same way on both datasets): the replaced record weighs 1/3 in
+    the steps it is drawn in, so the bound reads min(B, m) for m; brute force as above."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((M, 3)).astype(np.float32)
+    y = rng.integers(0, 3, M)
+    model = build_model("mlp", (3,), 3, hidden=6)
+    data = ClientData.from_partition(x, y, [np.arange(M)], dtype=torch.float64)
+    local = LocalSGD(steps=4, lr=0.5, batch_size=3, prox_mu=0.5, per_sample_clip=0.2)
+    check_provable_step(model, local)
+    bound = provable.local_sensitivity(1e6, 0.2, M, 4, 0.5, model_norm=True, decay=0.5, batch=3)
+    assert bound > provable.local_sensitivity(1e6, 0.2, M, 4, 0.5, model_norm=True, decay=0.5)
+    reps = [Replacement(i, c, lab) for i, c, lab in itertools.product(range(M), [*x, x[0] * 30], range(3))]
+    start = model.init(torch.Generator().manual_seed(1), torch.float64).unsqueeze(0)
+    up = client_uploads(NbAFL(1, 1e6, local), model, neighbours(data, 0, [None, *reps]), start,
+                        options=_options())[0]
+    worst = float(torch.linalg.vector_norm(up[1:] - up[0], dim=1).max())
+    assert 0 < worst <= bound * (1 + 1e-9)
+
+
 def test_one_clipped_step_is_exact_for_any_model():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((M, 5)).astype(np.float32)
@@ -148,8 +168,9 @@ def test_provable_step_premises_are_checked():
     # several steps of a linear model without a declared feature norm: the general bound (growth recursion)
     # covers it, so training may start (the plan then uses that bound, not the convex one)
     check_provable_step(model, LocalSGD(steps=3, lr=0.1, per_sample_clip=1.0))
-    with pytest.raises(ConfigError, match="batch_size = 0"):
-        check_provable_step(model, LocalSGD(steps=3, lr=0.1, batch_size=4, per_sample_clip=1.0))
+    check_provable_step(model, LocalSGD(steps=3, lr=0.1, batch_size=4, per_sample_clip=1.0))  # B of m
+    with pytest.raises(ConfigError, match="not Poisson-sampled"):
+        check_provable_step(model, LocalSGD(steps=3, lr=0.1, sample_rate=0.5, per_sample_clip=1.0))
     with pytest.raises(ConfigError, match="per-sample gradient clipping"):
         check_provable_step(model, LocalSGD(steps=3, lr=0.1))
     assert ceiling == pytest.approx(0.5 * (2.0**2 + 1))  # kappa (X^2 + 1), 2-class logistic

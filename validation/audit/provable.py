@@ -5,7 +5,7 @@ PADPFL).
 ``sensitivity`` = ``"provable"`` when unset; ``tau`` = ``[train] local_steps``, ``eta`` = the local learning
 rate, ``C_g`` = ``C / (tau eta)`` when unset (``fedbound.bounds.provable.default_gradient_clip``), ``decay``
 = the proximal ``mu`` plus ``[train] weight_decay`` (the data-independent curvature the growth recursion
-reads), and ``model_norm_bound`` = true when more than one step is trained and the convex linear bound does
+reads), ``batch`` = ``[train] batch_size`` (0: full batches), and ``model_norm_bound`` = true when more than one step is trained and the convex linear bound does
 not cover the run (a model other than a one-output linear one, or a linear one without ``feature_norm``):
 then the general bound ``min(2C, growth recursion)`` applies.  With ``feature_norm`` X, more than one step of
 a one-output linear model reads the convex bound too (inputs clipped to X: the step-size condition then reads
@@ -62,7 +62,8 @@ def provable_setting(setting: Mapping[str, Any], train: Mapping[str, Any], defau
     C_g = setting.get("C_g")
     if C_g is None:
         C_g = default_gradient_clip(float(setting["C"]), run["tau"], run["eta"])
-    out.update(run, C_g=float(C_g), decay=decay, model_norm_bound=run["tau"] > 1 and not convex)
+    out.update(run, C_g=float(C_g), decay=decay, model_norm_bound=run["tau"] > 1 and not convex,
+               batch=int(train.get("batch_size") or 0) or None)
     return out
 
 
@@ -74,4 +75,4 @@ def sensitivity_clip(setting: Mapping[str, Any], clip_key: str, m: float) -> flo
         return float(setting[clip_key])
     return effective_clip(float(setting[clip_key]), float(setting["C_g"]), float(m), int(setting["tau"]),
                           float(setting["eta"]), bool(setting.get("model_norm_bound")),
-                          float(setting.get("decay") or 0.0))
+                          float(setting.get("decay") or 0.0), setting.get("batch"))
