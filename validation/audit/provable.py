@@ -5,14 +5,15 @@ PADPFL).
 ``sensitivity`` = ``"provable"`` when unset; ``tau`` = ``[train] local_steps``, ``eta`` = the local learning
 rate, ``C_g`` = ``C / (tau eta)`` when unset (``fedbound.bounds.provable.default_gradient_clip``), ``decay``
 = the proximal ``mu`` plus ``[train] weight_decay`` (the data-independent curvature the growth recursion
-reads), ``batch`` = ``[train] batch_size`` (0: full batches), and ``model_norm_bound`` = true when more than
-one step is trained and the convex linear bound does not cover the run (a model other than a one-output linear one, or a linear one without ``feature_norm``):
-then the general bound ``min(2C, growth recursion)`` applies.  With ``feature_norm`` X, more than one step of
-a one-output linear model reads the convex bound too (inputs clipped to X: the step-size condition then reads
-no record, so whether the run trains and its sensitivity are the same on neighbouring datasets).
-:func:`sensitivity_clip` is the clip ``C_eff`` whose ``2 C_eff / m_i`` is the plan's sensitivity (the
-paper's ``C`` in paper mode).  The algorithm and the plan of a run both read the setting this returns, so
-what local training clips is what the ledger counts.
+reads), ``batch`` = ``[train] batch_size`` (0: full batches), and ``model_norm_bound`` = true when more
+than one step is trained and the convex linear bound does not cover the run (a model other than a
+one-output linear one, or a linear one without ``feature_norm``): then the general bound ``min(2C, growth
+recursion)`` applies.  With ``feature_norm`` X, more than one step of a one-output linear model reads the
+convex bound too (inputs clipped to X: the step-size condition then reads no record, so whether the run
+trains and its sensitivity are the same on neighbouring datasets).  :func:`sensitivity_clip` is the clip
+``C_eff`` whose ``2 C_eff / m_i`` is the plan's sensitivity (the paper's ``C`` in paper mode).  The algorithm
+and the plan of a run both read the setting this returns, so what local training clips is what the ledger
+counts.
 """
 
 from __future__ import annotations
