@@ -175,8 +175,8 @@ def test_dppfl_plans_without_n(capsys):
 
 def test_sweep_warns_when_the_noise_under_delivers(capsys, tmp_path):
     """examples/nbafl_logistic.toml with the paper's sigma: the tight accountant spends eps = 165.9 of a
-    budget of 50.  The run is refused (a failed run of the sweep, exit 1); in the paper-reproduction mode it runs and
-    sweep says so, as train does (its JSON under "warnings", its table as warning lines)."""
+    budget of 50.  The run is refused (a failed run of the sweep, exit 1); in the paper-reproduction mode it
+    runs and sweep says so, as train does (its JSON under "warnings", its table as warning lines)."""
     argv = ["sweep", "nbafl", str(EXAMPLES / "nbafl_logistic.toml"), "--vs", "T", "--values", "2", "--set",
             'train.noise="paper"', "--no-progress"]
     capsys.readouterr()
