@@ -487,9 +487,10 @@ def check_provable_step(model: Model, local: object) -> None:
     """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises: full or fixed-size
     mini-batches (not Poisson-sampled ones, whose weights need not sum to 1), per-sample clipping, and for
     more than one step of a one-output linear model inputs clipped to a declared norm X and ``eta <= 2/L``
-    with L the data-independent :func:`smoothness_ceiling` (module docstring).  No record is read, so the decision is the same on neighbouring datasets.  More than one
-    step of any other model, or of a linear one without a declared norm, is covered by the general bound
-    ``min(2C, growth recursion)`` of ``fedbound.bounds.provable`` only, which the plan then uses."""
+    with L the data-independent :func:`smoothness_ceiling` (module docstring).  No record is read, so the
+    decision is the same on neighbouring datasets.  More than one step of any other model, or of a linear
+    one without a declared norm, is covered by the general bound ``min(2C, growth recursion)`` of
+    ``fedbound.bounds.provable`` only, which the plan then uses."""
     if getattr(local, "per_sample_clip", None) is None:
         raise ConfigError("sensitivity = \"provable\" needs per-sample gradient clipping in local training "
                           "(C_g)")
