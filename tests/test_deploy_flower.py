@@ -41,6 +41,7 @@ beta = 1.0
 rho = 1.0
 B = 1.0
 mu = 4.0
+sensitivity = "paper"
 
 [train]
 dataset = "digits"
@@ -48,6 +49,7 @@ model = "logreg"
 local_steps = 2
 lr = 0.2
 probe_records = 0
+paper_reproduction = true  # the paper's mechanism: its classic sigma at eps = 60 spends more exactly
 """
 
 UDP_CRD = """
@@ -68,6 +70,7 @@ zeta = 0.02
 dataset = "digits"
 model = "logreg"
 samples_per_client = 30
+paper_reproduction = true  # the paper's moments accountant binds (eq. (10) spends more exactly)
 """
 
 
