@@ -185,6 +185,8 @@ def test_zero_noise_is_refused_by_the_plan_and_infinite_epsilon_in_the_ledger():
                    {"uplink": 1.0}, rounds=3)
     ledger_for([View("down", "broadcast")], {"uplink": np.zeros(3), "server": np.ones(3)}, {"uplink": 1.0},
                rounds=3)  # the server's noise alone protects a broadcast
+    ledger_for([View("up", "upload")], {"uplink": np.zeros(3)}, {"uplink": 1.0}, rounds=3,
+               eps=math.inf)  # an infinite budget promises nothing: zero noise is no contradiction
     ledger = ledger_for([View("up", "upload")], {"uplink": np.ones(3)}, {"uplink": 1.0}, rounds=3, eps=10.0)
     rel = [replace(r, z=np.zeros(4), z_all=np.zeros(4))  # a release without noise, made by hand
            for r in ledger.releases(0, np.arange(4), np.full(4, 0.25))]
