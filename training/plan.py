@@ -166,8 +166,9 @@ class NoisePlan:
                     raise ParameterError(f"view {view.name!r} stage", stage, "a stage with a sigma")
             if view.stage not in sens:
                 raise ParameterError(f"view {view.name!r} stage", view.stage, "a stage with a sensitivity")
-        silent = _silent_release(self.views, sigma, self.rounds, self.num_clients) if math.isfinite(self.eps) \
-            else None  # an infinite budget promises nothing (the audit's noise-free copies)
+        # zero noise at a finite budget is refused; an infinite budget promises nothing (the audit's copies)
+        finite = math.isfinite(self.eps)
+        silent = _silent_release(self.views, sigma, self.rounds, self.num_clients) if finite else None
         if silent is not None:
             view, stage, t, i = silent
             raise ParameterError(f"sigma[{stage!r}] in round {t + 1} (client {i})", 0.0,
