@@ -201,3 +201,21 @@ def test_the_progress_bar_shows_the_binding_eps_against_the_budget_and_the_paper
     plan = _plan(1.0, 2, 6.0)
     text = postfix({"loss": 0.5, "epsilon_spent": 5.7, "epsilon_spent_paper": 27.25}, plan)
     assert "eps=5.7/6 (tight, binding)" in text and "paper's claim=27.25" in text
+
+
+def test_the_issues_flower_command_is_refused_in_one_line(capsys, tmp_path):
+    """`fedbound flower nbafl examples/nbafl_logistic.toml --set T=2` with the paper's sigma spends exact eps =
+    165.9 of 50 (the issue): refused before any app is written or run."""
+    pytest.importorskip("flwr")
+    from fedbound.cli import main
+
+    out = tmp_path / "app"
+    args = ["flower", "nbafl", str(REPO / "examples/nbafl_logistic.toml"), "--set", "T=2", "--set",
+            'train.noise="paper"', "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "exact eps = 165.9 > budget 50" in err
+    assert not out.exists()
+    assert main([*args[:-2], "--set", "train.paper_reproduction=true", "--out", str(out), "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)  # the app of the paper's mechanism, as asked
+    assert written["plan"]["plan.T"] == 2 and (out / "pyproject.toml").is_file()
