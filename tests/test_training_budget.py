@@ -204,8 +204,8 @@ def test_the_progress_bar_shows_the_binding_eps_against_the_budget_and_the_paper
 
 
 def test_the_issues_flower_command_is_refused_in_one_line(capsys, tmp_path):
-    """`fedbound flower nbafl examples/nbafl_logistic.toml --set T=2` with the paper's sigma spends exact eps =
-    165.9 of 50 (the issue): refused before any app is written or run."""
+    """`fedbound flower nbafl examples/nbafl_logistic.toml --set T=2` with the paper's sigma spends exact
+    eps = 165.9 of 50 (the issue): refused before any app is written or run."""
     pytest.importorskip("flwr")
     from fedbound.cli import main
 
