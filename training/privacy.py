@@ -50,6 +50,15 @@ Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
   post-processing).
 * ``"none"``: no paper accounting.
 
+Which binds: :meth:`PrivacyLedger.check_budget` holds ``plan.eps`` on the tight column, the least of the
+valid upper bounds on the mechanism's epsilon, whatever the plan's sigma's were calibrated for; only a plan in
+the paper-reproduction mode (``plan.paper_reproduction``, ``[train] paper_reproduction``) binds on the paper's
+column (``plan.binding_accountant``).  Checking before each round with quantities that read no record (the
+plan's sigma's, the participants) is valid under adaptive composition: per participation pattern the
+releases compose as above, and the stopping rule depends on nothing else (for the unsampled part, the
+Gaussian-DP filter of Smith & Thakurta 2022, "Fully adaptive composition for Gaussian differential
+privacy").  ``fedbound.training.budget`` runs the same ledger over a plan's rounds before training.
+
 Both accountants convert RDP to (eps, delta) over ``plan.orders`` (default ``CALIBRATION_ORDERS``, the
 orders ``fedbound.accounting.calibrate_noise`` calibrates on: a sigma calibrated there spends exactly its
 eps here).
