@@ -85,6 +85,11 @@ demo: $(STAMP)
 	@echo "== 5. Sweeps: NbAFL over T x 2 seeds, batched in one engine call (re-running resumes; table in"
 	@echo "==    $(DEMO_OUT)/sweep_nbafl_T/table.csv)"
 	$(FEDBOUND) sweep nbafl examples/nbafl_mnist.toml --vs T --values 2,4 --seeds 2 --set train.model=logreg --out $(DEMO_OUT)/sweep_nbafl_T --no-progress
+	@echo "== 5b. One binding eps: the budget binds on the tight accountant. UDP + CRD with the paper's sigma at T = 2"
+	@echo "==     spends eps = 11.78 > 8 exactly: refused before training in one line (exit 2, as expected);"
+	@echo "==     [train] paper_reproduction = true runs it anyway, every output saying it is not (eps, delta)-DP"
+	! $(FEDBOUND) train udp examples/udp_crd_mnist.toml --set T=2 --set train.model=logreg --set train.noise=paper --out $(DEMO_OUT)/udp_refused
+	$(FEDBOUND) train udp examples/udp_crd_mnist.toml --set T=2 --set train.model=logreg --set train.noise=paper --set train.paper_reproduction=true --out $(DEMO_OUT)/udp_paper_reproduction --overwrite --no-progress | grep -E "binding|privacy|claims|tight accountant"
 	@echo "== 6. Privacy audit (1,000 trials per side through the engine, logistic regression): NbAFL as the paper"
 	@echo "==    trains it (10 weak-prox local steps) moves the clipped upload past 2C/m and the audit says LEAK;"
 	@echo "==    with sensitivity = provable (per-sample clipping C_g) it is consistent. Figures + JSON in $(DEMO_OUT)"

@@ -455,14 +455,18 @@ def _problem(s: Mapping[str, Any], design: Design, T: float, accounting: str) ->
     )
 
 
-def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """With ``sensitivity = "provable"``: the setting with the effective clip of
-    :func:`fedbound.bounds.provable.for_planner` (the program then uses eq. (10)'s form) and the note."""
-    if s.get("sensitivity") != "provable":
-        return s, None
+def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None, str]:
+    """With ``sensitivity = "provable"`` (the default): the setting with the effective clip of
+    :func:`fedbound.bounds.provable.for_planner` (the program then uses eq. (10)'s form) and the note; and
+    the premise the plan rests on for the sensitivity it deploys
+    (:func:`fedbound.bounds.provable.premise`)."""
+    how = {"clip_key": "C", "paper": SHORT, "assumption": "client sensitivity 2B/m of eq. (8)"}
+    if provable.mode(s) != "provable":
+        m = float(np.min(design_from_settings(s).client_sizes))
+        return s, None, provable.premise(s, m=m, **how)
     m = float(np.min(design_from_settings(s).client_sizes))
-    return provable.for_planner(s, clip_key="C", m=m, paper=SHORT, assumption="client sensitivity 2B/m of "
-                                "eq. (8)")
+    given, note = provable.for_planner({**s, "sensitivity": "provable"}, m=m, **how)
+    return given, note, provable.premise({**s, "sensitivity": "provable"}, m=m, **how)
 
 
 def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) -> Optimum:
@@ -471,7 +475,7 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     bounds, floor, sensitivity) at ``T`` rounds (default the setting's T, else 30) under tight accounting;
     otherwise the bound's argmin over the same feasible set (:func:`bound_optimal_impact_factors`, the
     same at every T)."""
-    s, _ = _provable(normalised_settings(settings, ("N", "R", "parts", "ratios")))
+    s, _, _ = _provable(normalised_settings(settings, ("N", "R", "parts", "ratios")))
     design = design_from_settings(s)
     design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
     problem = _problem(s, design, float(T or s.get("T", 30)), "tight")
@@ -500,7 +504,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
 
 def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
     """:func:`plan` computed (no cache)."""
-    s, provable_note = _provable(normalised_settings(settings))
+    s, provable_note, sensitivity_premise = _provable(normalised_settings(settings))
     if variant not in ("paper", "corrected"):
         raise ParameterError("variant", variant, "'paper' or 'corrected'")
     design = design_from_settings(s)
@@ -581,8 +585,7 @@ def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
         "server": _one(noise_rec["server"]),
     }
     premises = (
-        "the paper's sensitivity 2B/min_i m_i per upload and 2B max_i p_i/min_i m_i per broadcast "
-        f"({SHORT}, eqs. (7), (10)): the local solve is a full-batch argmin clipped to B (eq. (6))",
+        sensitivity_premise,
         f"R = {s['R']} uplink exposures per client; every broadcast is a release (linear in T in the paper, "
         "exact Gaussian composition here)",
         f"assumed loss constants Theta, A, gamma, rho, beta ({SHORT} states none)",

@@ -45,6 +45,7 @@ beta = 1.0
 rho = 1.0
 B = 1.0
 mu = 4.0
+sensitivity = "paper"
 
 [train]
 dataset = "digits"
@@ -73,6 +74,7 @@ zeta = 0.02
 dataset = "digits"
 model = "logreg"
 samples_per_client = 30
+paper_reproduction = true  # the paper's moments accountant binds (eq. (10) spends more exactly)
 """
 
 

@@ -181,15 +181,19 @@ def test_a_missing_client_refuses_the_round_and_the_rerun_adds_the_same_noise(tm
 
 
 def test_a_plan_short_of_noise_is_stopped_by_the_ledger_before_the_budget(tmp_path, monkeypatch):
-    """(d) with 0.9 sigma the third round would exceed eps = 30: the ledger (not mocked) stops the Flower
-    run after round 2, with no more than eps spent, and says so (PrivacyBudgetExceeded)."""
+    """(d) with 0.9 sigma the third round would exceed eps = 30: the check before training refuses the
+    setting in one line (issue 32); run anyway ([train] paper_reproduction: DP-FedAvg has no paper
+    accountant, so the tight one still binds), the ledger (not mocked) stops the Flower run after round 2,
+    with no more than eps spent, and says so (PrivacyBudgetExceeded)."""
     import fedbound.deploy.dpfedavg as mech
     from fedbound.errors import PrivacyBudgetExceeded
 
     calibrated = mech.dpfedavg_sigma
     monkeypatch.setattr(mech, "dpfedavg_sigma", lambda setting: 0.9 * calibrated(setting))
+    with pytest.raises(PrivacyBudgetExceeded, match="refused before training: .* exact eps = 3"):
+        _flower(_config(tmp_path), tmp_path / "refused")
     with pytest.raises(PrivacyBudgetExceeded, match="fedbound flower stopped before round 3.*2 of 3 rounds"):
-        _flower(_config(tmp_path), tmp_path / "run")
+        _flower(_config(tmp_path, TINY + "paper_reproduction = true\n"), tmp_path / "run")
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["rounds_done"] == 2
     assert _rounds(tmp_path / "run")["epsilon_spent"].iloc[-1] <= 30.0
 

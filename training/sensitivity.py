@@ -484,23 +484,21 @@ def smoothness_ceiling(model: Model, feature_norm: float, prox_mu: float = 0.0, 
 
 
 def check_provable_step(model: Model, local: object) -> None:
-    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises: full batches,
-    per-sample clipping, and for more than one step of a one-output linear model inputs clipped to a
-    declared norm X and ``eta <= 2/L`` with L the data-independent :func:`smoothness_ceiling` (module
-    docstring).  No record is read, so the decision is the same on neighbouring datasets.  More than one
-    step of any other model is covered by the model-norm bound 2C only, which the plan then uses."""
+    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises: full or fixed-size
+    mini-batches (not Poisson-sampled ones, whose weights need not sum to 1), per-sample clipping, and for
+    more than one step of a one-output linear model inputs clipped to a declared norm X and ``eta <= 2/L``
+    with L the data-independent :func:`smoothness_ceiling` (module docstring).  No record is read, so the
+    decision is the same on neighbouring datasets.  More than one step of any other model, or of a linear
+    one without a declared norm, is covered by the general bound ``min(2C, growth recursion)`` of
+    ``fedbound.bounds.provable`` only, which the plan then uses."""
     if getattr(local, "per_sample_clip", None) is None:
         raise ConfigError("sensitivity = \"provable\" needs per-sample gradient clipping in local training "
                           "(C_g)")
-    if getattr(local, "batch_size", None) or getattr(local, "sample_rate", None) is not None:
-        raise ConfigError("sensitivity = \"provable\" is proven for full-batch local steps: set [train] "
-                          "batch_size = 0")
-    if local.steps <= 1 or convex_one_output(model) is None:
+    if getattr(local, "sample_rate", None) is not None:
+        raise ConfigError("sensitivity = \"provable\" is proven for full-batch or fixed-size mini-batch "
+                          "local steps, not Poisson-sampled ones: set [train] batch_size instead")
+    if local.steps <= 1 or convex_one_output(model) is None or getattr(local, "feature_clip", None) is None:
         return
-    if getattr(local, "feature_clip", None) is None:
-        raise ConfigError(f"sensitivity = \"provable\" with {local.steps} local steps of a linear model "
-                          "needs feature_norm, the declared bound on every input's norm (inputs are clipped "
-                          "to it): the step-size condition eta <= 2/L must not depend on the data")
     ceiling = smoothness_ceiling(model, local.feature_clip, local.prox_mu, local.weight_decay)
     if local.lr > 2.0 / ceiling:
         raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = "

@@ -11,6 +11,22 @@ import typer
 from fedbound.commands._common import ConfigArg, JsonFlag, ProgressFlag, SetOverrides
 
 SHOWN = ("loss", "test_accuracy", "accuracy", "epsilon_spent", "epsilon_spent_paper")
+HEADERS = {"epsilon_spent": "eps (tight)", "epsilon_spent_paper": "eps, the paper's claim"}
+
+
+def _budget(summary: dict) -> dict:
+    """A run's binding epsilon against its budget (``fedbound.training.metrics.summary``)."""
+    keys = ("binding_accountant", "epsilon_binding", "eps_budget", "privacy")
+    return {k: summary.get(k) for k in keys if k in summary}
+
+
+def _binding_text(budget: dict | None) -> str:
+    if not budget or budget.get("eps_budget") is None:
+        return "-"
+    spent = budget.get("epsilon_binding")
+    shown = "-" if spent is None else f"{spent:.4g}"
+    text = f"{shown} / {budget['eps_budget']:g} ({budget['binding_accountant']})"
+    return text + (" NOT DP at budget" if str(budget.get("privacy", "")).startswith("not ") else "")
 
 
 def _values(key: str, text: str) -> list:
@@ -91,17 +107,22 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                              progress=progress and not json_)
         final = done.final()
         shown = [c for c in SHOWN if c in final.columns and final[c].notna().any()]
+        budget = {k: _budget(s) for k, s in done.summaries.items()}
         # each run's warnings (e.g. the noise under-delivers its budget), as `train` prints them
         run_warnings = {k: list(s["warnings"]) for k, s in done.summaries.items() if s.get("warnings")}
         if json_:
             print_json({"out": str(done.out), "table": str(done.out / "table.csv"),
-                        "final": final[["key", vs, "seed", "round", *shown]].to_dict("records"),
+                        "final": [{**r, **budget.get(r["key"], {})} for r in
+                                  final[["key", vs, "seed", "round", *shown]].to_dict("records")],
                         "warnings": run_warnings, "damaged": done.damaged,
                         "failed": {k: v.strip().splitlines()[-1] for k, v in done.failed.items()}})
         else:
-            rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown)] for _, r in final.iterrows()]
+            rows = [[r[vs], r["seed"], r["round"], *(r[c] for c in shown),
+                     _binding_text(budget.get(r["key"]))] for _, r in final.iterrows()]
             print_table(f"fedbound sweep {paper}: {len(final)} runs done, {len(done.failed)} failed "
-                        f"(table: {done.out / 'table.csv'})", [vs, "seed", "rounds", *shown], rows)
+                        f"(table: {done.out / 'table.csv'})",
+                        [vs, "seed", "rounds", *(HEADERS.get(c, c) for c in shown), "binding eps / budget"],
+                        rows)
             for key, texts in run_warnings.items():
                 print_warnings([f"run {key}: {text}" for text in texts])
         for key, why in done.damaged.items():  # on stderr, so a --json answer stays one object

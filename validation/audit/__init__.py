@@ -642,8 +642,9 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
     record = None if isinstance(change, tuple) else change.index  # None: the whole client
     natural = None if found is None or found.natural is None else found.natural_shift
     return AuditResult(entry.name, verdict, tuple(results), int(trials), rounds, canary, s.target, record,
-                       s.plan.delta, s.plan.budget_accountant, control, noise_scale, time.perf_counter() - t0,
-                       tuple(notes), level, tuple(checks), tuple(reasons), seed, natural,
+                       s.plan.delta, s.plan.binding_accountant, control, noise_scale,
+                       time.perf_counter() - t0, tuple(notes), level, tuple(checks), tuple(reasons), seed,
+                       natural,
                        tuple(st for st in s.plan.sigma if np.any(s.plan.stage_matrix(st)[:rounds] > 0)),
                        base)
 

@@ -267,6 +267,9 @@ def _figure_claims(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
             rows.append([esc(t.figure), esc(doc.get("kind", t.kind)), esc(v["id"]),
                          _status(v["holds"], f"{text} ({doc['scale']})"),
                          f"{esc(v['statement'])}<div class='verdict'>{esc(v['line'])}</div>"])
+        if doc.get("privacy"):  # the paper's own mechanism past its budget: what its runs really spend
+            rows.append([esc(t.figure), esc(doc.get("kind", t.kind)), "privacy",
+                         _status(False, "not (ε, δ)-DP at the stated budget"), esc(doc["privacy"])])
         csv = path.parent / doc["csv"]
         if csv.exists():
             figures.append(_plotly_figure(doc, csv, f"fig-{paper.name}-{t.figure}"))

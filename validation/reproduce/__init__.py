@@ -46,7 +46,7 @@ from fedbound.validation.reproduce.claims import ClaimVerdict, FigureClaim, case
 
 __all__ = ["Case", "Scale", "PaperScale", "Target", "Uncovered", "Reproduction", "cases", "grid",
            "toml_literal", "toml_text", "targets", "find", "specs", "reproduce", "check_scale",
-           "verdict_json", "SCALES"]
+           "verdict_json", "privacy_note", "SCALES"]
 
 SCALES = ("tiny", "demo", "paper")
 
@@ -167,10 +167,14 @@ class Reproduction:
     verdicts: list[Any]
     files: dict[str, Path]
     failed: dict[str, str] = field(default_factory=dict)
+    privacy: str | None = None
+    """What the runs spend where the figure reproduces a paper past its budget (:func:`privacy_note`)."""
 
     def lines(self) -> list[str]:
         head = f"{self.target.paper} {self.target.figure}"
         out = [f"{head}: {v.line()}" for v in self.verdicts]
+        if self.privacy:
+            out.append(f"{head}: {self.privacy}")
         if self.failed:
             out.append(f"{head}: {len(self.failed)} run(s) failed; their tracebacks are in "
                        f"{self.files['verdicts']}")
@@ -255,6 +259,17 @@ def verdict_json(v: ClaimVerdict, kind: str, better: str) -> dict[str, Any]:
             "line": v.line()}
 
 
+def privacy_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line on the runs of a figure in the paper-reproduction mode (``[train] paper_reproduction``) that
+    are not (eps, delta)-DP at their stated budget under exact accounting; None when every run is."""
+    over = [s for s in summaries if s.get("paper_reproduction") and s.get("privacy", "").startswith("not ")]
+    if not over:
+        return None
+    worst = max(over, key=lambda s: s.get("epsilon_spent") or math.inf)
+    return (f"paper reproduction ([train] paper_reproduction = true): {len(over)} of {len(summaries)} runs "
+            f"are {worst['privacy'].split(':')[0]} (the worst: {worst['privacy'].split(': ', 1)[1]})")
+
+
 def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, folder: Path) -> Reproduction:
     """Judge ``target``'s claims on its runs of ``sweep``; write its CSV, figure and ``verdicts.json``."""
     from fedbound.validation.reproduce.figure import draw
@@ -282,8 +297,10 @@ def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, fol
            "csv": files["csv"].name, "png": files["png"].name, "svg": files["svg"].name,
            "kind": target.kind, "claims": [verdict_json(v, c.kind, c.better)
                                            for v, c in zip(verdicts, target.claims, strict=True)]}
+    privacy = privacy_note([sweep.summaries[k] for k in keys if k in sweep.summaries])
+    doc["privacy"] = privacy
     files["verdicts"].write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    return Reproduction(target, scale, verdicts, files, failed)
+    return Reproduction(target, scale, verdicts, files, failed, privacy)
 
 
 def reproduce(chosen: Any, out: str | Path, *, scale: str = "demo",
