@@ -196,13 +196,13 @@ def _record_flower_epsilon(runner: Any) -> None:
             runner.ctx.log("epsilon_flower", eps)
 
 
-def binding_epsilon(values: Mapping[str, Any], budget_accountant: str) -> tuple[float | None, str,
+def binding_epsilon(values: Mapping[str, Any], binding_accountant: str) -> tuple[float | None, str,
                                                                                 float | None, str]:
     """``(binding eps, its label, the other eps, its label)`` of a metrics row or summary: the budget binds
-    on ``budget_accountant`` (the plan's: the tight accountant, or the paper's in a paper-reproduction
+    on ``binding_accountant`` (the plan's: the tight accountant, or the paper's in a paper-reproduction
     run); the other is shown beside it (the paper's claim, or the exact eps)."""
     tight, paper = values.get("epsilon_spent"), values.get("epsilon_spent_paper")
-    if budget_accountant == "paper":
+    if binding_accountant == "paper":
         return paper, "the paper's accountant (paper reproduction)", tight, "exact (tight accountant)"
     return tight, "tight accountant", paper, "the paper's claim (its own accountant)"
 
@@ -211,7 +211,7 @@ def not_dp_note(values: Mapping[str, Any], plan: Any) -> str | None:
     """In a run whose budget binds on the paper's accountant (paper reproduction): "not (ε, δ)-DP at the
     stated budget: exact ε = X" once the exact (tight) eps exceeds the budget; None otherwise."""
     exact = values.get("epsilon_spent")
-    if plan is None or plan.budget_accountant != "paper" or exact is None or exact <= plan.eps * (1 + 1e-9):
+    if plan is None or plan.binding_accountant != "paper" or exact is None or exact <= plan.eps * (1 + 1e-9):
         return None
     return f"not (ε, δ)-DP at the stated budget: exact ε = {exact:.4g}"
 
@@ -222,11 +222,11 @@ def progress_text(row: Mapping[str, Any], plan: Any, reproducible: bool) -> str:
     it exceeds it), and where the noise came from."""
     parts = [f"loss={row['loss']:.4f}"] if row.get("loss") is not None else []
     if plan is not None:
-        binding, _, other, other_label = binding_epsilon(row, plan.budget_accountant)
+        binding, _, other, other_label = binding_epsilon(row, plan.binding_accountant)
         if binding is not None:
-            parts.append(f"eps={binding:.4g}/{plan.eps:g} ({plan.budget_accountant}, binding)")
+            parts.append(f"eps={binding:.4g}/{plan.eps:g} ({plan.binding_accountant}, binding)")
         if other is not None:
-            name = "exact" if plan.budget_accountant == "paper" else "paper's claim"
+            name = "exact" if plan.binding_accountant == "paper" else "paper's claim"
             parts.append(f"{name}={other:.4g}")
         note = not_dp_note(row, plan)
         if note:
@@ -334,10 +334,9 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     summary = result.summary
     summary["noise_source"] = "run seed (reproducible: simulation only)" if seeded else "os-entropy"
     if plan is not None:  # the binding eps against the budget, the other accountant's beside it, labelled
-        binding, label, other, other_label = binding_epsilon(summary, plan.budget_accountant)
-        summary.setdefault("epsilon_binding", {"value": binding, "budget": plan.eps, "delta": plan.delta,
-                                               "accountant": label, "beside": other,
-                                               "beside_is": other_label})
+        binding, label, other, other_label = binding_epsilon(summary, plan.binding_accountant)
+        summary["epsilon_binding_detail"] = {"value": binding, "budget": plan.eps, "delta": plan.delta,
+                                             "accountant": label, "beside": other, "beside_is": other_label}
     note = not_dp_note(summary, plan)
     if note and not any(note.split(":")[0] in w for w in summary.get("warnings", [])):
         summary.setdefault("warnings", []).insert(0, note)

@@ -233,12 +233,14 @@ def _silent_release(views: tuple[View, ...], sigma: Mapping[str, np.ndarray], ro
     std of an upload's or a step's stage, or of a broadcast's stage where the server adds none either."""
     for view in views:
         noise = np.broadcast_to(_as_matrix(sigma[view.stage]), (rounds, n))
+        stage = view.stage
         if view.kind == "broadcast":
+            stage = "server" if not np.any(noise > 0) else stage  # the server is the broadcast's noise
             noise = np.maximum(noise, np.broadcast_to(_as_matrix(sigma["server"]), (rounds, n)))
         zero = np.argwhere(noise <= 0)
         if len(zero):
             t, i = (int(v) for v in zero[0])
-            return view.name, view.stage, t, i
+            return view.name, stage, t, i
     return None
 
 

@@ -72,7 +72,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         rows = [("rounds done / planned", f"{s['rounds_done']} / {s['rounds_planned']}"),
                 ("final loss", s["final_loss"]), ("final accuracy", s["final_accuracy"])]
         if s["private"]:
-            binding, label, other, other_label = binding_epsilon(s, s["budget_accountant"])
+            binding, label, other, other_label = binding_epsilon(s, s["binding_accountant"])
             spent = "-" if binding is None else f"{binding:.6g}"
             rows += [(f"eps spent / budget, binding: {label}", f"{spent} / {s['eps_budget']:g} "
                                                                  f"(delta {s['delta']:g})"),
