@@ -26,7 +26,8 @@ def _binding_text(budget: dict | None) -> str:
     spent = budget.get("epsilon_binding")
     shown = "-" if spent is None else f"{spent:.4g}"
     text = f"{shown} / {budget['eps_budget']:g} ({budget['binding_accountant']})"
-    return text + (" NOT DP at budget" if str(budget.get("privacy", "")).startswith("not ") else "")
+    # the marker on a line of its own, so a narrow table never splits it
+    return text + ("\nNOT DP at budget" if str(budget.get("privacy", "")).startswith("not ") else "")
 
 
 def _values(key: str, text: str) -> list:
