@@ -270,6 +270,24 @@ def _simulation_grid(grid: Any) -> bool:
 
 def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progress: bool = False) -> Any:
     """Run the configured plan over ``grid``; write the run directory; return the TrainRun (module doc).
+    Each round and the outcome (done, or the error that stopped the run) also go to the run's events file
+    and Flower's log (:mod:`fedbound.deploy.flower_events`)."""
+    from fedbound.deploy.flower_events import write_event
+
+    target = cfg.get("fedbound.run-dir")
+    try:
+        done = _serve(grid, cfg, simulation=simulation, progress=progress)
+    except BaseException as exc:
+        if target:
+            write_event(target, {"event": "error", "type": type(exc).__name__, "message": str(exc)})
+        raise
+    if target:
+        write_event(target, {"event": "done", "rounds_done": done.summary.get("rounds_done")})
+    return done
+
+
+def _serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progress: bool = False) -> Any:
+    """:func:`serve` without its outcome event.
 
     ``simulation``: the caller drives Flower's simulation engine (``run_app``, tests): only then, and only
     on a simulation Grid, may the run config ask for reproducible noise.  ``progress``: a progress bar on
@@ -314,6 +332,7 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     checked = runner.state.plan
     try:
         while runner.active:
+            started = time.perf_counter()
             if runner.state.plan is not checked:  # CRD (UDP) changed sigma: no vanishing noise either
                 check_deployed_noise(prep, checked := runner.state.plan)
             try:
@@ -327,7 +346,9 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
                 _record_flower_epsilon(runner)
             runner.record()
             rows = [r for r in runner.state.rows if r.get("client") is None]
-            runner.bar.show(progress_text(rows[-1], runner.state.plan, seeded))
+            text = progress_text(rows[-1], runner.state.plan, seeded)
+            runner.bar.show(text)
+            _round_event(run_dir, rows[-1], runner, text, time.perf_counter() - started)
     finally:
         runner.bar.close()
     result = runner.result()
@@ -360,6 +381,22 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
         error.summary = done.summary
         raise error
     return done
+
+
+def _round_event(run_dir: Path, row: Mapping[str, Any], runner: Any, text: str, seconds: float) -> None:
+    """The round's event (its number, the labelled progress line, the binding eps against the budget,
+    its wall time) into the events file and Flower's log (:mod:`fedbound.deploy.flower_events`)."""
+    from fedbound.deploy.flower_events import log_round, write_event
+
+    plan = runner.state.plan
+    binding = None if plan is None else binding_epsilon(row, plan.budget_accountant)[0]
+    event = {"event": "round", "round": int(row["round"]), "rounds": int(runner.state.rounds),
+             "seconds": float(seconds), "text": text, "epsilon": binding,
+             "budget": None if plan is None else float(plan.eps),
+             "accountant": None if plan is None else plan.budget_accountant,
+             "epsilon_flower": row.get("epsilon_flower")}
+    write_event(run_dir, event)
+    log_round(event)
 
 
 def server_app(defaults: Mapping[str, Any] | None = None, *, simulation: bool = False) -> Any:
