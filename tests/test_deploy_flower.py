@@ -307,7 +307,7 @@ def test_cli_writes_the_app_and_refuses_a_foreign_folder(tmp_path, capsys):
     assert "existing file" in capsys.readouterr().err
     for run in ([], ["--run"]):
         assert main(["flower", "nbafl", str(config), "--out", "", *run]) == 2
-        assert "--out = '' names no folder" in capsys.readouterr().err
+        assert "--out = '' is outside its valid range" in capsys.readouterr().err
 
 
 def test_cli_without_flower_prints_the_install_hint(tmp_path, capsys, monkeypatch):

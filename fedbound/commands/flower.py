@@ -16,6 +16,20 @@ def _papers() -> str:
     return ", ".join(deployable_names())
 
 
+def _flower_rows(info: dict | None) -> list[tuple[str, str]]:
+    """Flower's accountant beside fedbound's: its eps of the broadcast, why it differs, its guard."""
+    if not info or info.get("privacy_config") is None:
+        note = (info or {}).get("note", "-")
+        return [("Flower's RdpAccountant", note)]
+    eps = info.get("epsilon")
+    flagged = info.get("would_exceed_rounds") or []
+    guard = (f"{info['guard']}: would_exceed flagged round {flagged[0]}" if flagged
+             else f"{info['guard']}: would_exceed never flagged a round")
+    return [("eps of the broadcast: Flower's RdpAccountant", "-" if eps is None else f"{eps:.6g}"),
+            ("why the two differ", info.get("difference", "-")),
+            (f"Flower's guard (max_epsilon = {info['privacy_config']['max-epsilon']:g})", guard)]
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("flower", help="Deploy PAPER's plan on Flower: write a runnable Flower app (--out APP_DIR), "
                                 "or with --run run it on Flower's simulation engine (with --deployment "
@@ -48,6 +62,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                   "interrupted.")] = None,
         insecure: Annotated[bool, typer.Option("--insecure", help="With --deployment: no TLS (debugging "
                                                "only: uploads and models travel unencrypted).")] = False,
+        flower_guard: Annotated[str, typer.Option(
+            "--flower-guard", metavar="report|stop",
+            help="Flower's own accountant (the PrivacyConfig the plan emits, max_epsilon = the budget) "
+                 "checks every round with would_exceed. report: a round it flags runs if fedbound's ledger "
+                 "allows it, and is reported; stop: it is not sent.")] = "report",
         timeout: Annotated[float, typer.Option("--round-timeout", help="Seconds the server waits for a "
                                                "round's uploads, 1 to 604800.")] = 600.0,
         reproducible: Annotated[bool, typer.Option(
@@ -68,7 +87,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             s = deploy(paper, config, set_ or [], out=out, run=run, supernodes=supernodes, design=design,
                        seed=seed, round_timeout=timeout, reproducible_noise=reproducible,
                        progress=progress and not json_, verbose=verbose, deployment=deployment,
-                       insecure=insecure)
+                       insecure=insecure, flower_guard=flower_guard)
         except (KeyboardInterrupt, Terminated) as exc:  # the deployment's processes are stopped by now
             if deployment is None:
                 raise
@@ -81,7 +100,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             return
         if not run:
             print_table(f"fedbound flower {paper}: Flower app", ["quantity", "value"],
-                        [("app directory", s["app_dir"]), *s["plan"].items(),
+                        [("app directory", s["app_dir"]), *s["plan"].items(), *s["flower_privacy"].items(),
                          ("noise", "OS entropy, drawn by the party that adds it"),
                          ("run it", f"flwr run {s['app_dir']}  (or: fedbound flower {paper} {config} "
                                     "--run)")])
@@ -101,7 +120,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                      ("eps of the broadcast: fedbound's ledger",
                       ", ".join(f"{g} {v:.6g}" for g, v in (s.get("epsilon_broadcast") or {}).items()
                                 if v is not None) or "-"),
-                     ("eps of the broadcast: Flower's RdpAccountant", s.get("epsilon_flower") or "-")]
+                     *_flower_rows(s.get("flower_accounting"))]
         noise = REPRODUCIBLE_NOTE if s.get("noise_source") != "os-entropy" else \
             "OS entropy, drawn by the party that adds it"
         rows += [("noise", noise), *s["app_plan"].items()]
