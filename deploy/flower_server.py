@@ -364,7 +364,7 @@ def _serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progr
             rows = [r for r in runner.state.rows if r.get("client") is None]
             text = progress_text(rows[-1], runner.state.plan, seeded)
             runner.bar.show(text)
-            _round_event(run_dir, rows[-1], runner, text, time.perf_counter() - started)
+            _round_event(run_dir, rows[-1], runner, text, time.perf_counter() - started, not simulation)
     finally:
         runner.bar.close()
     result = runner.result()
@@ -418,9 +418,11 @@ def _flower_guard(cfg: Mapping[str, Any], plan: Any) -> Any:
     return FlowerGuard(expected) if expected else None
 
 
-def _round_event(run_dir: Path, row: Mapping[str, Any], runner: Any, text: str, seconds: float) -> None:
+def _round_event(run_dir: Path, row: Mapping[str, Any], runner: Any, text: str, seconds: float,
+                 flower_log: bool) -> None:
     """The round's event (its number, the labelled progress line, the binding eps against the budget,
-    its wall time) into the events file and Flower's log (:mod:`fedbound.deploy.flower_events`)."""
+    its wall time) into the events file and, deployed (``flower_log``), Flower's log, which ``flwr run
+    --stream`` shows (:mod:`fedbound.deploy.flower_events`); a simulation has its progress bar."""
     from fedbound.deploy.flower_events import log_round, write_event
 
     plan = runner.state.plan
@@ -431,7 +433,8 @@ def _round_event(run_dir: Path, row: Mapping[str, Any], runner: Any, text: str, 
              "accountant": None if plan is None else plan.budget_accountant,
              "epsilon_flower": row.get("epsilon_flower")}
     write_event(run_dir, event)
-    log_round(event)
+    if flower_log:
+        log_round(event)
 
 
 def server_app(defaults: Mapping[str, Any] | None = None, *, simulation: bool = False) -> Any:
