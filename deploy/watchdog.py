@@ -78,7 +78,7 @@ def _table() -> dict[int, tuple[int, str]]:
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:400]
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:4000]
     except OSError:
         return ""
 
