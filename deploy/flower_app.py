@@ -265,7 +265,7 @@ def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...
     ``reproducible_noise``: every draw from the run seed, as
     ``fedbound train`` (``run`` on the simulation engine only).  Errors are the CLI's, raised."""
     from fedbound.deploy.flower_session import run_config
-    from fedbound.deploy.mechanisms import lookup, mechanism
+    from fedbound.deploy.mechanisms import deployable_names, lookup, mechanism, not_deployed
     from fedbound.validation.recipes.runner import build_run, prepare_run
 
     lookup(paper)
@@ -279,8 +279,12 @@ def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...
         warnings.simplefilter("ignore")
         prep = prepare_run(paper, config, list(overrides), seed=seed, paper=mechanism(paper),
                            design="paper" if mechanism(paper) is not None else design)
+        _check_supernodes(supernodes, int(prep.num_clients))
+        why = not_deployed(paper)
+        if why is not None:  # after the options' own checks: a bad option is named first
+            raise ConfigError(f"PAPER = {paper!r} is outside fedbound flower's valid range (one of "
+                              f"{', '.join(deployable_names())}): {why}")
         plan = build_run(prep).plan
-    _check_supernodes(supernodes, int(prep.num_clients))
     run_dir = (target if run else Path("runs") / f"{paper}_{stem}_flower").resolve()
     cfg = run_config(prep, plan, run_dir, float(round_timeout), reproducible_noise, flower_guard)
     keys = {k: v for k, v in cfg.items() if k.startswith("plan.")}

@@ -3,10 +3,10 @@
 The plan emits Flower's PrivacyConfig of its central (broadcast) releases with ``max_epsilon`` = the budget;
 the ServerApp asks Flower's ``RdpAccountant.would_exceed`` before every round.  Expected values come from
 elsewhere: the broadcast's noise multiplier from NbAFL (Wei et al. 2020), Lemma 1 and Theorem 1 eq. (24)
-(std sqrt(sigma_D^2 + sigma_U^2 / K), sensitivity Delta / K for uniform weights), Flower's epsilon from dp-accounting's RDP accountant called directly (the
-library Flower wraps), fedbound's exact epsilon of the same releases from the analytic Gaussian mechanism
-(Balle & Wang 2018, Theorem 8) solved with scipy, and the round Flower's guard stops at by brute force
-over the rounds."""
+(std sqrt(sigma_D^2 + sigma_U^2 / K), sensitivity Delta / K for uniform weights), Flower's epsilon from
+dp-accounting's RDP accountant called directly (the library Flower wraps), fedbound's exact epsilon of
+the same releases from the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8) solved with scipy,
+and the round Flower's guard stops at by brute force over the rounds."""
 
 from __future__ import annotations
 
@@ -111,6 +111,7 @@ def test_k_of_n_broadcasts_are_sampled_without_replacement_with_replace_one_neig
     flower, ours = plan_flower_epsilon(plan, 3)
     assert flower == pytest.approx(_dp_accounting_epsilon(z, 3, DELTA, n=4, k=3), rel=1e-9)
     assert ours <= 60.0 * (1 + 1e-9)
+    assert flower == pytest.approx(ours, rel=1e-6)  # the same RDP of sampling without replacement
 
 
 def test_a_mechanism_without_central_releases_emits_no_privacy_config(tmp_path):

@@ -99,6 +99,14 @@ def _nothing_left(run_dir: Path, seconds: float = 30.0) -> None:
     assert any("flower-superlink" in c for c in seen) and any("flower-supernode" in c for c in seen)
 
 
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _ledger(run_dir: Path) -> pd.DataFrame:
     table = pd.read_csv(run_dir / "metrics.csv")
     return table[[c for c in EPS_COLUMNS if c in table]].sort_values(["round", "client"], na_position="first")
@@ -167,8 +175,9 @@ def test_progress_lines_name_the_round_the_binding_eps_and_the_time(tmp_path):
     """What a deployment prints per round (the ServerApp's events file, as the deployment reads it)."""
     from fedbound.deploy.flower_events import read_events, round_line, write_event
 
-    write_event(tmp_path, {"event": "round", "round": 2, "rounds": 5, "seconds": 12.25, "epsilon": float("nan"),
-                           "text": "loss=0.7 eps=20/50 (tight, binding) noise: OS entropy"})
+    text = "loss=0.7 eps=20/50 (tight, binding) noise: OS entropy"
+    write_event(tmp_path, {"event": "round", "round": 2, "rounds": 5, "seconds": 12.25,
+                           "epsilon": float("nan"), "text": text})
     (tmp_path / "flower-events.jsonl").open("a").write('{"event": "done"')  # a line still being written
     events, offset = read_events(tmp_path)
     assert len(events) == 1 and events[0]["epsilon"] is None  # strict JSON: no NaN
@@ -233,7 +242,7 @@ def test_a_supernode_that_dies_fails_the_run_in_one_line_and_stops_the_rest(tmp_
 def test_across_machines_the_documented_commands_run_the_plan(tmp_path, capsys):
     """The guide's "Across machines" section, on one machine with separate processes and explicit ports:
     certificates for the SuperLink's address, the SuperLink, one SuperNode per client, then flwr run."""
-    from fedbound.deploy.flower_deployment import free_ports, flower_bin, flower_env
+    from fedbound.deploy.flower_deployment import flower_bin, flower_env, free_ports
     from fedbound.deploy.processes import Supervisor
 
     config = tmp_path / "logistic.toml"
@@ -260,6 +269,10 @@ def test_across_machines_the_documented_commands_run_the_plan(tmp_path, capsys):
                                 "--ssl-certfile", certs / "server.pem", "--ssl-keyfile", certs / "server.key",
                                 "--host", "127.0.0.1", "--port", str(link_port),
                                 "--disable-runtime-dependency-installation"], env, tmp_path / "link.log")
+        deadline = time.monotonic() + 120  # the guide: start the SuperLink, see it listen, then the rest
+        while not _listening(link_port) and time.monotonic() < deadline:
+            assert "superlink" not in sup.exited(), (tmp_path / "link.log").read_text()[-2000:]
+            time.sleep(0.3)
         for i, port in enumerate(node_ports):
             sup.start(f"node{i}", [flower_bin("flower-supernode"), "--root-certificates", certs / "ca.crt",
                                    "--superlink", f"127.0.0.1:{link_port}", "--port", str(port),
@@ -268,8 +281,11 @@ def test_across_machines_the_documented_commands_run_the_plan(tmp_path, capsys):
         sup.start("run", [flower_bin("flwr"), "run", str(app), "mylink", "--stream", "--run-config",
                           f'fedbound.run-dir="{run_dir}"'], env, tmp_path / "run.log")
         deadline = time.monotonic() + 900
-        while not any(e["event"] in ("done", "error") for e in _events(run_dir)) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not any(e["event"] in ("done", "error")
+                                                      for e in _events(run_dir)):
             assert set(sup.exited()) <= {"tls", "run"}, sup.exited()
+            if "run" in sup.exited():  # flwr run --stream returns when the run has ended
+                deadline = min(deadline, time.monotonic() + 15)
             time.sleep(1.0)
         outcome = [e for e in _events(run_dir) if e["event"] in ("done", "error")]
     assert outcome and outcome[-1]["event"] == "done", outcome
