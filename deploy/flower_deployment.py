@@ -43,7 +43,7 @@ from typing import Any
 from fedbound.errors import ConfigError, PrivacyBudgetExceeded
 
 __all__ = ["run_local", "DEPLOYMENT_DIR", "CONNECTION", "free_ports", "flower_bin", "flower_env",
-           "superlink_argv", "supernode_argv", "write_connection", "DEPLOYMENTS"]
+           "superlink_argv", "supernode_argv", "write_connection", "check_memory", "DEPLOYMENTS"]
 
 DEPLOYMENTS = ("local",)
 """The values of ``--deployment``."""
@@ -55,6 +55,11 @@ CONNECTION = "fedbound-local"
 """The SuperLink connection's name in the deployment's Flower configuration."""
 
 _MARKER = ".fedbound-deployment"
+MIB_PER_CLIENT = 600
+"""Memory one client of a local deployment takes at its peak: its SuperNode and SuperExec (~100 MiB each)
+and, during a round, its ClientApp process (~320 MiB: torch and fedbound imported, the data built);
+measured with 3 clients of the logistic example (the SuperLink, its SuperExec and the ServerApp: ~1 GiB)."""
+MIB_BASE = 1024
 STARTUP_SECONDS = 120.0
 """How long the SuperLink may take to listen, and the ServerApp to report its first event after the
 SuperNodes connected (on top of the round timeout)."""
@@ -130,6 +135,30 @@ def write_connection(flwr_home: Path, address: str, ca: Path | None, name: str =
     path = flwr_home / "config.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _available_mib() -> float | None:
+    """Memory available to new processes now (Linux ``MemAvailable``), None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(n: int, available: float | None = None) -> None:
+    """ConfigError when a local deployment of ``n`` clients would need more memory than is available
+    (:data:`MIB_PER_CLIENT` per client, :data:`MIB_BASE` for the SuperLink side)."""
+    free = _available_mib() if available is None else available
+    need = MIB_BASE + MIB_PER_CLIENT * n
+    if free is not None and need > free:
+        raise ConfigError(f"--deployment local with N = {n} clients is outside this machine's valid range: "
+                          f"{n} SuperNodes and their ClientApps need about {need / 1024:.1f} GiB "
+                          f"({MIB_PER_CLIENT} MiB per client), {free / 1024:.1f} GiB is available; run the "
+                          "SuperNodes on several machines (docs/guides/flower.md, \"Across machines\") or on "
+                          "Flower's simulation engine (--run without --deployment)")
 
 
 def _fresh_folder(folder: Path) -> None:
@@ -210,6 +239,7 @@ def run_local(cfg: dict[str, Any], *, insecure: bool = False, progress: bool = T
                           "draws every noise from OS entropy (reproducible noise is for Flower's "
                           "simulation engine, fedbound flower --run without --deployment)")
     n = int(cfg["plan.N"])
+    check_memory(n)
     run_dir = Path(cfg["fedbound.run-dir"])
     ckpt.prepare_run_dir(run_dir, "fedbound flower")
     folder = run_dir / DEPLOYMENT_DIR

@@ -31,34 +31,16 @@ pytest.importorskip("cryptography")
 
 from fedbound.cli import main  # noqa: E402
 from fedbound.deploy.processes import RECORD, alive  # noqa: E402
+from fedbound.tests._processes import live_commands  # noqa: E402
+from fedbound.tests._validation_configs import CONFIG  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = os.environ.get("FEDBOUND_AUDIT_SUITE") == "full"
 full_only = pytest.mark.skipif(not FULL, reason="FEDBOUND_AUDIT_SUITE=full (.ci/run): several deployments")
 
-LOGISTIC = """
-[nbafl]
-N = 3
-m = 60
-C = 50.0
-eps = 50.0
-delta = 0.01
-L = 1
-mu = 4.0
-T = 2
-
-[train]
-dataset = "synthetic_logistic"
-synthetic_samples = 180
-synthetic_dim = 4
-test_fraction = 0.0
-model = "logreg"
-local_steps = 3
-lr = 0.3
-weight_decay = 0.05
-eval_clients = true
-noise = "tight"
-"""
+LOGISTIC = (CONFIG.format(dataset="synthetic_logistic").replace("N = 4", "N = 3\nT = 2")
+            .replace("synthetic_samples = 240", "synthetic_samples = 180")
+            .replace("eval_clients = false", 'eval_clients = true\nnoise = "tight"'))
 """examples/nbafl_logistic.toml with 3 clients, 2 rounds, the tight noise, every client's row every round."""
 
 EPS_COLUMNS = ["round", "client", "epsilon_spent", "epsilon_spent_paper", "participants", "epsilon_uplink",
@@ -75,18 +57,7 @@ def _cli(args: list[str], **kw) -> subprocess.Popen:
 def _running_under(folder: Path) -> list[str]:
     """Command lines of live processes that name ``folder`` (an independent scan of /proc)."""
     mark = str(folder.resolve())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{entry}/stat").read_text(errors="replace")
-        except OSError:
-            continue
-        if mark in cmd and state[state.rfind(")") + 2] not in "ZX":
-            found.append(cmd[:200])
-    return found
+    return [cmd[:200] for cmd in live_commands().values() if mark in cmd]
 
 
 def _nothing_left(run_dir: Path, seconds: float = 30.0) -> None:
@@ -309,3 +280,15 @@ def test_done_when_the_shipped_logistic_example_deploys_with_train_s_ledger(tmp_
     assert "round 2/2" in err and "s/round" in err
     _same_ledger(run_dir, tmp_path / "train")
     _nothing_left(run_dir)
+
+
+def test_a_local_deployment_too_big_for_the_memory_is_refused_before_anything_starts():
+    """2 SuperNode-side processes and a ClientApp per client: 50 clients need more than 17 GiB."""
+    from fedbound.deploy.flower_deployment import MIB_BASE, MIB_PER_CLIENT, check_memory
+    from fedbound.errors import ConfigError
+
+    check_memory(4, available=MIB_BASE + 4 * MIB_PER_CLIENT)
+    with pytest.raises(ConfigError, match=r"N = 50 clients is outside this machine's valid range.*"
+                                          r"Across machines"):
+        check_memory(50, available=17 * 1024)
+

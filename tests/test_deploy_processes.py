@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from fedbound.deploy.processes import RECORD, Supervisor, Terminated, alive, signals_raise
+from fedbound.tests._processes import live_commands
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="scans /proc")
 
@@ -33,19 +34,8 @@ def _marked() -> str:
 
 
 def _running(marker: str) -> list[int]:
-    """Live processes (zombies left out) whose command line holds ``marker``, found by scanning /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            stat = Path(f"/proc/{entry}/stat").read_text(errors="replace")
-        except OSError:
-            continue
-        if marker in cmd and stat[stat.rfind(")") + 2] not in "ZX" and "pytest" not in cmd:
-            found.append(int(entry))
-    return found
+    """Live processes whose command line holds ``marker`` (pytest's own left out)."""
+    return [pid for pid, cmd in live_commands().items() if marker in cmd and "pytest" not in cmd]
 
 
 def _until_gone(marker: str, seconds: float = 20.0) -> list[int]:
