@@ -34,6 +34,8 @@ from fedbound.deploy.processes import RECORD, alive  # noqa: E402
 from fedbound.tests._processes import live_commands  # noqa: E402
 from fedbound.tests._validation_configs import CONFIG  # noqa: E402
 
+pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="scans /proc (Linux)")
+
 ROOT = Path(__file__).resolve().parents[1]
 FULL = os.environ.get("FEDBOUND_AUDIT_SUITE") == "full"
 full_only = pytest.mark.skipif(not FULL, reason="FEDBOUND_AUDIT_SUITE=full (.ci/run): several deployments")
