@@ -105,6 +105,9 @@ demo: $(STAMP)
 	@echo "==     fedbound's ledger accounting every round (run directory as fedbound train's)"
 	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --out $(DEMO_OUT)/flower_app
 	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --run --out $(DEMO_OUT)/flower_nbafl
+	@echo "==     and on Flower's deployment engine: a SuperLink and 4 SuperNodes as separate processes, TLS, each"
+	@echo "==     round's binding eps and time printed, every process stopped at the end (about a minute)"
+	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --set T=2 --run --deployment local --out $(DEMO_OUT)/flower_deployed
 	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
 	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
 	@echo "==    JSON of fedbound plan --json) and the bound against T"

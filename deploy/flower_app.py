@@ -182,31 +182,96 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
     return outcome["run"].summary
 
 
-def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
-           out: str | None = None, run: bool = False, supernodes: int | None = None,
-           design: str | None = None, seed: int | None = None, round_timeout: float = 600.0,
-           reproducible_noise: bool = False, progress: bool = False, verbose: bool = False) -> dict[str, Any]:
-    """``fedbound flower PAPER CONFIG``: write PAPER's plan on CONFIG as a Flower app (``out``: the app
-    directory, default ``flower_<paper>_<config stem>``) and return ``{"app_dir", "plan", "warnings"}``; or,
-    with ``run``, run it on Flower's simulation engine (``out``: the run directory, default
-    ``runs/<paper>_<config stem>_flower``) and return its summary (with ``app_plan``: the app's
-    ``plan.*``).  ``reproducible_noise``: every draw from the run seed, as ``fedbound train`` (``run``
-    only).  Errors are the CLI's, raised."""
-    from fedbound.deploy.flower_session import run_config
-    from fedbound.deploy.mechanisms import lookup, mechanism
-    from fedbound.validation.recipes.runner import build_run, prepare_run
+ROUND_TIMEOUT_RANGE = (1.0, 7 * 86400.0)
+"""Valid ``--round-timeout`` seconds: a second to a week."""
 
-    lookup(paper)
-    require_flower()
+
+def _check_options(paper: str, out: str | None, run: bool, design: str | None, round_timeout: float,
+                   reproducible_noise: bool, deployment: str | None, insecure: bool,
+                   flower_guard: str = "report") -> None:
+    """The options' one-line refusals that need no plan (issue 36: nothing nonsensical is written into an
+    app)."""
+    import math
+
+    from fedbound.deploy.flower_deployment import DEPLOYMENTS
+    from fedbound.deploy.flower_privacy import GUARDS
+    from fedbound.deploy.mechanisms import mechanism
+    from fedbound.errors import ParameterError
+    from fedbound.paths import out_folder
+    from fedbound.validation.recipes.runner import DESIGNS
+
+    low, high = ROUND_TIMEOUT_RANGE
+    try:
+        seconds = float(round_timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and low <= seconds <= high):
+        raise ParameterError("--round-timeout", round_timeout, f"[{low:g}, {high:g}] seconds")
+    if flower_guard not in GUARDS:
+        raise ConfigError(f"--flower-guard = {flower_guard!r} is outside its valid range: one of "
+                          f"{', '.join(GUARDS)}")
+    if design is not None and design not in DESIGNS:
+        raise ConfigError(f"--design = {design!r} is outside its valid range: one of {', '.join(DESIGNS)}")
     if design == "recommended" and mechanism(paper) is not None:
         raise ConfigError(f"--design = 'recommended' is outside its valid range for {paper}: a deploy "
                           "mechanism without fedbound's planner; give T and K in its config section")
-    if out is not None and not out.strip():
-        raise ConfigError("--out = '' names no folder: give the folder to write")
+    if out is not None:
+        out_folder("--out", out)
     if reproducible_noise and not run:
         raise ConfigError("--reproducible-noise is outside its valid range without --run: noise reproducible "
                           "from the seed is for fedbound's runs on Flower's simulation engine only; a "
                           "written app draws its noise from OS entropy")
+    if deployment is not None:
+        if deployment not in DEPLOYMENTS:
+            raise ConfigError(f"--deployment = {deployment!r} is outside its valid range: one of "
+                              f"{', '.join(DEPLOYMENTS)}")
+        if not run:
+            raise ConfigError(f"--deployment = {deployment!r} is outside its valid range without --run: it "
+                              "says where --run runs the app (without --run, fedbound flower writes the "
+                              "app, to deploy with flwr run)")
+        if reproducible_noise:
+            raise ConfigError("--reproducible-noise is outside its valid range with --deployment: a "
+                              "deployment draws every noise from OS entropy (reproducible noise is for "
+                              "Flower's simulation engine: --run without --deployment)")
+    elif insecure:
+        raise ConfigError("--insecure is outside its valid range without --deployment local: only a "
+                          "deployment has connections to secure")
+
+
+def _check_supernodes(supernodes: int | None, n: int) -> None:
+    if supernodes is not None and supernodes != n:
+        from fedbound.errors import ParameterError
+
+        raise ParameterError("--supernodes", supernodes, f"{{{n}}}",
+                             hint=f"the plan has N = {n} clients and fedbound flower runs one SuperNode per "
+                                  f"client (--supernodes {n}, or leave it out)")
+
+
+def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
+           out: str | None = None, run: bool = False, supernodes: int | None = None,
+           design: str | None = None, seed: int | None = None, round_timeout: float = 600.0,
+           reproducible_noise: bool = False, progress: bool = False, verbose: bool = False,
+           deployment: str | None = None, insecure: bool = False, flower_guard: str = "report"
+           ) -> dict[str, Any]:
+    """``fedbound flower PAPER CONFIG``: write PAPER's plan on CONFIG as a Flower app (``out``: the app
+    directory, default ``flower_<paper>_<config stem>``) and return ``{"app_dir", "plan", "warnings"}``; or,
+    with ``run``, run it on Flower's simulation engine (``out``: the run directory, default
+    ``runs/<paper>_<config stem>_flower``) and return its summary (with ``app_plan``: the app's
+    ``plan.*``).  ``deployment="local"``: run it instead on Flower's deployment engine, a SuperLink and
+    one SuperNode per client as separate processes secured with TLS (``insecure``: without TLS;
+    :mod:`fedbound.deploy.flower_deployment`).  ``flower_guard``: what Flower's own accountant does when
+    its ``would_exceed`` says a round would exceed the budget (``"report"``, ``"stop"``;
+    :mod:`fedbound.deploy.flower_privacy`); the app's warnings say beforehand where it would.
+    ``reproducible_noise``: every draw from the run seed, as
+    ``fedbound train`` (``run`` on the simulation engine only).  Errors are the CLI's, raised."""
+    from fedbound.deploy.flower_session import run_config
+    from fedbound.deploy.mechanisms import deployable_names, lookup, mechanism, not_deployed
+    from fedbound.validation.recipes.runner import build_run, prepare_run
+
+    lookup(paper)
+    require_flower()
+    _check_options(paper, out, run, design, round_timeout, reproducible_noise, deployment, insecure,
+                   flower_guard)
     stem = Path(config).stem
     target = Path(out) if out is not None else (Path("runs") / f"{paper}_{stem}_flower" if run
                                                 else Path(f"flower_{paper}_{stem}"))
@@ -214,11 +279,25 @@ def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...
         warnings.simplefilter("ignore")
         prep = prepare_run(paper, config, list(overrides), seed=seed, paper=mechanism(paper),
                            design="paper" if mechanism(paper) is not None else design)
+        _check_supernodes(supernodes, int(prep.num_clients))
+        why = not_deployed(paper)
+        if why is not None:  # after the options' own checks: a bad option is named first
+            raise ConfigError(f"PAPER = {paper!r} is outside fedbound flower's valid range (one of "
+                              f"{', '.join(deployable_names())}): {why}")
         plan = build_run(prep).plan
     run_dir = (target if run else Path("runs") / f"{paper}_{stem}_flower").resolve()
-    cfg = run_config(prep, plan, run_dir, round_timeout, reproducible_noise)
+    cfg = run_config(prep, plan, run_dir, float(round_timeout), reproducible_noise, flower_guard)
     keys = {k: v for k, v in cfg.items() if k.startswith("plan.")}
     if not run:
+        from fedbound.deploy.flower_privacy import plan_note
+
         written = write_app(cfg, target)
-        return {"app_dir": str(written), "plan": keys, "noise_source": "os-entropy", "warnings": []}
+        note = plan_note(plan, int(cfg["plan.K"]))
+        return {"app_dir": str(written), "plan": keys, "noise_source": "os-entropy",
+                "flower_privacy": {k: v for k, v in cfg.items() if k.startswith("flower.")},
+                "warnings": [note] if note else []}
+    if deployment is not None:
+        from fedbound.deploy.flower_deployment import run_local
+
+        return {**run_local(cfg, insecure=insecure, progress=progress), "app_plan": keys}
     return {**run_app(cfg, supernodes, verbose=verbose, progress=progress), "app_plan": keys}

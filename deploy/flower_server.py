@@ -43,7 +43,6 @@ of kind ``"broadcast"``), where it applies.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,50 +51,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedbound.deploy.flower_privacy import flower_epsilon
 from fedbound.errors import ConfigError, FedboundError, PrivacyBudgetExceeded
 
 __all__ = ["RoundRefused", "serve", "server_app", "flower_epsilon", "binding_epsilon", "progress_text",
-           "not_dp_note"]
+           "not_dp_note"]  # flower_epsilon: fedbound.deploy.flower_privacy's, re-exported
 
 
 class RoundRefused(FedboundError):
     """A round that fedbound will not aggregate (missing uploads, wrong noise); the checkpoint stays."""
-
-
-def flower_epsilon(events: list[list[float]], delta: float) -> float | None:
-    """Flower's ``RdpAccountant`` epsilon at ``delta`` over ``events``, each ``[z, sample_size, population,
-    hidden]`` (hidden sampling: K of N without replacement with replace-one neighbours; otherwise no
-    amplification with add-or-remove-one: the pairs Flower's accountant supports); None without events,
-    with a noiseless release, or where Flower's accountant is not installed.  Identical events are composed
-    once with their count (dp-accounting's without-replacement RDP costs ~0.5 s per event)."""
-    if not events or not all(np.isfinite(e[0]) for e in events):
-        return None
-    grouped: dict[tuple, int] = {}
-    for z, k, n, hidden in events:
-        key = (float(z), int(k), int(n), bool(hidden))
-        grouped[key] = grouped.get(key, 0) + 1
-    return _flower_epsilon(tuple(sorted(grouped.items())), float(delta))
-
-
-@functools.lru_cache(maxsize=64)
-def _flower_epsilon(grouped: tuple, delta: float) -> float | None:
-    try:
-        from flwr.supercore.privacy_accounting import (
-            GaussianPrivacyEvent,
-            NeighboringRelation,
-            PrivacyConfig,
-            SamplingMethod,
-        )
-        from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
-    except ImportError:  # pragma: no cover - flwr without its accountant
-        return None
-    hidden, population = grouped[0][0][3], grouped[0][0][2]
-    method = SamplingMethod.WITHOUT_REPLACEMENT if hidden else SamplingMethod.NO_AMPLIFICATION
-    relation = NeighboringRelation.REPLACE_ONE if hidden else NeighboringRelation.ADD_OR_REMOVE_ONE
-    accountant = RdpAccountant(PrivacyConfig(delta, population, relation, method))
-    for (z, k, n, _), count in grouped:
-        accountant.compose(GaussianPrivacyEvent(z, k, n), count)
-    return float(accountant.get_epsilon(delta))
 
 
 def _node_map(grid: Any, num_clients: int, timeout: float) -> dict[int, int]:
@@ -181,19 +145,67 @@ def _flower_round(grid: Any, runner: Any, participants: np.ndarray, nodes: Mappi
     runner.aggregate = runner.aggregate + runner.w_t @ torch.stack(uploads)
 
 
-def _record_flower_epsilon(runner: Any) -> None:
+def _flower_before_round(runner: Any, guard: Any, participants: np.ndarray) -> PrivacyBudgetExceeded | None:
+    """Flower's guard before the round (:mod:`fedbound.deploy.flower_privacy`): ``would_exceed`` of this
+    round's broadcast releases; with ``flower.guard = "stop"`` the stop (returned), else the round is
+    flagged in its row (``flower_would_exceed``) and runs if fedbound's ledger allowed it."""
+    from fedbound.deploy.flower_privacy import round_events
+
+    plan = runner.state.plan
+    if guard is None or plan is None:
+        return None
+    past = runner.state.algo_state.get("flower_rdp_events", [])
+    new = round_events(runner.releases, len(participants), plan.num_clients)
+    if not guard.would_exceed(past, new):
+        return None
+    after = guard.epsilon([*past, *new])
+    shown = "-" if after is None else f"{after:.6g}"
+    text = (f"round {runner.ctx.round + 1}: Flower's RdpAccountant would exceed its max_epsilon = "
+            f"{guard.budget:g} (would_exceed; eps = {shown} after the round, on its RDP bound)")
+    if guard.mode == "stop":
+        return PrivacyBudgetExceeded(f"{text}; flower.guard = stop")
+    runner.ctx.log("flower_would_exceed", 1.0)
+    return None
+
+
+def _record_flower_epsilon(runner: Any, participants: np.ndarray) -> None:
     """Append this round's broadcast releases to Flower's accountant events; log its epsilon."""
+    from fedbound.deploy.flower_privacy import round_events
+
     events = runner.state.algo_state.setdefault("flower_rdp_events", [])
-    broadcast = [r for r in runner.releases if r.view.kind == "broadcast"]
-    for rel in broadcast:
-        view = rel.view
-        hidden = view.hidden_sampling and view.sample_rate < 1.0
-        k = len(runner.ctx.participants)
-        events.append([float(rel.z_all[0]), k, runner.state.plan.num_clients, hidden])
-    if broadcast:
+    new = round_events(runner.releases, len(participants), runner.state.plan.num_clients)
+    events.extend(new)
+    if new:
         eps = flower_epsilon(events, runner.state.plan.delta)
         if eps is not None:
             runner.ctx.log("epsilon_flower", eps)
+
+
+def _flower_summary(summary: dict[str, Any], rows: list[dict[str, Any]], guard: Any, plan: Any) -> None:
+    """Flower's accounting beside fedbound's in the summary: its PrivacyConfig and guard, its epsilon of
+    the broadcast, fedbound's of the same releases, the difference explained, the rounds its guard flagged."""
+    from fedbound.deploy.flower_privacy import PREFIX, difference
+
+    if guard is None:
+        summary["flower_accounting"] = {"privacy_config": None, "note": (
+            "no central release: every release is a client's own upload or local step, which Flower's "
+            "central accountant does not count; fedbound's ledger guards the budget")}
+        return
+    flagged = [int(r["round"]) for r in rows if r.get("flower_would_exceed")]
+    groups = sorted({v.group_name for v in plan.views if v.kind == "broadcast"})
+    ours = max((rows[-1].get(f"epsilon_{g}") or 0.0 for g in groups), default=None) if rows else None
+    method = guard.keys.get(f"{PREFIX}sampling-method")
+    info = {"privacy_config": {k.removeprefix(PREFIX): v for k, v in guard.keys.items()},
+            "guard": guard.mode, "epsilon": summary.get("epsilon_flower"),
+            "epsilon_fedbound_same_releases": ours, "would_exceed_rounds": flagged,
+            "difference": difference(ours, summary.get("epsilon_flower"), method)}
+    summary["flower_accounting"] = info
+    if flagged and info["epsilon"] is not None and ours is not None:
+        summary.setdefault("warnings", []).append(
+            f"Flower's RdpAccountant (max_epsilon = {guard.budget:g}) would have stopped round {flagged[0]} "
+            f"(would_exceed): its eps of the broadcast is {info['epsilon']:.4g} where fedbound's for the "
+            f"same releases is {ours:.4g}; {info['difference']}; the budget binds on fedbound's tight "
+            "accountant (--flower-guard stop: Flower's guard binds too)")
 
 
 def binding_epsilon(values: Mapping[str, Any], binding_accountant: str) -> tuple[float | None, str,
@@ -270,6 +282,24 @@ def _simulation_grid(grid: Any) -> bool:
 
 def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progress: bool = False) -> Any:
     """Run the configured plan over ``grid``; write the run directory; return the TrainRun (module doc).
+    Each round and the outcome (done, or the error that stopped the run) also go to the run's events file
+    and Flower's log (:mod:`fedbound.deploy.flower_events`)."""
+    from fedbound.deploy.flower_events import write_event
+
+    target = cfg.get("fedbound.run-dir")
+    try:
+        done = _serve(grid, cfg, simulation=simulation, progress=progress)
+    except BaseException as exc:
+        if target:
+            write_event(target, {"event": "error", "type": type(exc).__name__, "message": str(exc)})
+        raise
+    if target:
+        write_event(target, {"event": "done", "rounds_done": done.summary.get("rounds_done")})
+    return done
+
+
+def _serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progress: bool = False) -> Any:
+    """:func:`serve` without its outcome event.
 
     ``simulation``: the caller drives Flower's simulation engine (``run_app``, tests): only then, and only
     on a simulation Grid, may the run config ask for reproducible noise.  ``progress``: a progress bar on
@@ -299,6 +329,7 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     run_dir = ckpt.prepare_run_dir(cfg["fedbound.run-dir"], key)
     built = build_run(prep, progress)
     check_plan_keys(cfg, plan_keys(prep, built.plan))
+    guard = _flower_guard(cfg, built.plan)
     check_deployed_noise(prep, built.plan)
     check_deployable(built.algorithm)
     nodes = _node_map(grid, prep.num_clients, timeout)
@@ -314,6 +345,7 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     checked = runner.state.plan
     try:
         while runner.active:
+            started = time.perf_counter()
             if runner.state.plan is not checked:  # CRD (UDP) changed sigma: no vanishing noise either
                 check_deployed_noise(prep, checked := runner.state.plan)
             try:
@@ -321,13 +353,18 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
             except PrivacyBudgetExceeded as exc:
                 stopped = exc
                 break
+            stopped = _flower_before_round(runner, guard, participants)
+            if stopped is not None:
+                break
             _flower_round(grid, runner, participants, nodes, timeout, aggregate)
             runner.update_global()
             if runner.state.plan is not None:
-                _record_flower_epsilon(runner)
+                _record_flower_epsilon(runner, participants)
             runner.record()
             rows = [r for r in runner.state.rows if r.get("client") is None]
-            runner.bar.show(progress_text(rows[-1], runner.state.plan, seeded))
+            text = progress_text(rows[-1], runner.state.plan, seeded)
+            runner.bar.show(text)
+            _round_event(run_dir, rows[-1], runner, text, time.perf_counter() - started, not simulation)
     finally:
         runner.bar.close()
     result = runner.result()
@@ -351,6 +388,8 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
     last = [r for r in result.state.rows if r.get("client") is None]
     if groups and last:  # fedbound's epsilon of the same releases Flower's accountant counts
         summary["epsilon_broadcast"] = {g: last[-1].get(f"epsilon_{g}") for g in groups}
+    if plan is not None:
+        _flower_summary(summary, last, guard, plan)
     done = finish_run(prep, built, result, Path(run_dir), time.perf_counter() - t0)
     if stopped is not None:
         s = done.summary
@@ -359,6 +398,42 @@ def serve(grid: Any, cfg: Mapping[str, Any], *, simulation: bool = False, progre
         error.summary = done.summary
         raise error
     return done
+
+
+def _flower_guard(cfg: Mapping[str, Any], plan: Any) -> Any:
+    """Flower's guard of the run (:class:`fedbound.deploy.flower_privacy.FlowerGuard`) from the PrivacyConfig
+    the plan emits, after checking the run config's ``flower.privacy.*`` against it (an edited value is
+    refused, like a ``plan.*``); None for a plan without central releases."""
+    from fedbound.deploy.flower_privacy import GUARD_KEY, PREFIX, FlowerGuard, privacy_config
+
+    expected = privacy_config(plan, str(cfg.get(GUARD_KEY, "report")))
+    for key, want in expected.items():
+        if key.startswith(PREFIX) and key in cfg and str(cfg[key]) != str(want) and not (
+                isinstance(want, float) and np.isclose(float(cfg[key]), want, rtol=1e-9, atol=0.0)):
+            raise ConfigError(f"the Flower run config has {key} = {cfg[key]!r}, but the PrivacyConfig of the "
+                              f"plan fedbound computes is {want!r}: Flower's accountant must count the "
+                              "releases the plan makes; write the app again (fedbound flower PAPER CONFIG "
+                              "--out APP_DIR)")
+    return FlowerGuard(expected) if expected else None
+
+
+def _round_event(run_dir: Path, row: Mapping[str, Any], runner: Any, text: str, seconds: float,
+                 flower_log: bool) -> None:
+    """The round's event (its number, the labelled progress line, the binding eps against the budget,
+    its wall time) into the events file and, deployed (``flower_log``), Flower's log, which ``flwr run
+    --stream`` shows (:mod:`fedbound.deploy.flower_events`); a simulation has its progress bar."""
+    from fedbound.deploy.flower_events import log_round, write_event
+
+    plan = runner.state.plan
+    binding = None if plan is None else binding_epsilon(row, plan.binding_accountant)[0]
+    event = {"event": "round", "round": int(row["round"]), "rounds": int(runner.state.rounds),
+             "seconds": float(seconds), "text": text, "epsilon": binding,
+             "budget": None if plan is None else float(plan.eps),
+             "accountant": None if plan is None else plan.binding_accountant,
+             "epsilon_flower": row.get("epsilon_flower")}
+    write_event(run_dir, event)
+    if flower_log:
+        log_round(event)
 
 
 def server_app(defaults: Mapping[str, Any] | None = None, *, simulation: bool = False) -> Any:

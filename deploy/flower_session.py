@@ -15,7 +15,10 @@ The run config (Flower's ``[tool.flwr.app.config]``, flattened to ``context.run_
 * ``plan.*``: the plan, readable by whoever deploys it: ``plan.T``, ``plan.K``, ``plan.N``, ``plan.C``,
   ``plan.seed`` and one ``plan.sigma-<stage>`` per noise stage (round 1's std; per-client and per-round
   values are in the messages).  The server recomputes the plan from ``fedbound.config`` and refuses to run
-  when a ``plan.*`` value was edited away from it (:func:`check_plan_keys`).
+  when a ``plan.*`` value was edited away from it (:func:`check_plan_keys`);
+* ``flower.privacy.*`` and ``flower.guard``: Flower's own PrivacyConfig of the plan's central releases,
+  whose ``max-epsilon`` is the plan's budget, and what Flower's ``would_exceed`` does before a round
+  (:mod:`fedbound.deploy.flower_privacy`).
 """
 
 from __future__ import annotations
@@ -112,13 +115,18 @@ def check_plan_keys(cfg: Mapping[str, Any], expected: Mapping[str, Any]) -> None
 
 
 def run_config(prep: Any, plan: Any, run_dir: str | Path, round_timeout: float = 600.0,
-               reproducible_noise: bool = False) -> dict[str, Any]:
+               reproducible_noise: bool = False, flower_guard: str = "report") -> dict[str, Any]:
     """The flat run config of a Flower app for a prepared run (module docstring); a plan whose deployed
-    noise would vanish is refused here (:func:`check_deployed_noise`)."""
+    noise would vanish is refused here (:func:`check_deployed_noise`).  With the plan's ``plan.*`` come
+    Flower's PrivacyConfig of its central releases and ``flower.guard``
+    (:func:`fedbound.deploy.flower_privacy.privacy_config`)."""
+    from fedbound.deploy.flower_privacy import privacy_config
+
     check_deployed_noise(prep, plan)
     return {"fedbound.paper": prep.algo, "fedbound.config": config_text(prep),
             "fedbound.run-dir": str(run_dir), "fedbound.round-timeout": float(round_timeout),
-            REPRODUCIBLE_KEY: bool(reproducible_noise), **plan_keys(prep, plan)}
+            REPRODUCIBLE_KEY: bool(reproducible_noise), **plan_keys(prep, plan),
+            **privacy_config(plan, flower_guard)}
 
 
 def reproducible_noise(cfg: Mapping[str, Any], simulation: bool, party: str) -> bool:

@@ -309,7 +309,7 @@ def test_cli_writes_the_app_and_refuses_a_foreign_folder(tmp_path, capsys):
     assert "existing file" in capsys.readouterr().err
     for run in ([], ["--run"]):
         assert main(["flower", "nbafl", str(config), "--out", "", *run]) == 2
-        assert "--out = '' names no folder" in capsys.readouterr().err
+        assert "--out = '' is outside its valid range" in capsys.readouterr().err
 
 
 def test_cli_without_flower_prints_the_install_hint(tmp_path, capsys, monkeypatch):
@@ -359,3 +359,19 @@ def test_dppfl_runs_on_flower_and_wpfl_is_refused(tmp_path):
     cfg = run_config(wpfl, build_run(wpfl).plan, tmp_path / "wpfl")
     with pytest.raises(ConfigError, match="wpfl keeps per-client state on the server"):
         serve(InProcessGrid(client_app(), wpfl.num_clients, cfg), cfg)
+
+
+def test_fedbound_flower_wpfl_says_in_one_line_why_it_is_not_deployed(tmp_path, capsys):
+    """The stated reason (issue 37, item 5): WPFL's bit errors over assigned subchannels, which Flower's
+    transport does not have, and its per-client state; nothing is written."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    for run in ([], ["--run"]):
+        assert main(["flower", "wpfl", str(examples / "wpfl_ridge.toml"), "--out", str(tmp_path / "w"),
+                     *run]) == 2
+        err = capsys.readouterr().err
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert len(lines) == 1 and "PAPER = 'wpfl' is outside fedbound flower's valid range" in lines[0]
+        assert "subchannel" in lines[0] and "bit errors" in lines[0] and "fedbound train wpfl" in lines[0]
+        assert not (tmp_path / "w").exists()
+    assert main(["flower", "wpfl", str(examples / "wpfl_ridge.toml"), "--round-timeout", "0"]) == 2
+    assert "--round-timeout" in capsys.readouterr().err  # a bad option is named first
