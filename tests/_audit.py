@@ -65,3 +65,93 @@ def bugs(stages: list[str]) -> dict[str, object]:
         out["server noise dropped"] = lambda: scaled_noise("server", 0.0)
     out["clipping dropped"] = no_clipping
     return out
+
+
+# --- issue 33's misses: bugs the audit must also see (mechanism or ledger) ------------------------------------
+@contextlib.contextmanager
+def scaled_client_noise(client: int, factor: float) -> Iterator[None]:
+    """Every noise the mechanism adds for ``client`` (an original client id) scaled by ``factor``."""
+    import numpy as np
+
+    original = RoundContext.sigma
+
+    def sigma(self, name, clients=None):
+        out = original(self, name, clients)
+        if clients is None:
+            return out
+        hit = torch.as_tensor(np.asarray(clients) == client, device=out.device)
+        return torch.where(hit, out * factor, out)
+
+    RoundContext.sigma = sigma
+    try:
+        yield
+    finally:
+        RoundContext.sigma = original
+
+
+@contextlib.contextmanager
+def scaled_clipping(factor: float) -> Iterator[None]:
+    """Every clip (model rows, per-sample gradients) at ``factor`` times its norm bound, the ledger unchanged."""
+    original = clipping.clip_factors
+    clipping.clip_factors = lambda norms, clip_norm: original(norms, factor * clip_norm)
+    try:
+        yield
+    finally:
+        clipping.clip_factors = original
+
+
+@contextlib.contextmanager
+def ledger_reads_sigma_times(factor: float) -> Iterator[None]:
+    """A LEDGER bug: every release's noise multiplier read as ``factor`` times the plan's (factor > 1: the
+    ledger under-reports epsilon); the mechanism unchanged."""
+    from fedbound.training.privacy import PrivacyLedger, Release
+
+    original = PrivacyLedger.releases
+
+    def releases(self, *args, **kw):
+        return [Release(r.view, r.z * factor, r.z_all * factor, r.count) for r in original(self, *args, **kw)]
+
+    PrivacyLedger.releases = releases
+    try:
+        yield
+    finally:
+        PrivacyLedger.releases = original
+
+
+@contextlib.contextmanager
+def ledger_skips_round(index: int = 1) -> Iterator[None]:
+    """A LEDGER bug: the ``index``-th round a ledger commits (0-based) is not counted."""
+    from fedbound.training.privacy import PrivacyLedger
+
+    original = PrivacyLedger.commit
+
+    def commit(self, releases):
+        seen = getattr(self, "_bug_commits", 0)
+        self._bug_commits = seen + 1
+        if seen != index:
+            original(self, releases)
+
+    PrivacyLedger.commit = commit
+    try:
+        yield
+    finally:
+        PrivacyLedger.commit = original
+
+
+@contextlib.contextmanager
+def noise_ignores_round(stage: str | None = None) -> Iterator[None]:
+    """The mechanism's noise for ``stage`` (None: every stage) drawn from a stream keyed without the round:
+    the same draws every round (e.g. the server's noise reused across rounds)."""
+    original = RoundContext.noise
+
+    def noise(self, name, clients, shape, *key):
+        if stage is not None and name != stage:
+            return original(self, name, clients, shape, *key)
+        clients = [-1] if clients is None else clients
+        return self.streams.normal((name, "no round", *key), clients, shape, self.dtype)
+
+    RoundContext.noise = noise
+    try:
+        yield
+    finally:
+        RoundContext.noise = original

@@ -45,7 +45,8 @@ def test_provable_nbafl_is_consistent_and_its_control_is_detected(tmp_path):
 
 def test_dropped_noise_is_flagged(tmp_path):
     result = audit_from_config("udp", _config(tmp_path, "udp"), trials=300, control=False, noise_scale=0.0)
-    assert result.verdict.startswith("LEAK") and any("uplink noise: std 0-0" in r for r in result.reasons)
+    assert result.verdict.startswith("LEAK") and any(r.startswith("uplink noise (client ") and "std 0-0" in r
+                                                           for r in result.reasons)
     assert result.views[0].noise_std_measured == 0.0
 
 
