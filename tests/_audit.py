@@ -67,7 +67,7 @@ def bugs(stages: list[str]) -> dict[str, object]:
     return out
 
 
-# --- issue 33's misses: bugs the audit must also see (mechanism or ledger) ------------------------------------
+# --- issue 33's misses: bugs the audit must also see (mechanism or ledger) ------------------------------
 @contextlib.contextmanager
 def scaled_client_noise(client: int, factor: float) -> Iterator[None]:
     """Every noise the mechanism adds for ``client`` (an original client id) scaled by ``factor``."""
@@ -91,7 +91,7 @@ def scaled_client_noise(client: int, factor: float) -> Iterator[None]:
 
 @contextlib.contextmanager
 def scaled_clipping(factor: float) -> Iterator[None]:
-    """Every clip (model rows, per-sample gradients) at ``factor`` times its norm bound, the ledger unchanged."""
+    """Every clip (model rows, per-sample gradients) at ``factor`` times its bound, the ledger unchanged."""
     original = clipping.clip_factors
     clipping.clip_factors = lambda norms, clip_norm: original(norms, factor * clip_norm)
     try:
@@ -155,3 +155,55 @@ def noise_ignores_round(stage: str | None = None) -> Iterator[None]:
         yield
     finally:
         RoundContext.noise = original
+
+
+@contextlib.contextmanager
+def stream_ignores_round() -> Iterator[None]:
+    """The production noise streams (``Streams.normal``) drop the round from every key: each round redraws
+    the first round's noise."""
+    from fedbound.training.noise import Streams
+
+    original = Streams.normal
+
+    def normal(self, key, clients, shape, dtype=torch.float32):
+        return original(self, (key[0], *key[2:]), clients, shape, dtype)
+
+    Streams.normal = normal
+    try:
+        yield
+    finally:
+        Streams.normal = original
+
+
+@contextlib.contextmanager
+def scaled_noise_in_round(stage: str, round_: int, factor: float) -> Iterator[None]:
+    """``stage``'s noise in round ``round_`` (0-based) scaled by ``factor``, the other rounds as planned."""
+    original = RoundContext.sigma
+
+    def sigma(self, name, clients=None):
+        out = original(self, name, clients)
+        return out * factor if name == stage and self.round == round_ else out
+
+    RoundContext.sigma = sigma
+    try:
+        yield
+    finally:
+        RoundContext.sigma = original
+
+
+@contextlib.contextmanager
+def ledger_keeps_first_plan() -> Iterator[None]:
+    """A LEDGER bug: a plan changed mid-run (CRD) is not read; the ledger keeps counting the first one."""
+    from fedbound.training.privacy import PrivacyLedger
+
+    def get(self):
+        return self.__dict__["plan"]
+
+    def set_(self, plan):
+        self.__dict__.setdefault("plan", plan)
+
+    PrivacyLedger.plan = property(get, set_)
+    try:
+        yield
+    finally:
+        del PrivacyLedger.plan

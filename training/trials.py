@@ -182,20 +182,24 @@ class TrialStreams:
         shape = tuple(int(s) for s in shape)
         if len(copies) == 1 and copies[0] < 0:
             return self.per_run(key, int(copies[0]), shape, dtype)
-        return self._draw([(c // self.width, int(self.clients[c % self.width])) for c in copies.tolist()], key,
-                          shape, dtype)
+        pairs = [(c // self.width, int(self.clients[c % self.width])) for c in copies.tolist()]
+        return self._draw(pairs, key, shape, dtype)
 
     def per_run(self, key: tuple, client: int, shape: Sequence[int], dtype: torch.dtype = torch.float32
                 ) -> torch.Tensor:
         """One row per run of the batch: ``Streams(seed).normal(key, [client], shape)`` of each."""
-        return self._draw([(g, int(client)) for g in range(len(self.seeds))], key, tuple(int(s) for s in shape),
-                          dtype)
+        pairs = [(g, int(client)) for g in range(len(self.seeds))]
+        return self._draw(pairs, key, tuple(int(s) for s in shape), dtype)
 
-    def _draw(self, pairs: list[tuple[int, int]], key: tuple, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    def _draw(self, pairs: list[tuple[int, int]], key: tuple, shape: tuple, dtype: torch.dtype
+              ) -> torch.Tensor:
         out = torch.empty((len(pairs), *shape), dtype=dtype, device=self.device)
         if Streams.normal is not _STREAMS_NORMAL or Streams.generator is not _STREAMS_GENERATOR:
-            for row, (group, client) in enumerate(pairs):  # a changed Streams: through it, row by row
-                out[row] = self.run(group).normal(key, [client], shape, dtype)[0]
+            groups = np.array([g for g, _ in pairs])  # a changed Streams: through it, one call per run
+            clients = np.array([c for _, c in pairs])
+            for group in np.unique(groups).tolist():
+                rows = np.flatnonzero(groups == group)
+                out[torch.as_tensor(rows)] = self.run(group).normal(key, clients[rows], shape, dtype)
             return out
         gen = torch.Generator(device=self.device)  # what Streams.normal computes, one generator reseeded
         for row, (group, client) in enumerate(pairs):
@@ -205,7 +209,7 @@ class TrialStreams:
 
     def uniform_population(self, key: tuple, num_clients: int, n: int, clients: Sequence[int] | np.ndarray,
                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """Each copy's row of its run's ``(population, n_max)`` draw (its first ``n`` columns: the records)."""
+        """Each copy's row of its run's ``(population, n_max)`` draw (its first ``n`` columns: records)."""
         self.draws += 1
         copies = np.asarray(clients, dtype=np.int64)
         groups, positions = np.divmod(copies, self.width)
@@ -363,9 +367,10 @@ def _aggregate(uploads: torch.Tensor, weights: torch.Tensor, groups: int) -> tor
     return (uploads.reshape(groups, len(weights), -1) * weights[None, :, None]).sum(dim=1)
 
 
-def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], salt: int, plan: NoisePlan | None,
-           keep: bool, cache: LocalCache | None = None, change_keys: Sequence[int] | None = None,
-           others_in_law: str | None = None, coupled: bool = False) -> tuple[TrialRuns, _Recorder, int]:
+def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], salt: int,
+           plan: NoisePlan | None, keep: bool, cache: LocalCache | None = None,
+           change_keys: Sequence[int] | None = None, others_in_law: str | None = None,
+           coupled: bool = False) -> tuple[TrialRuns, _Recorder, int]:
     """One batch: the federation copies of ``changes`` (one seed each) through the hooks (module docstring).
     Returns the runs, the recorder (releases, coupled shifts) and the draws made in local training."""
     setup = setup.narrowed()
@@ -375,7 +380,7 @@ def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], s
     recorder = _Recorder(rounds, groups, width, pos, dim, keep)
     if cache is None:
         fed = replicate(setup.data, setup.participants, setup.target, changes)
-    else:  # uploads start from cached local models: the hooks read no training data (verified, :func:`verify`)
+    else:  # uploads start from cached local models: the hooks read no training data (:func:`verify`)
         fed = ClientData(torch.zeros((groups * width, 1, *setup.data.feature_shape), dtype=dtype),
                          torch.zeros((groups * width, 1), dtype=setup.data.y.dtype),
                          torch.ones((groups * width, 1), dtype=torch.bool),
@@ -398,9 +403,14 @@ def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], s
             before = streams.draws
             local = _local_rounds(setup, fed, make, all_copies, t)
             local_draws += streams.draws - before
+        elif others_in_law is not None:  # the target's rows only
+            plain = cache.plain[t][_cache_row(cache, setup.target)].to(streams.device, dtype)
+            local = plain.unsqueeze(0).repeat(groups, 1)
+            for g, key in enumerate(change_keys or [None] * groups):
+                if key is not None:
+                    local[g] = cache.changed[key][t].to(streams.device, dtype)
         else:
-            where = {int(c): i for i, c in enumerate(cache.participants)}
-            rows = [where[int(c)] for c in setup.participants]
+            rows = [_cache_row(cache, c) for c in setup.participants]
             local = cache.plain[t][rows].to(streams.device, dtype).repeat(groups, 1)
             for g, key in enumerate(change_keys or [None] * groups):
                 if key is not None:
@@ -415,7 +425,7 @@ def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], s
                 every[t] = rows.reshape(groups, width, dim)
             agg = _aggregate(up, weights, groups) if setup.broadcast else None
         else:
-            up = setup.algorithm.upload(ctx, target_copies, local[pos::width])
+            up = setup.algorithm.upload(ctx, target_copies, local)
             uploads[t] = up.detach().to("cpu", dtype)
             agg = _in_law(setup, cache, ctx, up, weights, t, others_in_law, streams)
         if setup.broadcast:
@@ -423,11 +433,15 @@ def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], s
             out = setup.algorithm.server_update(ctx, agg)
             if tuple(out.shape) != (groups, dim):
                 raise ConfigError(f"audit: {setup.algorithm.name}'s server_update returned shape "
-                                  f"{tuple(out.shape)} for the trial aggregates {(groups, dim)}: it must act row "
-                                  "by row")
+                                  f"{tuple(out.shape)} for the trial aggregates {(groups, dim)}: it must "
+                                  "act row by row")
             broadcasts[t] = out.detach().to("cpu", dtype)
     runs = TrialRuns(uploads, aggregates, broadcasts, recorder.releases, every, recorder.client_releases)
     return runs, recorder, local_draws
+
+
+def _cache_row(cache: LocalCache, client: int) -> int:
+    return int(np.flatnonzero(cache.participants == client)[0])
 
 
 def _in_law(setup: TrialSetup, cache: LocalCache, ctx: TrialContext, target_up: torch.Tensor,
@@ -512,7 +526,8 @@ def run_trials(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int
     for lo in range(0, len(changes), size):
         hi = min(lo + size, len(changes))
         runs, _, _ = _drive(setup, changes[lo:hi], seeds[lo:hi], derive_seed(salt, "batch", lo) & 0x7FFFFFFF,
-                            plan, keep_clients, cache=cache, change_keys=keys[lo:hi], others_in_law=others_in_law)
+                            plan, keep_clients, cache=cache, change_keys=keys[lo:hi],
+                            others_in_law=others_in_law)
         yield lo, runs
 
 

@@ -92,7 +92,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                         ["stage", "checks", "lowest measured / planned", "its interval"], _noise_rows(result),
                         digits=4)
         if result.stream_checks or result.shift_checks:
-            print_table("noise streams (independent across rounds, clients, trials) and sensitivity per stage",
+            print_table("noise streams (independent across rounds, clients, trials), sensitivity per stage",
                         ["check", "worst", "limit"], _stream_shift_rows(result), digits=4)
         typer.echo(f"trials: {result.fast_path}")
         typer.echo(f"verdict: {result.verdict.split(':')[0]}")
@@ -158,7 +158,8 @@ def _stream_shift_rows(result) -> list[list]:
     rows = [[f"{c.stage} noise across {c.relation} (t statistic)", f"{c.statistic:.3g} ({c.cosines} cosines)",
              f"{float(norm.isf(c.alpha)):.3g}"] for c in result.stream_checks]
     for stage in dict.fromkeys(c.stage for c in result.shift_checks):
-        worst = max((c for c in result.shift_checks if c.stage == stage), key=lambda c: c.shift / c.sensitivity)
+        worst = max((c for c in result.shift_checks if c.stage == stage),
+                    key=lambda c: c.shift / c.sensitivity)
         rows.append([f"{stage} input shift D vs D' / sensitivity", f"{worst.shift / worst.sensitivity:.4g} "
                      f"(client {worst.client})", "1"])
     return rows

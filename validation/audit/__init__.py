@@ -1,5 +1,5 @@
-"""``fedbound.validation.audit``: The privacy audit: neighbouring copies of the worst participant trained by the
-real engine with the noise the runs really draw, an epsilon lower bound per adversary view against the
+"""``fedbound.validation.audit``: The privacy audit: neighbouring copies of the worst participant trained by
+the real engine with the noise the runs really draw, an epsilon lower bound per adversary view against the
 reported epsilon and an epsilon recomputed without the ledger, every participant's noise and sensitivity
 checked, a positive control; one module per paper declares its ``AUDIT`` views.  Also the sensitivity probe
 of ``fedbound train`` and the provable sensitivity's setting.
@@ -112,8 +112,8 @@ def _trials(trials: int | str, control: bool) -> tuple[int, bool]:
     """(trials per side, auto) after the one-line checks of ``--trials``."""
     if trials == "auto":
         if not control:
-            raise ConfigError("--trials = auto needs the halved-noise control (it raises the trials until the "
-                              "control is detected): drop --no-control or give a number of trials")
+            raise ConfigError("--trials = auto needs the halved-noise control (it raises the trials until "
+                              "the control is detected): drop --no-control or give a number of trials")
         return DEFAULT_TRIALS, True
     if isinstance(trials, str) or isinstance(trials, bool) or not 4 <= trials <= MAX_TRIALS:
         raise ConfigError(f"--trials = {trials} is outside its valid range integer in [4, {MAX_TRIALS}] or "
@@ -187,7 +187,12 @@ def _noise_results(nominal: Any) -> tuple[list[NoiseCheck], list[StreamCheck]]:
 
 def _control(experiment: Any, results: list[ViewAudit], trials: int, s: Any, alpha: float) -> list[ViewAudit]:
     """The halved-noise control's lower bound per view, and the trials it would need."""
-    from fedbound.validation.audit.stats import epsilon_lower_bound_at, gaussian_fit, threshold_grid, trials_needed
+    from fedbound.validation.audit.stats import (
+        epsilon_lower_bound_at,
+        gaussian_fit,
+        threshold_grid,
+        trials_needed,
+    )
 
     control = experiment.run_pass(trials, 0.5 * experiment.noise_scale, "control", noise=False)
     out = []

@@ -28,12 +28,12 @@ import numpy as np
 
 from fedbound.errors import ConfigError
 
-__all__ = ["Canary", "record_canary", "client_canary", "search", "worst", "classes", "CANARY_SEARCH", "NATURAL_RECORDS",
-           "SHARED"]
+__all__ = ["Canary", "record_canary", "client_canary", "search", "worst", "classes", "CANARY_SEARCH",
+           "NATURAL_RECORDS", "SHARED"]
 
-NATURAL_RECORDS = 2
-"""Records per non-smallest participant whose flips and swaps are tried."""
-SHARED = 8
+NATURAL_RECORDS = 1
+"""Records per non-smallest participant whose flips are tried."""
+SHARED = 4
 """The full search's best crafted records every other participant tries."""
 
 
@@ -124,7 +124,8 @@ def _others(kind: str, level: str, s: Any, prepared: Any, starts: Any, client: i
     from fedbound.training.sensitivity import probe, shifts
 
     if kind != "worst":
-        change, _ = CANARY_SEARCH[level](kind, s, prepared, starts, NATURAL_RECORDS, canary_record, seed, client)
+        change, _ = CANARY_SEARCH[level](kind, s, prepared, starts, NATURAL_RECORDS, canary_record, seed,
+                                         client)
         return change, float(shifts(prepared, s.model, s.data, client, [change], starts,
                                     options=s.options).max())
     best = np.argsort(-found.shifts.max(axis=0))[:SHARED]
@@ -133,10 +134,9 @@ def _others(kind: str, level: str, s: Any, prepared: Any, starts: Any, client: i
         candidates = _client_candidates(s, client, shared)
         moved = shifts(prepared, s.model, s.data, client, candidates, starts, options=s.options).max(axis=0)
     else:
-        natural = probe(prepared, s.model, s.data, client, starts, records=NATURAL_RECORDS, options=s.options)
-        candidates = [*natural.replacements, *shared]
-        moved = np.concatenate([natural.shifts.max(axis=0), shifts(prepared, s.model, s.data, client, shared,
-                                                                   starts, options=s.options).max(axis=0)])
+        tried = probe(prepared, s.model, s.data, client, starts, records=NATURAL_RECORDS, options=s.options,
+                      extra=shared)
+        candidates, moved = list(tried.replacements), tried.shifts.max(axis=0)
     k = int(np.argmax(moved))
     return candidates[k], float(moved[k])
 

@@ -29,7 +29,7 @@ from fedbound.validation.audit.observe import NoiseSource, NoiseStats, ViewScore
 
 __all__ = ["Experiment", "Pass", "coupled_checks", "VERIFY_TRIALS", "COUPLED_PAIRS", "ONE_RUN_CANARIES"]
 
-VERIFY_TRIALS = 4
+VERIFY_TRIALS = 2
 """Trials per side run in full beside a fast path, or to read every participant's noise."""
 COUPLED_PAIRS = 8
 """Coupled (D, D') pairs per participant when local training is random (1 when it is deterministic)."""
@@ -95,9 +95,10 @@ class Experiment:
         self.broadcast = any(v.kind == "broadcast" and v.name not in views.releases for v in plan.views)
         self.setup = TrialSetup(prepared, s.model, s.data, s.target, s.participants, s.weights, starts, plan,
                                 s.options, self.broadcast)
-        self.clean = _first(_run(replace(self.setup, plan=None), [None, change], [seed, seed],
-                                 keep_clients=True))
         self.cache = local_cache(self.setup, {1: change}, seed, plan)
+        cached = {} if self.cache is None else {"cache": self.cache, "change_keys": [None, 1]}
+        self.clean = _first(_run(replace(self.setup, plan=None), [None, change], [seed, seed],
+                                 keep_clients=True, **cached))
         self.notes: list[str] = []
         self._modes: dict[tuple, _Mode] = {}
 
@@ -155,8 +156,8 @@ class Experiment:
         parts = ["local models computed once, verified bit for bit against full trials"
                  if mode.cache is not None else "every trial trained in full"]
         if mode.in_law is not None:
-            parts.append("the other participants' noise in the aggregate drawn in law; their noise checked on "
-                         "full trials")
+            parts.append("the other participants' noise in the aggregate drawn in law; their noise "
+                         "checked on full trials")
         elif not mode.setup.everyone:
             parts.append("the target trained alone; every participant's noise checked on full trials")
         return "; ".join(parts)
@@ -218,13 +219,15 @@ class Experiment:
                 out.append(NoiseSource(f"{view.name} (release)", lambda r, n=name: _release(r, n), sigma,
                                        clients))
         if self.broadcast and len(clients) == len(part):
-            stage = next(v.stage for v in plan.views if v.kind == "broadcast" and v.name not in views.releases)
+            stage = next(v.stage for v in plan.views
+                         if v.kind == "broadcast" and v.name not in views.releases)
             up = np.array([plan.stage_sigma(stage, t)[part] for t in range(rounds)])
             agg = np.sqrt((s.weights**2 * up**2).sum(axis=1))[:, None]
             out.append(NoiseSource(f"{stage} (aggregate)", lambda r: r.aggregates[:, :, None], agg, (-1,)))
         if self.broadcast:
             server = np.array([plan.stage_sigma("server", t)[0] for t in range(rounds)])[:, None]
-            out.append(NoiseSource("server", lambda r: (r.broadcasts - r.aggregates)[:, :, None], server, (-1,)))
+            out.append(NoiseSource("server", lambda r: (r.broadcasts - r.aggregates)[:, :, None], server,
+                                   (-1,)))
         return [src for src in out if np.all(src.sigma > 0)]
 
     # --- passes ---------------------------------------------------------------------------------------
@@ -235,7 +238,8 @@ class Experiment:
 
         mode = self.mode(trials, cheap=not noise)
         changes = [None] * trials + [self.change] * trials
-        seeds = trial_seeds(self.seed, f"{kind} out", 0, trials) + trial_seeds(self.seed, f"{kind} in", 0, trials)
+        seeds = (trial_seeds(self.seed, f"{kind} out", 0, trials)
+                 + trial_seeds(self.seed, f"{kind} in", 0, trials))
         keys = [None] * trials + [1] * trials
         scores = self.view_scores(scale)
         stats = NoiseStats() if noise else None
@@ -247,7 +251,8 @@ class Experiment:
             bulk += [src for src in self.sources(part) if src.label == "server"]
             bulk = [src for src in bulk if not src.label.endswith("(aggregate)")]
         rng = np.random.default_rng(derive_seed(self.seed, "audit", kind, "presence"))
-        for lo, runs in _run(mode.setup, changes, seeds, scale=scale, keep_clients=noise and every and len(part) > 1,
+        keep = noise and every and len(part) > 1
+        for lo, runs in _run(mode.setup, changes, seeds, scale=scale, keep_clients=keep,
                              cache=mode.cache, change_keys=keys if mode.cache is not None else None,
                              others_in_law=mode.in_law, salt=derive_seed(self.seed, kind)):
             sides = np.arange(lo, lo + runs.uploads.shape[1]) >= trials

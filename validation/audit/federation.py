@@ -66,7 +66,8 @@ def round_one(rec: Any, setting: Mapping[str, Any], train: Mapping[str, Any], ro
         raise ConfigError("audit: nobody participates in round 1 of this setting")
     sizes = setup.client_sizes[participants]
     target = int(participants[int(np.argmin(sizes))])
-    return Setup(algorithm, setup.model, setup.data, setup.dataset, plan, options, target, participants, weights)
+    return Setup(algorithm, setup.model, setup.data, setup.dataset, plan, options, target, participants,
+                 weights)
 
 
 def trajectory(s: Setup, rounds: int) -> tuple[Any, tuple]:

@@ -1,5 +1,5 @@
-"""The audited client's epsilon recomputed without the ledger under audit: from the plan's sigma's, the rounds,
-the sampling and the neighbouring relation, composed by dp-accounting's own accountants.
+"""The audited client's epsilon recomputed without the ledger under audit: from the plan's sigma's, the
+rounds, the sampling and the neighbouring relation, composed by dp-accounting's own accountants.
 
 Per adversary group (the plan's views of one ``group`` compose), the target's releases over the audited rounds
 (it takes part in every one; ``View`` says what each release is):
@@ -16,13 +16,13 @@ Per adversary group (the plan's views of one ``group`` compose), the target's re
 Accountants (dp-accounting, Google): unsampled Gaussian releases compose into one Gaussian with ``1 / z^2 =
 sum_i 1 / z_i^2`` (Dong, Roth & Su 2019, Cor. 3.3), whose epsilon is exact (``gaussian_mechanism.
 get_epsilon_gaussian``, Balle & Wang 2018; ``lower = upper``); a group with Poisson sampling composes in a
-privacy loss distribution under the replace-one relation (``PrivacyLossDistribution.from_gaussian_mechanism``, Meiser & Mohammadi 2018; Koskela
-et al. 2020), once pessimistic (an upper bound: ``upper``) and once optimistic (a lower bound: ``lower``; the
-gap is the discretisation); a group with sampling without replacement, which dp-accounting's PLD does not
-model, by its RDP accountant (Wang, Balle & Kasiviswanathan 2019, Thm 27) at integer orders (DESIGN note:
-fractional orders are loose there), an upper bound only.  dp-accounting's PLD counts a replace-one Gaussian
-release with noise multiplier ``z`` as shifting by ``2``, so each release goes in as ``2 sigma / Delta``; its
-RDP as ``sigma / Delta``.
+privacy loss distribution under the replace-one relation (``from_gaussian_mechanism``; Meiser & Mohammadi
+2018; Koskela et al. 2020), once pessimistic (an upper bound: ``upper``) and once optimistic (a lower bound:
+``lower``; the gap is the discretisation); a group with sampling without replacement, which dp-accounting's
+PLD does not model, by its RDP accountant (Wang, Balle & Kasiviswanathan 2019, Thm 27; orders
+``_RDP_ORDERS``, every one an upper bound), an upper bound only.  dp-accounting's PLD counts a replace-one
+Gaussian release with noise multiplier ``z`` as shifting by ``2``, so each release goes in as ``2 sigma /
+Delta``; its RDP as ``sigma / Delta``.
 
 A ledger that reports less than ``lower`` (PLD), or less than ``(1 - RDP_TOLERANCE) upper`` (RDP only),
 under-reports: the audit says LEAK.
@@ -43,7 +43,7 @@ RDP_TOLERANCE = 0.05
 PLD_INTERVAL = 1e-3
 """dp-accounting's ``value_discretization_interval`` (its error shows as the gap between ``lower`` and
 ``upper``: about 1e-3 per composed release kind)."""
-_RDP_ORDERS = tuple(range(2, 513))
+_RDP_ORDERS = (1.25, 1.5, 1.75, *range(2, 65), 80, 96, 128, 160, 192, 256)
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ def _events(view, plan, target: int, participants: np.ndarray, weights: np.ndarr
             delta_b = float(w[part == target][0]) * sens
             z.append(sigma / delta_b if delta_b > 0 else math.inf)
         else:
-            z += [float(plan.stage_sigma(view.stage, t, np.array([target]))[0]) / sens] * view.releases_per_round
+            sigma = float(plan.stage_sigma(view.stage, t, np.array([target]))[0])
+            z += [sigma / sens] * view.releases_per_round
     sampled = view.hidden_sampling and view.sample_rate < 1.0
     if view.max_releases is not None and not sampled:
         z = sorted(z)[: int(view.max_releases)]
@@ -150,8 +151,8 @@ def _rdp(events: Sequence[tuple[str, float, float, int]], delta: float, populati
 
 def independent_epsilons(plan, target: int, participants: np.ndarray, weights: np.ndarray, rounds: int
                          ) -> dict[str, IndependentEpsilon]:
-    """Per adversary group of ``plan`` (the ledger's plan at the audited level, each round's sigma's as the run
-    used them), the target's epsilon after ``rounds`` rounds (module docstring)."""
+    """Per adversary group of ``plan`` (the ledger's plan at the audited level, each round's sigma's as the
+    run used them), the target's epsilon after ``rounds`` rounds (module docstring)."""
     groups: dict[str, list] = {}
     for view in plan.views:
         groups.setdefault(view.group_name, []).append(view)
@@ -165,8 +166,10 @@ def independent_epsilons(plan, target: int, participants: np.ndarray, weights: n
             continue
         if any(kind == "without_replacement" for kind, *_ in events):
             upper = _rdp(events, plan.delta, plan.num_clients)
-            out[group] = IndependentEpsilon(group, upper, None, "RDP (dp-accounting, replace-one)", tuple(events))
+            out[group] = IndependentEpsilon(group, upper, None, "RDP (dp-accounting, replace-one)",
+                                            tuple(events))
             continue
-        out[group] = IndependentEpsilon(group, _pld(events, plan.delta, True), _pld(events, plan.delta, False),
-                                        "PLD (dp-accounting, replace-one)", tuple(events))
+        out[group] = IndependentEpsilon(group, _pld(events, plan.delta, True),
+                                        _pld(events, plan.delta, False), "PLD (dp-accounting, replace-one)",
+                                        tuple(events))
     return out

@@ -21,8 +21,9 @@ mean 0; a one-sided t-test on the cosines of each relation.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,7 +59,7 @@ class ViewScores:
 
     @property
     def planned_score_std(self) -> float:
-        """The score's planned std ``sqrt(sum_t ||s_t||^2 / std_t^2)`` (its planned mean on D' is its square)."""
+        """The score's planned std ``sqrt(sum_t ||s_t||^2 / std_t^2)`` (its mean on D': the square)."""
         w = np.where(self.std > 0, 1.0 / np.maximum(self.std, 1e-300) ** 2, 0.0)
         return float(np.sqrt(np.sum(w * np.sum(self.shift**2, axis=1))))
 

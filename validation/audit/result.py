@@ -9,7 +9,8 @@ from typing import Any
 
 from scipy.stats import norm
 
-__all__ = ["ViewAudit", "NoiseCheck", "StreamCheck", "ShiftCheck", "AuditResult", "verdict", "SHIFT_TOLERANCE"]
+__all__ = ["ViewAudit", "NoiseCheck", "StreamCheck", "ShiftCheck", "AuditResult", "verdict",
+           "SHIFT_TOLERANCE"]
 
 SHIFT_TOLERANCE = 1e-4
 """Relative slack of a shift check (float rounding of the noise-free computation)."""

@@ -236,7 +236,8 @@ def detectable_epsilon(trials: int, epsilon: float, delta: float, alpha: float, 
     lo, hi = 0.0, mu_max
     for _ in range(24):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if expected_lower_bound(mid, trials, delta, alpha, thresholds) <= epsilon else (lo, mid)
+        below = expected_lower_bound(mid, trials, delta, alpha, thresholds) <= epsilon
+        lo, hi = (mid, hi) if below else (lo, mid)
     return float(_gdp_epsilon(np.array([hi]), delta)[0])
 
 

@@ -80,7 +80,9 @@ class AuditViews:
 
     def prepared(self, algorithm: Any, client: int) -> Any:
         """The algorithm as audited with ``client`` the target."""
-        return self.prepare(algorithm) if self.prepare_target is None else self.prepare_target(algorithm, client)
+        if self.prepare_target is None:
+            return self.prepare(algorithm)
+        return self.prepare_target(algorithm, client)
 
 
 def without(algorithm: Any, **attributes: Any) -> Any:
