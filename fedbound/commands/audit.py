@@ -123,8 +123,9 @@ def _rows(result) -> list[list]:
         ("eps independent (dp-accounting)", lambda v: fmt(v.epsilon_independent)),
         ("eps Gaussian-DP estimate / lower (Nasr et al.)", lambda v: f"{fmt(v.gdp_epsilon)} / "
                                                                      f"{fmt(v.gdp_epsilon_low)}"),
-        ("eps one-run lower (Steinke et al.; canaries)", lambda v: "-" if v.one_run_epsilon is None else
-         f"{fmt(v.one_run_epsilon)} ({v.one_run_canaries})"),
+        ("one-run lower / plan's eps, at delta (Steinke et al.)", lambda v: "-" if v.one_run_epsilon is None
+         else f"{fmt(v.one_run_epsilon)} / {fmt(v.one_run_reference)} at {v.one_run_delta:g} "
+              f"({v.one_run_canaries} canaries)"),
         ("control (noise halved): eps lower", lambda v: fmt(v.control_epsilon_lower)),
         ("smallest eps detectable / control needs trials", lambda v: f"{fmt(v.detectable_epsilon)} / "
                                                                      f"{v.trials_needed or '-'}"),

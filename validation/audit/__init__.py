@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.errors import ConfigError
+from fedbound.validation.audit.experiment import ONE_RUN_DELTA
 from fedbound.validation.audit.result import (
     AuditResult,
     NoiseCheck,
@@ -122,7 +123,7 @@ def _trials(trials: int | str, control: bool) -> tuple[int, bool]:
 
 
 def _view_results(s: Any, views: AuditViews, nominal: Any, reported: dict, independent: dict,
-                  shifts: list[ShiftCheck], alpha: float, one_run: dict) -> list[ViewAudit]:
+                  shifts: list[ShiftCheck], alpha: float, one_run: dict, one_run_ref: dict) -> list[ViewAudit]:
     """Per view of the plan: the statistics of the nominal pass (module docstring, steps 5-6)."""
     from fedbound.validation.audit.stats import (
         epsilon_lower_bound_at,
@@ -159,6 +160,9 @@ def _view_results(s: Any, views: AuditViews, nominal: Any, reported: dict, indep
             gdp_mu=gdp.mu, gdp_epsilon=gdp.epsilon, gdp_mu_low=gdp.mu_low, gdp_epsilon_low=gdp.epsilon_low,
             one_run_epsilon=None if run is None else run.epsilon,
             one_run_canaries=None if run is None else run.canaries,
+            one_run_delta=None if run is None else min(ONE_RUN_DELTA, s.plan.delta),
+            one_run_reference=None if run is None or view.group_name not in one_run_ref
+            else one_run_ref[view.group_name].upper,
             leak=lb.epsilon > tight, shift_exceeded=exceeded, alpha=alpha, scores_out=out_s.tolist(),
             scores_in=in_s.tolist()))
     return out
@@ -264,10 +268,13 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
         shifts = [ShiftCheck(*c) for c in coupled_checks(s, found_all, prepare, starts, base, noise_scale,
                                                          experiment.deterministic)]
         one_run = experiment.one_run(found_all, noise_scale)
+        one_run_ref = independent_epsilons(replace(s.ledger_plan, delta=min(ONE_RUN_DELTA, s.plan.delta)),
+                                           s.target, s.participants, s.weights, rounds) if one_run else {}
         alpha = ALPHA / len(s.plan.views)
         while True:
             nominal = experiment.run_pass(trials, noise_scale, "nominal", noise=True)
-            results = _view_results(s, views, nominal, reported, independent, shifts, alpha, one_run)
+            results = _view_results(s, views, nominal, reported, independent, shifts, alpha, one_run,
+                                    one_run_ref)
             if control:
                 results = _control(experiment, results, trials, s, alpha)
             if not (auto and control) or any(v.control_detected for v in results) or trials >= MAX_TRIALS:

@@ -50,7 +50,11 @@ class ViewAudit:
     """Nasr et al. 2023's Gaussian-DP estimate and lower bound (``stats.gdp_estimate``)."""
     one_run_epsilon: float | None = None
     one_run_canaries: int | None = None
-    """Steinke, Nasr & Jagielski 2023's one-run lower bound (runs with many canaries; None otherwise)."""
+    one_run_delta: float | None = None
+    one_run_reference: float | None = None
+    """Steinke, Nasr & Jagielski 2023's one-run lower bound at ``one_run_delta`` (runs with many canaries;
+    None otherwise) and the plan's epsilon at that delta (independent), which a correct mechanism's bound
+    stays under."""
     control_epsilon_lower: float | None = None
     control_mu: float | None = None
     leak: bool = False

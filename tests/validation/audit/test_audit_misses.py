@@ -21,6 +21,9 @@ from fedbound.validation.audit import audit_from_config
 
 FULL = os.environ.get("FEDBOUND_AUDIT_SUITE") == "full"
 SEEDS = range(4) if FULL else range(1)
+ROUNDS3 = {} if FULL else {"trials": 500}
+"""Three-round audits in the default run: 500 trials (the stream tests see a reused draw as a cosine of 1; the
+ledger checks are deterministic); the full profile runs the default 2,000."""
 
 
 def _leaks(paper, cfg, bug, seed, words, **kw):
@@ -96,7 +99,7 @@ def test_a_ledger_that_reads_sigma_as_one_and_a_half_times_larger(paper, seed, t
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_ledger_that_skips_one_of_three_rounds(seed, tmp_path):
     result = _leaks("nbafl", small_config(tmp_path, "nbafl"), lambda: bugs.ledger_skips_round(1), seed,
-                    ["downlink: the ledger reports epsilon"], rounds=3)
+                    ["downlink: the ledger reports epsilon"], rounds=3, **ROUNDS3)
     down = next(v for v in result.views if v.kind == "broadcast")
     # three broadcasts at z: one Gaussian with 1/z^2 summed (the ledger counted two)
     z = next(e for e in result.views if e.kind == "broadcast")
@@ -130,7 +133,7 @@ def test_auto_raises_the_trials_when_the_ledger_under_reports(seed, tmp_path):
 def test_noise_reused_across_rounds(paper, bug, words, seed, tmp_path):
     # the trials draw from the production streams, so a stream that ignores the round shows
     cfg = small_config(tmp_path, paper, **({"udp": {"T": 3}} if paper == "udp" else {}))
-    result = _leaks(paper, cfg, bug, seed, words, rounds=3)
+    result = _leaks(paper, cfg, bug, seed, words, rounds=3, **ROUNDS3)
     assert any(c.correlated and c.relation == "rounds" for c in result.stream_checks)
 
 
@@ -181,4 +184,4 @@ def test_crd_audits_each_rounds_sigma_and_reports_what_training_spends(tmp_path)
     (bugs.ledger_keeps_first_plan, ["uplink: the ledger reports epsilon"]),
 ])
 def test_crd_bugs(bug, words, seed, tmp_path):
-    _leaks("udp", _crd(tmp_path), bug, seed, words, rounds=3)
+    _leaks("udp", _crd(tmp_path), bug, seed, words, rounds=3, **ROUNDS3)
