@@ -123,7 +123,8 @@ def _trials(trials: int | str, control: bool) -> tuple[int, bool]:
 
 
 def _view_results(s: Any, views: AuditViews, nominal: Any, reported: dict, independent: dict,
-                  shifts: list[ShiftCheck], alpha: float, one_run: dict, one_run_ref: dict) -> list[ViewAudit]:
+                  shifts: list[ShiftCheck], alpha: float, one_run: dict, one_run_ref: dict
+                  ) -> list[ViewAudit]:
     """Per view of the plan: the statistics of the nominal pass (module docstring, steps 5-6)."""
     from fedbound.validation.audit.stats import (
         epsilon_lower_bound_at,

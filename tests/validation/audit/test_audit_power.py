@@ -135,8 +135,9 @@ def test_one_run_estimate_for_a_run_with_many_canaries(tmp_path):
     # outliers move the upload far past 2C/m) every guess is right and the bound is positive; a correct
     # mechanism stays under the plan's epsilon at the same delta
     train = {"synthetic_samples": 2000}
-    leaky = audit_from_config("nbafl", small_config(tmp_path, "nbafl", nbafl={"N": 40, "sensitivity": "paper"},
-                                                    train={**train, "lr": 0.1}), trials=40, control=False)
+    paper = small_config(tmp_path, "nbafl", nbafl={"N": 40, "sensitivity": "paper"},
+                         train={**train, "lr": 0.1})
+    leaky = audit_from_config("nbafl", paper, trials=40, control=False)
     correct = audit_from_config("nbafl", small_config(tmp_path, "nbafl", nbafl={"N": 40}, train=train),
                                 trials=40, control=False)
     for result in (leaky, correct):

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from fedbound.tests._audit import toy_federation
 from fedbound.training.engine import Algorithm, RoundContext, RunOptions, RunState
-from fedbound.training.federation import ClientData
 from fedbound.training.local import LocalSGD
-from fedbound.training.models import build_model
 from fedbound.training.noise import Streams
 from fedbound.training.plan import NoisePlan, View
 from fedbound.training.sensitivity import Replacement
@@ -45,12 +44,7 @@ class _Sampled(_Noisy):
 
 
 def _setup(algo=None, local=None):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((N * M, 3))
-    y = (rng.random(N * M) < 0.5).astype(np.int64)
-    data = ClientData.from_partition(x, y, np.split(np.arange(N * M), N), dtype=torch.float64)
-    model = build_model("logreg", (3,), 2)
-    start = model.init(torch.Generator().manual_seed(1), torch.float64)
+    data, model, start = toy_federation(N, M)
     starts = torch.stack([start, 0.5 * start])
     plan = NoisePlan(rounds=T, num_clients=N, sigma={"uplink": np.array([[0.1, 0.2, 0.3, 0.4], [0.5] * 4]),
                                                      "server": np.array([0.05, 0.07])},
