@@ -20,7 +20,6 @@ at ``ONE_RUN_DELTA`` (beside the plan's epsilon at that delta, which a correct m
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -331,6 +330,3 @@ def coupled_checks(s: Any, canaries: list, prepare: Any, starts: Any, seed: int,
                             float(s.ledger_plan.stage_sensitivity(stage)[c.client]), len(values)))
     return out
 
-
-def finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
