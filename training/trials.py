@@ -167,9 +167,13 @@ def replicate(data: ClientData, clients: np.ndarray, target: int, changes: Seque
 
 
 def _scaled(plan: NoisePlan | None, scale: float) -> NoisePlan | None:
+    """The mechanism the trials run: the plan's sigma's times ``scale`` (a test hook).  The trials' plan
+    only says what noise to draw (the audited ledger keeps the original); a scale of 0 (the dropped-noise
+    bug) promises nothing, so its budget is inf, which NoisePlan needs to accept zero noise."""
     if plan is None or scale == 1.0:
         return plan
-    return replace(plan, sigma={k: np.asarray(v) * scale for k, v in plan.sigma.items()})
+    budget = plan.eps if scale > 0 else math.inf
+    return replace(plan, sigma={k: np.asarray(v) * scale for k, v in plan.sigma.items()}, eps=budget)
 
 
 class _Recorder:
