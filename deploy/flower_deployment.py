@@ -82,14 +82,14 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 def flower_bin(name: str) -> str:
     """The path of Flower's command ``name`` in this Python environment (else on PATH)."""
-    from fedbound.deploy import FLOWER_HINT
+    from fedbound.deploy import flower_hint
 
     here = Path(sys.executable).parent / name
     if here.is_file():
         return str(here)
     found = shutil.which(name)
     if found is None:
-        raise ConfigError(f"Flower's command {name!r} is not installed here: {FLOWER_HINT}")
+        raise ConfigError(f"Flower's command {name!r} is not installed here: {flower_hint()}")
     return found
 
 

@@ -104,7 +104,9 @@ def _ray_module():
     try:
         import ray
     except ModuleNotFoundError:
-        raise ConfigError("executor = 'ray' needs Ray: install the ray extra: pip install 'fedbound[ray]'"
+        from fedbound.extras import install_command
+
+        raise ConfigError(f"executor = 'ray' needs Ray: install the ray extra: {install_command('ray')}"
                           ) from None
     return ray
 
