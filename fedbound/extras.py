@@ -83,7 +83,8 @@ def _shown(path: Path, lead: str = "./") -> str:
     path, here = Path(os.path.abspath(path)), Path.cwd()
     if path == here:
         return "."
-    return f"{lead}{path.relative_to(here)}" if path.is_relative_to(here) else str(path)
+    below = path.is_relative_to(here) and here.parent != here  # (everything is below /)
+    return f"{lead}{path.relative_to(here)}" if below else str(path)
 
 
 def _pip() -> str:
