@@ -16,7 +16,8 @@
 trained (by run key), so their pages can state the binding epsilon too (:func:`binding`).
 
 A folder is walked once, up to :data:`fedbound.validation.report.MAX_FILES` entries; a JSON file that is not
-fedbound's is skipped, a damaged result of a kind above is refused (ConfigError naming the file).
+fedbound's is skipped, a damaged result of a kind above is refused (ConfigError naming the file): a run's
+summary, or a JSON file holding a plan's or an audit's keys (:data:`MARKERS`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ KINDS = ("plan", "train", "flower", "sweep", "audit")
 
 OWN = {"validation.json", "verdicts.json", "summary.json", "spec.json"}
 """JSON files read elsewhere (by name), never classified by content."""
+
+MARKERS = (b'"recommendation"', b'"verdict"')
+"""Keys only a plan's or an audit's JSON holds: a damaged JSON file holding one is refused, not skipped."""
 
 MAX_JSON_BYTES = 64 << 20
 """Larger JSON files are not read as results (an audit with every score stays far below)."""
@@ -154,7 +158,12 @@ def scan(tree: Tree) -> dict[str, list[Result]]:
             path = folder / name
             if not name.endswith(".json") or name in OWN or not _looks_like_json_result(path):
                 continue
-            doc = read_json(path)
+            try:
+                doc = read_json(path)
+            except ConfigError:  # damaged: refused when it is a plan or an audit, another file is left alone
+                if any(marker in path.read_bytes() for marker in MARKERS):
+                    raise
+                continue
             kind = _json_kind(doc)
             if kind is not None:
                 add(Result(kind, doc["paper"], path, doc))
