@@ -31,8 +31,10 @@ class _Progress:
 
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
-                            dynamic_ncols=True)
+            from fedbound.training.eta import timed_bar
+
+            self.bar = timed_bar(tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
+                                      dynamic_ncols=True), "sweep", "run", done)
             self._show()
 
     def __call__(self, event: str, key: str) -> None:
