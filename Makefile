@@ -101,6 +101,9 @@ demo: $(STAMP)
 	@echo "== 6b. DP-PFL's audit: both DP-SGD releases (inner, outer) through the engine, each stage's noise std checked"
 	@echo "==     against the plan (a halved stage is LEAK: tests/validation/audit/test_audit_suite.py); consistent here"
 	$(FEDBOUND) audit dppfl examples/audit_dppfl.toml --trials 4000 --out $(DEMO_OUT)/audit_dppfl.png
+	@echo "==     Three rounds through the production noise streams: every participant's noise per round, streams"
+	@echo "==     independent across rounds/clients/trials, epsilon recomputed by dp-accounting beside the ledger's"
+	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --rounds 3 --trials 500 --no-control
 	@echo "== 6c. Deploy on Flower: the NbAFL plan as a Flower app, then run on Flower's simulation engine with"
 	@echo "==     fedbound's ledger accounting every round (run directory as fedbound train's)"
 	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --out $(DEMO_OUT)/flower_app
