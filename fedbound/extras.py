@@ -30,7 +30,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "train": ("torch", "mlxtend", "sklearn", "tqdm", "pyarrow"),
     "report": ("plotly",),
     "explorer": ("fastapi", "starlette", "uvicorn", "plotly"),
-    "flower": ("flwr",),
+    "flower": ("flwr", "cryptography"),
     "ray": ("ray",),
 }
 """Each extra's top-level modules (the ``[project.optional-dependencies]`` of pyproject.toml)."""
