@@ -137,3 +137,20 @@ def test_audit_says_it_on_stderr_and_json_stays_json(tmp_path, capsys, monkeypat
     assert len(said) == 1, err
     done = int(re.fullmatch(r"fedbound audit udp: about .+ left \((\d+) of 160 trials took .+\)", said[0])[1])
     assert 0 < done < 160
+
+
+@pytest.mark.parametrize(("batch", "label"), [("--batch", "the first 2 runs: 2 of 5 rounds"),
+                                              ("--no-batch", "2 of 2 rounds of the first run")])
+def test_a_sweep_of_one_group_says_it_after_its_first_round(batch, label, tmp_path, capsys, monkeypatch):
+    """T = 2 and T = 3: batched, one group of 5 rounds in all, said after the first round of both runs (2 of
+    5 rounds); alone, one group per run, said after the first run (its 2 rounds)."""
+    from fedbound.tests.test_training_cli import TINY_NBAFL
+
+    monkeypatch.setattr(eta, "MIN_SECONDS", 0.0)
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(TINY_NBAFL)
+    assert main(["sweep", "nbafl", str(cfg), "--vs", "T", "--values", "2,3", "--seeds", "1", batch,
+                 "--out", str(tmp_path / "sw")]) == 0
+    said = [ln for ln in re.split(r"[\r\n]", capsys.readouterr().err) if " left (" in ln]
+    assert len(said) == 1
+    assert re.fullmatch(rf"sweep: about .+ left \({label} took .+\)", said[0]), said

@@ -61,23 +61,26 @@ class Estimate:
         self.clock, self.write = clock or time.perf_counter, write or _write
         self.started = self.clock()
 
-    def line(self, done: int, elapsed: float) -> str | None:
-        """The line for ``done`` of ``total`` units in ``elapsed`` seconds (None: nothing worth saying)."""
+    def line(self, done: float, elapsed: float, label: str | None = None) -> str | None:
+        """The line for ``done`` of ``total`` units in ``elapsed`` seconds (None: nothing worth saying);
+        ``label`` says what was done instead of ``done of total units``."""
         if done <= 0 or done >= self.total or elapsed <= 0:
             return None
         whole = elapsed * self.total / done
         if whole < MIN_SECONDS:
             return None
         units = f"{self.unit}s" if self.total != 1 else self.unit
-        return (f"{self.what}: about {duration(whole - elapsed)} left ({done:,} of {self.total:,} {units} "
-                f"took {duration(elapsed)}){self.note}")
+        label = label or f"{done:,} of {self.total:,} {units}"
+        left = duration(whole - elapsed)
+        return f"{self.what}: about {left} left ({label} took {duration(elapsed)}){self.note}"
 
-    def step(self, done: int, elapsed: float | None = None) -> None:
-        """``done`` units finished (``elapsed`` seconds, default the clock since construction)."""
+    def step(self, done: float, elapsed: float | None = None, label: str | None = None) -> None:
+        """``done`` units finished (``elapsed`` seconds, default the clock since construction; ``label``:
+        :meth:`line`'s)."""
         if self.said or not self.enabled or done <= 0:
             return
         self.said = True  # said now, or the run is short: either way once
-        line = self.line(done, self.clock() - self.started if elapsed is None else elapsed)
+        line = self.line(done, self.clock() - self.started if elapsed is None else elapsed, label)
         if line is not None:
             self.write(line)
 
@@ -93,12 +96,12 @@ class _TimedBar:
 
     def __init__(self, bar: Any, estimate: Estimate, initial: int) -> None:
         object.__setattr__(self, "_bar", bar)
-        object.__setattr__(self, "_estimate", estimate)
+        object.__setattr__(self, "eta", estimate)
         object.__setattr__(self, "_initial", initial)
 
     def update(self, n: int = 1) -> Any:
         out = self._bar.update(n)
-        estimate = self._estimate
+        estimate = self.eta
         estimate.total = int(getattr(self._bar, "total", 0) or 0) - self._initial
         estimate.step(int(getattr(self._bar, "n", 0)) - self._initial)
         return out
@@ -112,6 +115,6 @@ class _TimedBar:
 
 def timed_bar(bar: Any, what: str, unit: str, initial: int = 0, **kw: Any) -> Any:
     """``bar`` (a tqdm bar at ``initial`` of its ``total``) saying how long the rest takes after its first
-    update (``kw``: :class:`Estimate`'s hooks)."""
+    update (``kw``: :class:`Estimate`'s hooks; the bar's ``eta`` is the Estimate, to say it earlier)."""
     total = int(getattr(bar, "total", 0) or 0)
     return _TimedBar(bar, Estimate(what, unit, total - initial, **kw), initial)

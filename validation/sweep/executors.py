@@ -49,6 +49,14 @@ class _Progress:
                     self.bar.update(1)
         self._show()
 
+    def rounds(self, done: int, total: int, runs: int) -> None:
+        """``done`` of the ``total`` rounds of a group of ``runs`` runs trained here: the sweep's duration
+        at their pace, said once, before the first group ends (a sweep of one batched group has no other)."""
+        if self.bar is not None and total > 0:
+            label = (f"the first {runs:,} runs: {done:,} of {total:,} rounds" if runs > 1 else
+                     f"{done:,} of {total:,} rounds of the first run")
+            self.bar.eta.step(runs * done / total, label=label)
+
     def _show(self) -> None:
         if self.bar is not None:
             self.bar.set_postfix_str(f"done={self.done} running={len(self.running)} failed={self.failed}")
