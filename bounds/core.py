@@ -340,6 +340,10 @@ class Evaluation:
         With ``emit_warnings`` the caveats and vacuity become Python warnings of their categories.
         """
         for cond, shown, _ in self.failures:
+            if cond.name == "finite":  # no input to name: say what overflowed, in words
+                error = DomainError(cond.blame, shown, cond.valid, hint=cond.message)
+                error.args = (f"{self.theorem} overflows at these inputs (not finite in floating point)",)
+                raise error
             if cond.severity in ("undefined", "required"):
                 raise DomainError(cond.blame, shown, cond.valid, hint=f"{cond.message} [{self.theorem}]")
         if emit_warnings:

@@ -28,5 +28,10 @@ split and the initial model (docs/guides/flower.md, "Randomness").
   :mod:`fedbound.deploy.dpfedavg`, its Flower server side :mod:`fedbound.deploy.flower_dpfedavg`).
 """
 
-FLOWER_HINT = "fedbound flower needs Flower: install the flower extra: pip install 'fedbound[flower]'"
-"""The one-line install hint every Flower entry point gives when ``flwr`` is missing."""
+
+def flower_hint() -> str:
+    """The one-line install hint every Flower entry point gives when ``flwr`` is missing (the command that
+    installs the extra here: :func:`fedbound.extras.install_command`)."""
+    from fedbound.extras import hint
+
+    return hint("flower", "Flower", "flower")

@@ -61,10 +61,10 @@ def require_flower() -> None:
     """ConfigError with the one-line install hint when flwr is missing."""
     import importlib.util
 
-    from fedbound.deploy import FLOWER_HINT
+    from fedbound.deploy import flower_hint
 
     if importlib.util.find_spec("flwr") is None:
-        raise ConfigError(FLOWER_HINT)
+        raise ConfigError(flower_hint())
 
 
 def _toml(value: Any) -> str:

@@ -82,14 +82,14 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 def flower_bin(name: str) -> str:
     """The path of Flower's command ``name`` in this Python environment (else on PATH)."""
-    from fedbound.deploy import FLOWER_HINT
+    from fedbound.deploy import flower_hint
 
     here = Path(sys.executable).parent / name
     if here.is_file():
         return str(here)
     found = shutil.which(name)
     if found is None:
-        raise ConfigError(f"Flower's command {name!r} is not installed here: {FLOWER_HINT}")
+        raise ConfigError(f"Flower's command {name!r} is not installed here: {flower_hint()}")
     return found
 
 
@@ -199,6 +199,20 @@ def _say(progress: bool, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def _say_round(progress: bool, event: dict[str, Any], eta: Any) -> Any:
+    """Say a round event's line and, after the first round of this session, how long the rest takes (from
+    the round's own time, not the start-up's); the Estimate that said it."""
+    from fedbound.deploy.flower_events import round_line
+    from fedbound.training.eta import Estimate
+
+    _say(progress, round_line(event))
+    if eta is None:
+        eta = Estimate("fedbound flower", "round", int(event["rounds"]) - int(event["round"]) + 1,
+                       enabled=progress)
+    eta.step(1, float(event["seconds"]))
+    return eta
+
+
 def _outcome_error(event: dict[str, Any], run_dir: Path, folder: Path) -> Exception:
     """The ServerApp's error event as the exception it was (one line)."""
     import json
@@ -229,7 +243,7 @@ def run_local(cfg: dict[str, Any], *, insecure: bool = False, progress: bool = T
     import json
 
     from fedbound.deploy.flower_app import CLIENT_STORE, write_app
-    from fedbound.deploy.flower_events import EVENTS_FILE, read_events, round_line
+    from fedbound.deploy.flower_events import EVENTS_FILE, read_events
     from fedbound.deploy.processes import Supervisor, signals_raise
     from fedbound.deploy.tls import make_certificates
     from fedbound.training import checkpoint as ckpt
@@ -254,6 +268,7 @@ def run_local(cfg: dict[str, Any], *, insecure: bool = False, progress: bool = T
     events_file = run_dir / EVENTS_FILE
     offset = events_file.stat().st_size if events_file.is_file() else 0  # a resumed run: only what is new
     outcome: dict[str, Any] | None = None
+    eta = None  # how long the rest takes, said after the first round
     with signals_raise(), Supervisor(folder) as sup:
         sup.start("superlink", superlink_argv(link_port, certs), env, folder / "superlink.log")
         _wait_listening(link_port, sup, folder / "superlink.log", startup_timeout)
@@ -273,7 +288,7 @@ def run_local(cfg: dict[str, Any], *, insecure: bool = False, progress: bool = T
             for event in events:
                 last = time.monotonic()
                 if event.get("event") == "round":
-                    _say(progress, round_line(event))
+                    eta = _say_round(progress, event, eta)
                 elif event.get("event") in ("done", "error"):
                     outcome = event
             if outcome is not None:

@@ -59,11 +59,13 @@ def sourced_fixed_clipping() -> type:
     from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping
     from flwr.supercore.differential_privacy import compute_stdv
 
+    from fedbound.extras import install_command
+
     if not callable(getattr(DifferentialPrivacyServerSideFixedClipping, "_add_noise_to_aggregated_arrays",
                             None)):  # pragma: no cover - a Flower outside the pinned 1.42
         raise ConfigError("this Flower's DifferentialPrivacyServerSideFixedClipping has no "
                           "_add_noise_to_aggregated_arrays: fedbound cannot give it a secure noise source; "
-                          "install flwr 1.42 (pip install 'fedbound[flower]')")
+                          f"install flwr 1.42 ({install_command('flower')})")
 
     class SourcedFixedClipping(DifferentialPrivacyServerSideFixedClipping):
         """Flower's server-side fixed clipping, its noise ``stdv * draw(shape, dtype)``."""

@@ -108,7 +108,12 @@ class Paper:
     (``None``: not supported).  ``defaults``: documented values assumed for keys the user did not give when
     planning without a file (the plan says which were assumed).  ``aliases``: ``{old key: key}``.
     ``example``: a complete setting (with ``defaults``) that plans and plots: the paper's own experiment,
-    used by the tests over the registry and as the explorer's starting point.  ``audit``: a reference to
+    used by the tests over the registry and the report.  ``explore``: what the explorer's starting setting
+    changes in ``example`` (None: a key left unset) so that the page opens on an informative
+    recommendation, not a vacuous one.  ``levers``: the config keys that move the paper's bound towards
+    informative and the direction that does (``"up"``/``"down"``), in the order the explorer suggests them
+    when a recommendation is vacuous (each suggestion is verified by planning it,
+    :mod:`fedbound.explorer.vacuity`).  ``audit``: a reference to
     the paper's :class:`fedbound.validation.audit.AuditViews` (``fedbound audit PAPER``; needs ``recipe``).
     ``validation``: reference to the paper's :class:`fedbound.validation.estimate.paper_entry.Validation`
     (``fedbound estimate`` / ``validate``: which constants its bound needs and how to evaluate it at measured
@@ -134,6 +139,8 @@ class Paper:
     aliases: Mapping[str, str] = field(default_factory=dict)
     summary: str = ""
     example: Mapping[str, Any] = field(default_factory=dict)
+    explore: Mapping[str, Any] = field(default_factory=dict)
+    levers: Mapping[str, str] = field(default_factory=dict)
     audit: str | None = None
     validation: str | None = None
     reproduce: str | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,9 @@ def test_missing_extra_is_one_line(name, tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert len(lines) == 1, lines
-    assert f"pip install 'fedbound[{extra}]'" in lines[0]
+    # fedbound is installed editable from this checkout, which is not the working folder here
+    assert lines[0].endswith(f"install the {extra} extra: {shlex.quote(sys.executable)} -m pip install -e "
+                             f"'{REPO}[{extra}]'") or lines[0].endswith(f"pip install -e '{REPO}[{extra}]'")
     assert lines[0].startswith(f"error: fedbound {name} needs ")
     assert not any(p.name != "blocker" for p in tmp_path.iterdir())  # stopped before writing anything
 
@@ -113,16 +116,72 @@ def test_plan_imports_neither_torch_nor_pandas(tmp_path):
 
 
 def test_hint_helpers(monkeypatch):
+    import shutil
+
     assert extra_of("torch.nn") == "train"
     assert extra_of("plotly") == "report"
     assert extra_of("numpy") is None and extra_of(None) is None
+    monkeypatch.chdir(REPO)  # the checkout fedbound is installed from (editable), with its pip on PATH
+    monkeypatch.setattr(shutil, "which", lambda name: str(Path(sys.prefix) / "bin" / name))
     assert hint("sweep", "torch", "train") == ("fedbound sweep needs torch: install the train extra: "
-                                               "pip install 'fedbound[train]'")
+                                               "pip install -e '.[train]'")
     require("train", "train")  # installed in the test environment: no error
     import importlib.util
 
     from fedbound.errors import ConfigError
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ConfigError, match=r"fedbound audit needs torch: .*fedbound\[train\]"):
+    with pytest.raises(ConfigError, match=r"fedbound audit needs torch: .*pip install -e '\.\[train\]'$"):
         require("train", "audit")
+
+
+class _Install:
+    """A stand-in for ``importlib.metadata.distribution("fedbound")`` with a given PEP 610 record."""
+
+    def __init__(self, record):
+        self.record = record
+
+    def read_text(self, name):
+        return None if self.record is None else json.dumps(self.record)
+
+
+@pytest.mark.parametrize(("record", "where", "pip_on_path", "expected"), [
+    # make demo's install: editable from the checkout, run in the checkout with .venv activated
+    ({"url": "file://{repo}", "dir_info": {"editable": True}}, ".", True, "pip install -e '.[train]'"),
+    # the same, from a folder below the checkout, .venv not activated
+    ({"url": "file://{repo}", "dir_info": {"editable": True}}, "docs", False,
+     "{python} -m pip install -e '{repo}[train]'"),
+    # CI's core-only venv: `pip install .` (not editable) in the checkout, run elsewhere
+    ({"url": "file://{repo}", "dir_info": {}}, "/", False, "{python} -m pip install '{repo}[train]'"),
+    # the checkout is below the working folder
+    ({"url": "file://{repo}", "dir_info": {}}, "..", True, "pip install './{name}[train]'"),
+    # installed from an index (a wheel): the package name
+    ({"url": "https://example.org/fedbound-0.1.0-py3-none-any.whl", "archive_info": {}}, ".", True,
+     "pip install 'fedbound[train]'"),
+])
+def test_install_command_names_the_checkout_fedbound_came_from(monkeypatch, record, where, pip_on_path,
+                                                               expected):
+    import shutil
+    from importlib import metadata
+
+    from fedbound.extras import install_command
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: _Install(json.loads(
+        json.dumps(record).replace("{repo}", str(REPO)))))
+    monkeypatch.setattr(shutil, "which", lambda name: str(Path(sys.prefix) / "bin" / name) if pip_on_path
+                        else "/usr/bin/pip")
+    monkeypatch.chdir(REPO / where if where != "/" else "/")
+    below = os.path.abspath(sys.executable).startswith(os.getcwd() + os.sep) and os.getcwd() != "/"
+    python = os.path.relpath(sys.executable) if below else os.path.abspath(sys.executable)
+    assert install_command("train") == expected.format(repo=REPO, name=REPO.name, python=python)
+
+
+def test_install_command_of_a_checkout_that_is_gone_is_the_package_name(monkeypatch, tmp_path):
+    """An install record pointing at a folder that no longer holds the project says the package name."""
+    from importlib import metadata
+
+    from fedbound.extras import install_command
+
+    record = {"url": f"file://{tmp_path / 'moved'}", "dir_info": {"editable": True}}
+    monkeypatch.setattr(metadata, "distribution", lambda name: _Install(record))
+    assert install_command("flower") == "pip install 'fedbound[flower]'"

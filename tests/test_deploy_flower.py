@@ -321,8 +321,11 @@ def test_cli_without_flower_prints_the_install_hint(tmp_path, capsys, monkeypatc
     config = _config(tmp_path, NBAFL, "nbafl")
     assert main(["flower", "nbafl", str(config), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip()
+    from fedbound.extras import install_command
+
     assert err == ("error: fedbound flower needs Flower: install the flower extra: "
-                   "pip install 'fedbound[flower]'")
+                   f"{install_command('flower')}")
+    assert err.endswith("[flower]'")
     assert not (tmp_path / "a").exists()
 
 

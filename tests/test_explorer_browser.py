@@ -264,3 +264,37 @@ def test_the_bound_figure_notes_do_not_overlap(page):
             overlap_w = min(a[3], b[3]) - max(a[1], b[1])
             overlap_h = min(a[4], b[4]) - max(a[2], b[2])
             assert overlap_w <= 0.5 or overlap_h <= 0.5, (a, b)
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+def test_every_paper_opens_informative_on_the_figure_that_marks_the_recommended_design(page, name):
+    """Issue 37: three papers opened on a VACUOUS recommendation, WPFL on a figure without the recommended
+    design.  A paper opened off its own experiment says so and names the keys it changed."""
+    page.open(f"paper={name}")
+    assert page.tab.evaluate("document.body.dataset.state") == "ready", page.text("#error")
+    assert page.tab.locator("#vacuity").is_hidden()
+    assert page.tab.input_value("#vs") == "T"
+    paper = registry.get(name)
+    assert page.tab.locator("#start-note").is_visible() == bool(paper.explore)
+    for key in paper.explore:
+        assert f"{key} " in page.text("#start-text")
+
+
+def test_a_vacuous_recommendation_says_what_to_change_and_a_click_applies_it(page):
+    name = "adaptive"  # PADPFL's own experiment (C = 20 at eps = 5) is vacuous
+    page.open(f"paper={name}")
+    before = page.updates()
+    page.tab.click("#load-example")
+    page.wait(before)
+    assert page.tab.locator("#vacuity").is_visible()
+    assert float(page.tab.input_value("#in-C")) == registry.get(name).example["C"]
+    page.tab.wait_for_function("document.getElementById('vacuity').dataset.state === 'ready'",
+                               timeout=TIMEOUT_MS)
+    assert "To get an informative recommendation" in page.text("#vacuity-text")
+    assert "raise eps from 5 to" in page.text("#vacuity-text")
+    before = page.updates()
+    page.tab.locator("#vacuity-changes button").first.click()
+    page.wait(before)
+    assert page.tab.locator("#vacuity").is_hidden()
+    assert float(page.tab.input_value("#in-eps")) > 5
+    assert page.errors == [] and page.outside == []

@@ -184,17 +184,13 @@ def _partition(train: Mapping[str, Any], dataset: Dataset, num_clients: int, sam
 
 
 def build_data(train: Mapping[str, Any], num_clients: int, samples_per_client: int | None = None,
-               device: str = "cpu") -> TrainingSetup:
+               device: str = "cpu", custom: tuple[Dataset, Model] | None = None) -> TrainingSetup:
     """Load the dataset (refused with a one-line error naming its file and row if a feature or label is
     NaN or infinite, ``fedbound.training.finite``), partition it over ``num_clients`` (seeded by
-    ``train["seed"]``), build the model."""
-    from fedbound.training.finite import check_dataset
-
+    ``train["seed"]``), build the model.  ``custom``: ``(dataset, model)`` given in Python instead
+    (``fedbound.training.custom``)."""
     seed = train["seed"]
-    dataset = check_dataset(load_dataset(train["dataset"], data_path=train["data_path"],
-                                         test_fraction=train["test_fraction"], seed=seed,
-                                         synthetic_samples=train["synthetic_samples"],
-                                         synthetic_dim=train["synthetic_dim"]), train["data_path"])
+    dataset = custom[0] if custom is not None else dataset_for(train)
     streams = Streams(seed)
     parts = _partition(train, dataset, num_clients, samples_per_client, streams.numpy("partition"))
     x = dataset.x_train
@@ -213,7 +209,19 @@ def build_data(train: Mapping[str, Any], num_clients: int, samples_per_client: i
     dtype = torch.float64 if train["dtype"] == "float64" else torch.float32
     data = ClientData.from_partition(x, dataset.y_train, parts, device=device, dtype=dtype)
     test = (dataset.x_test, dataset.y_test) if len(dataset.y_test) else None
-    return TrainingSetup(dataset, parts, data, test, build_model_for(train, dataset))
+    model = custom[1] if custom is not None else build_model_for(train, dataset)
+    return TrainingSetup(dataset, parts, data, test, model)
+
+
+def dataset_for(train: Mapping[str, Any]) -> Dataset:
+    """The ``[train]`` dataset, split and seeded as ``[train]`` says; a NaN or infinite feature or label is
+    refused in one line naming its file and row (``fedbound.training.finite``)."""
+    from fedbound.training.finite import check_dataset
+
+    return check_dataset(load_dataset(train["dataset"], data_path=train["data_path"],
+                                      test_fraction=train["test_fraction"], seed=train["seed"],
+                                      synthetic_samples=train["synthetic_samples"],
+                                      synthetic_dim=train["synthetic_dim"]), train["data_path"])
 
 
 def build_model_for(train: Mapping[str, Any], dataset: Dataset) -> Model:

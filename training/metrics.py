@@ -257,12 +257,16 @@ class _NoBar:
 
 
 def progress_bar(total: int, initial: int, enabled: bool, name: str):
-    """A tqdm bar on stderr (or a silent stand-in)."""
+    """A tqdm bar on stderr (or a silent stand-in) that says how long the run will take after its first
+    round (:func:`fedbound.training.eta.timed_bar`)."""
     if not enabled:
         return _NoBar()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, desc=name, unit="round", file=sys.stderr, dynamic_ncols=True)
+    from fedbound.training.eta import timed_bar
+
+    bar = tqdm(total=total, initial=initial, desc=name, unit="round", file=sys.stderr, dynamic_ncols=True)
+    return timed_bar(bar, name, "round", initial)
 
 
 def postfix(row: Mapping[str, Any], plan=None) -> str:

@@ -127,8 +127,9 @@ def _classes(runners: dict[int, Runner], batch: bool) -> tuple[list[list[int]], 
 class _Lockstep:
     """Runners of one class, a round at a time (module docstring)."""
 
-    def __init__(self, runners: list[Runner], fail: Callable[[Runner, Exception], None]) -> None:
-        self.runners, self._fail, self.failed = runners, fail, set()
+    def __init__(self, runners: list[Runner], fail: Callable[[Runner, Exception], None],
+                 tick: Callable[[int], None] | None = None) -> None:
+        self.runners, self._fail, self.failed, self.tick = runners, fail, set(), tick
         first = runners[0]
         self.model, self.local = first.model, first.algorithm.local
         self.chunk = min(auto_chunk_size(r.model, r.data, r.options) for r in runners)
@@ -169,6 +170,8 @@ class _Lockstep:
                     runner.record(evaluated.get(id(runner)))
                 except Exception as exc:  # noqa: BLE001
                     self.fail(runner, exc)
+            if self.tick is not None:
+                self.tick(len(updated))
 
     def _check_budgets(self, runners: list[Runner]) -> None:
         """Every begun run's releases (``privacy.releases_many``) against its budget, the runs accounted
@@ -312,9 +315,12 @@ def _evaluate_pass(runners: list[Runner]) -> dict[int, tuple]:
                               None if acc is None else acc[i], tests[i]) for i, r in enumerate(runners)}
 
 
-def run_batch(jobs: Sequence[BatchJob], *, batch: bool = True) -> list[RunResult | Exception]:
+def run_batch(jobs: Sequence[BatchJob], *, batch: bool = True,
+              on_rounds: Callable[[int, int], None] | None = None) -> list[RunResult | Exception]:
     """Run every job (module docstring); each one's :class:`RunResult`, or the exception that stopped it
-    (the others go on).  ``batch=False``: every run alone, one after another."""
+    (the others go on).  ``batch=False``: every run alone, one after another.  ``on_rounds(done, total)``:
+    called after each round of the batched runs (and after each run trained alone) with the rounds done so
+    far, summed over the runs, and the rounds they have to do (a sweep's duration estimate)."""
     results: list[RunResult | Exception | None] = [None] * len(jobs)
     runners: dict[int, Runner] = {}
     for i, job in enumerate(jobs):
@@ -330,14 +336,24 @@ def run_batch(jobs: Sequence[BatchJob], *, batch: bool = True) -> list[RunResult
         runner.bar.close()
         results[index[id(runner)]] = exc
 
+    total, done = sum(r.state.rounds - r.state.round for r in runners.values()), 0
+
+    def tick(rounds: int) -> None:
+        nonlocal done
+        done += rounds
+        if on_rounds is not None:
+            on_rounds(done, total)
+
     for members in classes:
-        _Lockstep([runners[i] for i in members], fail).run()
+        _Lockstep([runners[i] for i in members], fail, tick).run()
         for i in members:
             if results[i] is None:
                 results[i] = runners[i].result()
     for i in alone:
+        start = runners[i].state.round
         try:
             results[i] = drive(runners[i])
         except Exception as exc:  # noqa: BLE001
             results[i] = exc
+        tick(runners[i].state.round - start)
     return results

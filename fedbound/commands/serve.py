@@ -1,5 +1,5 @@
 """``fedbound serve``: the design explorer, a local web page over every registered paper
-(:mod:`fedbound.explorer`; needs the ``explorer`` extra: ``pip install 'fedbound[explorer]'``)."""
+(:mod:`fedbound.explorer`; needs the ``explorer`` extra)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
             from fedbound.explorer.app import create_app
         except ImportError as exc:
+            from fedbound.extras import install_command
+
             raise ConfigError(f"fedbound serve needs the explorer extra ({exc.name} is missing): "
-                              "pip install 'fedbound[explorer]'") from None
+                              f"{install_command('explorer')}") from None
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

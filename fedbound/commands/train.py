@@ -20,9 +20,9 @@ def _train_extra():
         if (exc.name or "").split(".")[0] not in TRAIN_EXTRA:
             raise
         from fedbound.errors import ConfigError
+        from fedbound.extras import hint
 
-        raise ConfigError(f"fedbound train needs {exc.name}: install the train extra: "
-                          "pip install 'fedbound[train]'") from None
+        raise ConfigError(hint("train", str(exc.name), "train")) from None
 
 
 TRAIN_EXTRA = ("torch", "mlxtend", "sklearn", "tqdm", "pyarrow")

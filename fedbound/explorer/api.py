@@ -8,7 +8,11 @@
   (:func:`fedbound.validation.reproduce.plots.figure_data`);
 * :func:`claims_json` is ``fedbound claims PAPER --json``, each counterexample with an explorer link where
   its point is a setting of the paper's config section;
-* :func:`form_json` gives each config key's numeric domain, so the page can build inputs and sliders.
+* :func:`form_json` gives each config key's numeric domain, so the page can build inputs and sliders, and
+  the setting the page starts from (the paper's experiment, changed where its registry entry's
+  ``explore`` says, so that the page opens on an informative recommendation) and the plot it shows first
+  (the bound against T, where the recommended design is marked);
+* :func:`vacuity_json`: when a recommendation is vacuous, what to change (:mod:`fedbound.explorer.vacuity`).
 
 Every value is checked against the paper's config domains before anything is computed: a bad value raises
 :class:`BadInput`, a one-line message naming the parameter (the web layer answers 422).  Nothing here reads
@@ -29,7 +33,7 @@ from fedbound.checks import to_jsonable
 from fedbound.errors import ConfigError, FedboundError, ParameterError
 
 __all__ = ["BadInput", "papers_json", "form_json", "plan_json", "curve_json", "claims_json",
-           "counterexample_links", "overrides"]
+           "counterexample_links", "overrides", "vacuity_json"]
 
 MAX_KEYS = 64
 """At most this many keys in one request body (a section has far fewer)."""
@@ -81,8 +85,10 @@ def form_json(name: str) -> dict[str, Any]:
                        "default": default, "meaning": f.doc})
     plots = list(paper.load("plots")) if paper.plots else []
     variants = ["paper", *paper.variants()] if paper.theorems else ["paper"]
+    start = {k: v for k, v in {**paper.example, **paper.explore}.items() if v is not None}
     return to_jsonable({"paper": paper.name, "short": paper.short, "fields": fields, "plots": plots,
-                        "variants": variants, "example": dict(paper.example),
+                        "variants": variants, "example": dict(paper.example), "start": start,
+                        "start_vs": "T" if "T" in plots else (plots[0] if plots else None),
                         "supports": list(paper.supports)})
 
 
@@ -221,6 +227,33 @@ def _recommended(name: str, sets: list[str], variant: str, vs: str) -> dict[str,
         warnings.simplefilter("ignore")
         rec = _build_plan(name, sets, variant).recommendation
     return None if rec is None else {"T": rec.T, "bound": rec.bound}
+
+
+def vacuity_json(name: str, body: Any, variant: str = "paper") -> dict[str, Any]:
+    """Whether the plan of the body's setting is vacuous and, when it is, what to change (each of the
+    paper's levers alone, checked by planning it: :func:`fedbound.explorer.vacuity.remedies`)."""
+    from fedbound.explorer.vacuity import remedies, vacuous
+
+    paper = _paper(name, "plan")
+    sets = overrides(paper, body)
+    _variant(paper, variant)
+    section = paper.config_section
+    try:
+        plan = _build_plan(name, sets, variant)
+        out: dict[str, Any] = {"paper": paper.name, "vacuous": vacuous(plan)}
+        if not out["vacuous"]:
+            return out
+        values = paper.load_setting(None, sets).values
+
+        def plan_with(changes: Mapping[str, Any]) -> Any:
+            kept = [s for s in sets if section.canonical(s.partition("=")[0].strip()) not in changes]
+            return _build_plan(name, kept + [f"{k}={_toml_literal(v)}" for k, v in changes.items()
+                                             if v is not None], variant)
+
+        return to_jsonable({**out, "why": str(plan.recommendation.why).split(". ")[0] + ".",
+                            **remedies(paper, values, plan_with)})
+    except FedboundError as exc:
+        raise _blame(exc, section.keys(), _unset(body)) from None
 
 
 def counterexample_links(name: str) -> list[list[str | None]]:

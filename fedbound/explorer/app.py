@@ -2,7 +2,8 @@
 
 Routes: ``GET /`` the page; ``GET /static/...`` its JS and CSS, and plotly.js from the ``plotly`` Python
 package (served from memory: the page needs no network); ``GET /api/papers``; ``GET /api/form/{paper}``;
-``POST /api/plan/{paper}``; ``POST /api/curve/{paper}?vs=T``; ``GET /api/claims/{paper}``.  The OpenAPI page
+``POST /api/plan/{paper}``; ``POST /api/curve/{paper}?vs=T``; ``POST /api/vacuity/{paper}``;
+``GET /api/claims/{paper}``.  The OpenAPI page
 is ``/docs``.  Errors are ``{"detail": one line, "parameter": the key to blame or null}`` with status 422 (bad
 input) or 404 (an unknown paper); nothing is ever written, and no route takes a path.
 
@@ -50,7 +51,7 @@ def _bad(exc: api.BadInput) -> JSONResponse:
 
 BODY = "a JSON object of the paper's config keys, e.g. {\"eps\": 6, \"N\": 50}"
 ROUTES = ("GET /api/papers, GET /api/form/{paper}, POST /api/plan/{paper}, POST /api/curve/{paper}?vs=T, "
-          "GET /api/claims/{paper}")
+          "POST /api/vacuity/{paper}, GET /api/claims/{paper}")
 
 
 def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -124,6 +125,11 @@ def create_app() -> FastAPI:
               vs: Annotated[str, Query(description="the x-axis variable (the paper's choices)")] = "T",
               variant: Variant = "paper") -> dict[str, Any]:
         return api.curve_json(paper, {} if body is None else body, vs, variant)
+
+    @app.post("/api/vacuity/{paper}",
+              summary="Whether the recommendation is vacuous, and what to change (each change planned)")
+    def vacuity(paper: str, body: SettingBody = None, variant: Variant = "paper") -> dict[str, Any]:
+        return api.vacuity_json(paper, {} if body is None else body, variant)
 
     @app.get("/api/claims/{paper}", summary="fedbound claims PAPER --json, with explorer links")
     def claims(paper: str) -> dict[str, Any]:

@@ -168,6 +168,10 @@ PAPER = Paper(
         "parts": "20,20,20",
         "ratios": "0,1,2",
     },
+    # the paper's C = 20 is vacuous at eps = 5 (Theorem 2's bound >= Theta for every T and mu): the explorer
+    # opens at C = 5, informative for eps in about (2.5, 9)
+    explore={"C": 5.0},
+    levers={"eps": "up", "m": "up", "C": "down"},
     audit="fedbound.validation.audit.adaptive:AUDIT",
     validation="fedbound.validation.estimate.validate_adaptive:VALIDATION",
     reproduce="fedbound.validation.reproduce.adaptive:FIGURES",

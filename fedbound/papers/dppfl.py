@@ -100,6 +100,10 @@ PAPER = Paper(
     # spec 000 Sec. 8 setting C (q = 1: sigma*(T) = sigma*(1) sqrt(T), so plans and plots are quick)
     example={"N": 3, "eps": 4.0, "delta": 1e-3, "T": 50, "tau0": 3, "q_in": 1.0, "q_out": 1.0, "C": 1.0,
              "S": 11, "m": 100, "T_max": 200},
+    # Theorem 3 (the default, non-convex) is vacuous at every eps here; Theorem 2 (convex) with T searched
+    # is informative for eps in about (0.4, 400)
+    explore={"T": None, "bound": "convex"},
+    levers={"T": None, "bound": "convex", "eps": "up", "m": "up"},
     validation="fedbound.validation.estimate.validate_dppfl:VALIDATION",
     reproduce="fedbound.validation.reproduce.dppfl:FIGURES",
 )

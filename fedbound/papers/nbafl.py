@@ -55,6 +55,9 @@ PAPER = Paper(
     recipe="fedbound.validation.recipes.nbafl:RECIPE",
     defaults=LOSS_DEFAULTS,
     example={"N": 50, "m": 100, "C": 20.0, "eps": 6.0, "delta": 0.01},
+    # less noise per release: a larger budget, more samples per client (sensitivity 2C/m), more clients
+    # (the aggregate's noise falls as 1/sqrt(N)) or a smaller clipping bound C
+    levers={"eps": "up", "m": "up", "N": "up", "C": "down"},
     audit="fedbound.validation.audit.nbafl:AUDIT",
     validation="fedbound.validation.estimate.validate_nbafl:VALIDATION",
     reproduce="fedbound.validation.reproduce.nbafl:FIGURES",

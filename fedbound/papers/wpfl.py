@@ -105,6 +105,11 @@ PAPER = Paper(
     audit="fedbound.validation.audit.wpfl:AUDIT",
     defaults=BOUND_DEFAULTS,
     example={"N": 20, "K": 10, "T": 20, "C": 3.0, "eps": 1.0, "delta": 0.001, "tau_max": 0.01},
+    # at C = 3 Theorem 4's bound (1e6) is far above D0 = 10: the PL contraction eps_P >= 1 - mu^2/4 removes at
+    # most 0.4 % of the distance per round, so the bound is informative only with little noise per round
+    # (small C) and a larger initial distance; informative for eps in about (0.1, 100)
+    explore={"C": 0.01, "D0": 1000.0},
+    levers={"C": "down", "eps": "up", "T": "up", "D0": "up"},
     aliases={"T0": "T", "eps_Q": "eps", "delta_Q": "delta"},
     validation="fedbound.validation.estimate.validate_wpfl:VALIDATION",
     reproduce="fedbound.validation.reproduce.wpfl:FIGURES",

@@ -218,6 +218,7 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
     ``level`` None: the paper's own privacy unit (``AuditViews.levels[0]``); ``trials``: per side, or
     ``"auto"``; ``noise_scale`` (a test hook) multiplies every sigma of the plan the trials run with."""
     from fedbound.registry import get
+    from fedbound.training.eta import Estimate
     from fedbound.training.noise import derive_seed
     from fedbound.validation.audit import canaries as canary_mod
     from fedbound.validation.audit import federation as fed
@@ -272,6 +273,8 @@ def audit(paper: str, setting: Mapping[str, Any], train: Mapping[str, Any], *,
         one_run_ref = independent_epsilons(replace(s.ledger_plan, delta=min(ONE_RUN_DELTA, s.plan.delta)),
                                            s.target, s.participants, s.weights, rounds) if one_run else {}
         alpha = ALPHA / len(s.plan.views)
+        experiment.eta = Estimate(f"fedbound audit {entry.name}", "trial", 2 * trials * (1 + control),
+                                  note=f" at {trials:,} trials per side; auto may raise it" if auto else "")
         while True:
             nominal = experiment.run_pass(trials, noise_scale, "nominal", noise=True)
             results = _view_results(s, views, nominal, reported, independent, shifts, alpha, one_run,

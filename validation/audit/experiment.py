@@ -104,6 +104,7 @@ class Experiment:
         self.clean = _first(_run(replace(self.setup, plan=None), [None, change], [seed, seed],
                                  keep_clients=True, **cached))
         self.notes: list[str] = []
+        self.eta: Any = None  # a fedbound.training.eta.Estimate counting the trials of the passes
         self._modes: dict[tuple, _Mode] = {}
 
     @property
@@ -260,6 +261,8 @@ class Experiment:
                              cache=mode.cache, change_keys=keys if mode.cache is not None else None,
                              others_in_law=mode.in_law, salt=derive_seed(self.seed, kind)):
             sides = np.arange(lo, lo + runs.uploads.shape[1]) >= trials
+            if self.eta is not None:
+                self.eta.add(runs.uploads.shape[1])
             for v in scores:
                 v.add(runs, sides, rng)
             if stats is not None:

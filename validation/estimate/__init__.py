@@ -81,14 +81,19 @@ class Problem:
     setup: Any
     objective: cn.Objective
     convex: bool
+    init: Any = None
+    """The initial model of a user's own ``torch.nn`` module (its weights); None: the seeded
+    initialisation."""
 
     def algorithm(self, rounds: int) -> Any:
         return self.recipe.algorithm(self.setting, self.train, rounds)
 
 
-def load_problem(paper_name: str, config: str | Path, overrides: Iterable[str] = ()) -> Problem:
+def load_problem(paper_name: str, config: str | Path, overrides: Iterable[str] = (), *, data: Any = None,
+                 model: Any = None) -> Problem:
     """``[PAPER]`` + ``[train]`` of ``config`` (with ``--set`` overrides) as training reads them
-    (:func:`fedbound.validation.recipes.runner.prepare_run`), the paper's data, model and objective."""
+    (:func:`fedbound.validation.recipes.runner.prepare_run`), the paper's data, model and objective;
+    ``data``, ``model``: a user's own (:mod:`fedbound.training.custom`) instead of ``[train]``'s."""
     import torch
 
     from fedbound.registry import get
@@ -98,16 +103,17 @@ def load_problem(paper_name: str, config: str | Path, overrides: Iterable[str] =
     entry(get(paper_name))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = prepare_run(paper_name, config, overrides)
+        run = prepare_run(paper_name, config, overrides, data=data, model=model)
     setting = {k: v for k, v in run.setting.items() if v is not None}
     rec = run.recipe
-    setup = tc.build_data(run.train, run.num_clients, rec.min_client_size(setting), "cpu")
+    setup = tc.build_data(run.train, run.num_clients, rec.min_client_size(setting), "cpu",
+                          custom=run.custom[:2] if run.custom else None)
     convex = setup.model.name == "logreg"
     # float64 where the estimates are checked against exact constants; float32 (half the time) otherwise
     objective = cn.Objective.from_client_data(setup.model, setup.data, run.train["weight_decay"],
                                               torch.float64 if convex else torch.float32)
     return Problem(run.paper, Path(config), tuple(overrides), setting, dict(run.train), rec, setup, objective,
-                   convex)
+                   convex, run.custom[2] if run.custom else None)
 
 
 def trajectory_start(problem: Problem) -> Any:
@@ -116,6 +122,8 @@ def trajectory_start(problem: Problem) -> Any:
     from fedbound.training.noise import Streams
 
     options = tc.run_options(problem.train)
+    if problem.init is not None:
+        return problem.init.to(options.dtype)
     return problem.setup.model.init(Streams(options.seed).generator("init"), options.dtype)
 
 
@@ -186,6 +194,9 @@ def _data_key(problem: Problem) -> str:
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
     h.update(json.dumps([problem.setup.model.name, problem.setup.model.n_params, obj.weight_decay,
                          str(obj.dtype), NONCONVEX_ITERATIONS]).encode())
+    if problem.init is not None:  # a user's own module: its layers and weights (w0, where F*'s run starts)
+        h.update(repr(problem.setup.model.layers).encode())
+        h.update(problem.init.numpy().tobytes())
     return h.hexdigest()
 
 
@@ -302,13 +313,14 @@ def _combine(per_seed: list[dict[str, cn.Estimate]]) -> dict[str, cn.Estimate]:
 
 def estimate(paper_name: str, config: str | Path, overrides: Iterable[str] = (), *,
              rounds: int = DEFAULT_ROUNDS, cache: Path | None = DEFAULT_CACHE,
-             seeds: Iterable[int] | None = None) -> Estimation:
+             seeds: Iterable[int] | None = None, data: Any = None, model: Any = None) -> Estimation:
     """Measure the constants of ``paper_name``'s bound on ``config``'s model and data (module docstring).
 
     ``seeds``: the ``[train] seed`` values the constants must hold for (each seed draws its own data split,
     and synthetic tasks their own data): every constant is measured for the first; ``F*`` and ``Theta``
     for each (all constants on convex models, where it is cheap), combined to the worst case.  None: the
-    config's own seed.
+    config's own seed.  ``data``, ``model``: a user's own data and ``torch.nn`` model instead of the
+    ``[train]`` ones (:mod:`fedbound.training.custom`; the module's weights are ``w0``).
     """
     t0 = time.perf_counter()
     overrides = tuple(overrides)
@@ -317,7 +329,7 @@ def estimate(paper_name: str, config: str | Path, overrides: Iterable[str] = (),
     first = None
     for seed in seed_list:
         problem = load_problem(paper_name, config, overrides if seed is None else
-                               (*overrides, f"train.seed={seed}"))
+                               (*overrides, f"train.seed={seed}"), data=data, model=model)
         if first is None or problem.convex:
             points = trajectory(problem, int(rounds))
             needed = set(entry(problem.paper).constants.values())

@@ -172,6 +172,9 @@ class PreparedRun:
     key: str
     design: dict = field(default_factory=dict)
     """Where every design value (T, K, noise) came from: config, recommended by plan, the paper's formula."""
+    custom: Any = None
+    """``(Dataset, Model, initial parameters or None)`` of a user's own data and model given in Python
+    (:mod:`fedbound.training.custom`); None: the ``[train]`` dataset and model."""
 
     @property
     def section_name(self) -> str:
@@ -196,11 +199,15 @@ class BuiltRun:
 
 
 def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *, seed: int | None = None,
-                device: str | None = None, design: str | None = None, paper: Any = None) -> PreparedRun:
+                device: str | None = None, design: str | None = None, paper: Any = None, data: Any = None,
+                model: Any = None) -> PreparedRun:
     """Load and validate ``[ALGO]`` + ``[train]`` of ``config`` with ``overrides`` (``--set`` style), the
     paper's defaults for unset setting keys, the rounds to train and the run key; builds nothing.
     ``paper``: an object with a registry paper's ``config_section``, ``defaults`` and ``load("recipe")``
-    for a mechanism outside the registry (``fedbound.deploy.mechanisms``); default the registry's ``algo``."""
+    for a mechanism outside the registry (``fedbound.deploy.mechanisms``); default the registry's ``algo``.
+    ``data``, ``model``: a user's own data and ``torch.nn`` model instead of ``[train]`` dataset and model
+    (:mod:`fedbound.training.custom`: ``(x, y)``, a torch Dataset or a Dataset; an ``nn.Sequential`` or a
+    Model); both enter the run key."""
     from fedbound.registry import get, names
     from fedbound.training import config as tc
 
@@ -240,9 +247,31 @@ def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
                        "noise": {"value": train["noise"], "source": "config ([train] noise)"}}
     tc.check_rounds(f"[{section.name}] T", rounds)
     n_clients = rec.num_clients(setting)
-    key = run_key(algo, {section.name: setting, "train": train, "rounds": {"T": rounds}})
+    custom = _custom(train, data, model)
+    sections = {section.name: setting, "train": train, "rounds": {"T": rounds}}
+    if custom is not None:
+        from fedbound.training.custom import fingerprint
+
+        sections["custom"] = {"data and model": fingerprint(*custom)}
+    key = run_key(algo, sections)
     return PreparedRun(algo, config, paper, rec, setting, train, rounds, n_clients, assumed,
-                       list(dict.fromkeys(str(w.message) for w in caught)), key, design_info)
+                       list(dict.fromkeys(str(w.message) for w in caught)), key, design_info, custom)
+
+
+def _custom(train: Mapping[str, Any], data: Any, model: Any) -> tuple[Any, Any, Any] | None:
+    """``(Dataset, Model, initial parameters)`` of a user's data and model (either may be None: then the
+    ``[train]`` one), split and seeded as ``[train]`` says; None when neither is given."""
+    if data is None and model is None:
+        return None
+    from fedbound.training import config as tc
+    from fedbound.training.custom import as_dataset, as_model
+
+    dataset = (as_dataset(data, test_fraction=train["test_fraction"], seed=train["seed"]) if data is not None
+               else tc.dataset_for(train))
+    if model is None:
+        return dataset, tc.build_model_for(train, dataset), None
+    built, init = as_model(model, dataset)
+    return dataset, built, init
 
 
 DESIGNS = ("recommended", "paper")
@@ -322,7 +351,8 @@ def build_run(prep: PreparedRun, progress: bool = False) -> BuiltRun:
 
     setting, train, rec = prep.setting, prep.train, prep.recipe
     device_name = tc.resolve_device(train["device"])
-    setup = tc.build_data(train, prep.num_clients, rec.min_client_size(setting), device_name)
+    setup = tc.build_data(train, prep.num_clients, rec.min_client_size(setting), device_name,
+                          custom=prep.custom[:2] if prep.custom else None)
     plan = rec.plan(setting, train, setup.client_sizes, prep.rounds) if train["private"] else None
     algorithm = rec.algorithm(setting, train, prep.rounds)
     budget = None
@@ -373,9 +403,11 @@ def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | P
     crd = result.state.algo_state.get("discounts")
     if crd:
         summary["crd_discounts"] = [list(d) for d in crd]
-    config_text = tc.dump_toml(prep.sections(),
-                               f"effective configuration of this run (from {prep.config})\n"
-                               f"fedbound train {prep.algo} <this file> reproduces it")
+    again = (f"fedbound train {prep.algo} <this file> reproduces it" if prep.custom is None else
+             "the data and model were given in Python (train_from_config(..., data=, model=)): this file "
+             "with the same data and model reproduces it")
+    config_text = tc.dump_toml(prep.sections(), f"effective configuration of this run (from {prep.config})\n"
+                                                f"{again}")
     files = write_outputs(run_dir, result.metrics, summary, config_text)
     return TrainRun(result, plan, Path(run_dir), summary, {k: str(v) for k, v in files.items()})
 
@@ -383,8 +415,11 @@ def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | P
 def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = (), *,
                       out: str | Path | None = None, seed: int | None = None, device: str | None = None,
                       progress: bool = False, overwrite: bool = False, design: str | None = None,
-                      paper: Any = None) -> TrainRun:
+                      paper: Any = None, data: Any = None, model: Any = None) -> TrainRun:
     """Train ``algo`` as configured; checkpoints, metrics (CSV + Parquet), summary and config in ``out``.
+
+    ``data``, ``model``: a user's own data and ``torch.nn`` model instead of the ``[train]`` ones
+    (:mod:`fedbound.training.custom`); the module's weights are the initial model.
 
     ``design``: "recommended" (the plan's T, K and tight noise; the default when the config leaves T open)
     or "paper" (the config's values and the paper's formulas).  ``out`` defaults to
@@ -394,7 +429,8 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     from fedbound.training import checkpoint as ckpt
     from fedbound.training.engine import run
 
-    prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design, paper=paper)
+    prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design, paper=paper,
+                       data=data, model=model)
     built = build_run(prep, progress)  # a setting refused by its budget leaves no run directory behind
     # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
     run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
@@ -403,8 +439,9 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     copies = paper.load("audit").prepare(built.algorithm) if paper.audit else built.algorithm  # as copies
     probes = _probe(paper.short, copies, built.setup, built.plan, built.options, train, None, "initial model")
     t0 = time.perf_counter()
+    init = prep.custom[2] if prep.custom else None
     result = run(built.algorithm, built.setup.model, built.setup.data, plan=built.plan, options=built.options,
-                 test=built.setup.test, run_dir=run_dir, run_key=prep.key)
+                 test=built.setup.test, run_dir=run_dir, run_key=prep.key, init_params=init)
     wall = time.perf_counter() - t0
     probes += _probe(paper.short, copies, built.setup, built.plan, built.options, train, result.params,
                      "trained model")

@@ -1,21 +1,30 @@
 """``fedbound.validation.report``: The report: one self-contained HTML page over a results folder (plans,
 predicted vs measured, every claim, errata); ``html`` holds the HTML pieces.
 
-Modules: ``html``.
+Modules: ``html``, ``results``, ``kinds``.
 
 ``fedbound report RESULTS_DIR``: one self-contained HTML page with everything fedbound knows per paper.
 
-For every registered paper, in this order:
+For every registered paper, in this order (every result kind the folder holds, each with its key numbers
+and the binding epsilon: :mod:`fedbound.validation.report.results` finds them):
 
 1. **Plan**: the recommendation against the paper's own answer, for the paper's registered example setting
-   (the planner called through the registry, the code path of ``fedbound plan --json``).
+   (the planner called through the registry, the code path of ``fedbound plan --json``), then every plan
+   saved in RESULTS_DIR (``fedbound plan ... --json > FILE``).
 2. **Predicted vs measured**: what ``fedbound validate`` left in RESULTS_DIR (``validation.json`` with its
-   figure), when it is there.
-3. **Claims**: every bound claim, checked now (the checker of ``fedbound claims``), and every figure claim
+   figure, the binding epsilon of the runs it trained), when it is there.
+3. **Runs**: ``fedbound train`` and ``fedbound flower --run`` run directories (rounds, final loss and
+   accuracy, binding epsilon, Flower's epsilon beside it) and ``fedbound sweep`` folders (per setting).
+4. **Audit**: every ``fedbound audit`` result (verdict; per adversary view the epsilon lower bound against
+   the binding epsilon the ledger reports and the one dp-accounting recomputes; its figure).
+5. **Claims**: every bound claim, checked now (the checker of ``fedbound claims``), and every figure claim
    with the verdict ``fedbound reproduce`` left in RESULTS_DIR (``verdicts.json``, one per figure) and its
-   kind (training, bound, predicted vs measured), its figure redrawn interactively (plotly, zoom and hover)
-   from the figure's CSV; figure claims not yet run or not reproduced are listed as such.
-4. **Errata**: the errata table of the paper's page in ``docs/papers/NAME.md``.
+   kind (training, bound, predicted vs measured), the binding epsilon of its runs, its figure redrawn
+   interactively (plotly, zoom and hover) from the figure's CSV; figure claims not yet run or not
+   reproduced are listed as such.
+6. **Errata**: the errata table of the paper's page in ``docs/papers/NAME.md``.
+
+Results of a mechanism outside the registry (e.g. the deployed DP-FedAvg) follow the papers.
 
 The page carries plotly.js inline from the installed plotly package and every image as a data URI: it
 opens with no network.
@@ -25,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -33,13 +41,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fedbound.checks import strict_json
 from fedbound.errors import ConfigError
 from fedbound.validation.report.html import esc, image, page, section, table
+from fedbound.validation.report.kinds import audits_html, number, plans_html, runs_html
+from fedbound.validation.report.results import Result, binding, read_json, run_index, scan, walk
 
 __all__ = ["build_report", "find_results", "SECTIONS"]
 
-SECTIONS = ("plan", "measured", "claims", "errata")
+SECTIONS = ("plan", "measured", "runs", "audit", "claims", "errata")
 """The sections of every paper, in page order (ids ``NAME-plan`` ...)."""
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "papers"
@@ -49,38 +58,18 @@ MAX_FILES = 200_000
 """A results folder is walked up to this many entries (``report /`` must not walk the whole disk)."""
 
 
-def find_results(results: Path, name: str) -> dict[str, list[tuple[Path, dict]]]:
+def find_results(results: Path, name: str, tree: Any = None) -> dict[str, list[tuple[Path, dict]]]:
     """Files named ``name`` under ``results`` (JSON objects with a ``paper`` key), grouped by paper; a
     folder of more than MAX_FILES entries is refused (ConfigError) instead of walked, and so is a damaged
-    file (not UTF-8 JSON, or holding NaN or Infinity): its numbers would be shown as results."""
+    file (not UTF-8 JSON, or holding NaN or Infinity): its numbers would be shown as results.  ``tree``:
+    the folder as :func:`fedbound.validation.report.results.walk` returned it (walked here when None)."""
     found: dict[str, list[tuple[Path, dict]]] = {}
-    paths, seen = [], 0
-    for folder, dirs, files in os.walk(results):
-        dirs.sort()
-        seen += len(dirs) + len(files)
-        if seen > MAX_FILES:
-            raise ConfigError(f"RESULTS_DIR {str(results)!r} holds more than {MAX_FILES:,} files: "
-                              "give the --out folder of fedbound reproduce / validate, not a folder above it")
-        paths += [Path(folder) / name] if name in files else []
-    for path in sorted(paths):
-        try:  # strict: fedbound never writes NaN or Infinity (nor non-UTF-8) into its results
-            doc = strict_json(path.read_bytes())
-        except OSError as exc:
-            raise ConfigError(f"{path} cannot be read ({exc.strerror or exc})") from None
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
-            raise ConfigError(f"{path} is damaged ({str(exc).splitlines()[0][:120]}): run the command that "
-                              "wrote it again, or remove it") from None
+    tree = walk(results, MAX_FILES) if tree is None else tree
+    for path in sorted(folder / name for folder, _, files in tree if name in files):
+        doc = read_json(path)  # strict: fedbound never writes NaN or Infinity (nor non-UTF-8)
         if isinstance(doc, dict) and isinstance(doc.get("paper"), str):
             found.setdefault(doc["paper"], []).append((path, doc))
     return found
-
-
-def _value(v: Any) -> str:
-    """A number (4 significant digits), or a per-round list as its range."""
-    if isinstance(v, list) and v and all(isinstance(x, int | float) for x in v):
-        lo, hi = min(v), max(v)
-        return f"{lo:.4g}" if lo == hi else f"{lo:.4g} to {hi:.4g} over {len(v)} rounds"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def _plan_section(paper: Any) -> str:
@@ -92,16 +81,16 @@ def _plan_section(paper: Any) -> str:
     plan = to_jsonable(plan_for(paper, paper.load_setting(None, example_overrides(paper))))
     rec = plan["recommendation"]
     setting = ", ".join(f"{k} = {v}" for k, v in paper.example.items())
-    sigma = ", ".join(f"{k} {_value(v)}" for k, v in rec.get("sigma", {}).items())
+    sigma = ", ".join(f"{k} {number(v)}" for k, v in rec.get("sigma", {}).items())
     lines = [("rounds T", rec.get("T")), ("clients per round K", rec.get("K") or "all"),
-             ("noise std per stage", sigma), ("predicted bound", _value(rec.get("bound"))),
+             ("noise std per stage", sigma), ("predicted bound", number(rec.get("bound"))),
              ("accounting", rec.get("accounting")), ("why", rec.get("why"))]
     body = [f"<p>The paper's own experiment ({esc(setting)}), as <code>fedbound plan {esc(paper.name)} "
             f"--set ... --json</code> answers it.</p>", "<h4>Recommendation</h4>",
             table(["quantity", "value"], lines), _bound_figure(paper),
             "<h4>The paper's answer and the tight one</h4>",
             table(["quantity", "paper", "tight", "note"],
-                  [[r.get("quantity"), _value(r.get("paper")), _value(r.get("tight")), r.get("note")]
+                  [[r.get("quantity"), number(r.get("paper")), number(r.get("tight")), r.get("note")]
                    for r in plan["rows"]])]
     if plan.get("differences"):
         body.append("<h4>Differences from the paper's answer</h4><ul>"
@@ -178,7 +167,13 @@ def _lines(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _measured_section(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
+def _trained(folder: Path, index: Mapping[str, dict]) -> list[dict]:
+    """The summaries of the runs a validate trained in its ``sweep`` folder (by run key)."""
+    runs = folder / "sweep" / "runs"
+    return [index[p.name] for p in sorted(runs.iterdir()) if p.name in index] if runs.is_dir() else []
+
+
+def _measured_section(paper: Any, found: Sequence[tuple[Path, dict]], index: Mapping[str, dict]) -> str:
     if not found:
         return (f"<p class='muted'>Not measured yet: run <code>fedbound validate {esc(paper.name)} CONFIG "
                 f"--out RESULTS_DIR/validate_{esc(paper.name)}</code>.</p>")
@@ -186,6 +181,9 @@ def _measured_section(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
     for path, doc in found:
         body.append(f"<h4>{esc(path.parent.name)}</h4>")
         lines = _lines(doc)
+        trained = _trained(path.parent, index)
+        if trained:
+            lines.append(f"privacy: {len(trained)} runs trained, binding {binding(trained)}")
         if lines:
             body.append("<ul>" + "".join(f"<li class='verdict'>{esc(v)}</li>" for v in lines) + "</ul>")
         pngs = sorted(path.parent.glob("*.png"))
@@ -246,7 +244,17 @@ def _plotly_figure(doc: Mapping[str, Any], csv: Path, div_id: str) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
-def _figure_claims(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
+def _figure_runs(csv: Path, index: Mapping[str, dict]) -> list[dict]:
+    """The summaries of the runs behind a reproduced figure (the run keys of its CSV)."""
+    import pandas as pd
+
+    if not csv.is_file():
+        return []
+    keys = pd.read_csv(csv, usecols=lambda c: c == "key").get("key")
+    return [] if keys is None else [index[k] for k in dict.fromkeys(keys.astype(str)) if k in index]
+
+
+def _figure_claims(paper: Any, found: Sequence[tuple[Path, dict]], index: Mapping[str, dict]) -> str:
     from fedbound.validation.reproduce import Uncovered, targets
 
     done = {(doc["figure"]): (path, doc) for path, doc in found}
@@ -271,6 +279,10 @@ def _figure_claims(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
             rows.append([esc(t.figure), esc(doc.get("kind", t.kind)), "privacy",
                          _status(False, "not (ε, δ)-DP at the stated budget"), esc(doc["privacy"])])
         csv = path.parent / doc["csv"]
+        trained = _figure_runs(csv, index)
+        if trained:
+            rows.append([esc(t.figure), esc(doc.get("kind", t.kind)), "binding ε", _status(None, "trained"),
+                         esc(f"{len(trained)} runs: binding {binding(trained)}")])
         if csv.exists():
             figures.append(_plotly_figure(doc, csv, f"fig-{paper.name}-{t.figure}"))
     return (table(["figure", "verdict", "claim", "status", "statement and verdict"], rows, raw=True)
@@ -304,18 +316,43 @@ def _errata_section(paper: Any) -> str:
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
 
 
-def _summary(reproduced: Mapping[str, list], measured: Mapping[str, list]) -> str:
+def _count(items: Sequence[Any], what: str) -> str:
+    return f"{len(items)} {what}" if items else "<span class='muted'>none</span>"
+
+
+def _summary(reproduced: Mapping[str, list], measured: Mapping[str, list],
+             others: Mapping[str, list[Result]]) -> str:
     from fedbound.registry import papers
 
     rows = []
     for name, p in papers().items():
         verdicts = [v for _, doc in reproduced.get(name, []) for v in doc["claims"]]
         held = sum(v["holds"] for v in verdicts)
+        mine = others.get(name, [])
+        kinds = {k: [r for r in mine if r.kind == k] for k in ("plan", "train", "flower", "sweep", "audit")}
         rows.append([f"<a href='#paper-{esc(name)}'>{esc(p.short)}</a>",
                      f"{held} of {len(verdicts)} hold" if verdicts else "<span class='muted'>not run</span>",
                      f"{len(measured.get(name, []))} result(s)" if measured.get(name)
-                     else "<span class='muted'>not run</span>"])
-    return table(["paper", "figure claims reproduced", "predicted vs measured"], rows, raw=True)
+                     else "<span class='muted'>not run</span>",
+                     _count(kinds["plan"], "saved"), _count(kinds["train"], "run(s)"),
+                     _count(kinds["flower"], "run(s)"), _count(kinds["sweep"], "sweep(s)"),
+                     ", ".join(str(r.doc.get("verdict", "")).split(":")[0] for r in kinds["audit"])
+                     or "<span class='muted'>none</span>"])
+    return table(["paper", "figure claims reproduced", "predicted vs measured", "plans", "train runs",
+                  "Flower runs", "sweeps", "audits"], rows, raw=True)
+
+
+def _other_mechanisms(others: Mapping[str, list[Result]], results: Path) -> str:
+    """Results of mechanisms outside the registry (e.g. the deployed DP-FedAvg), one section each."""
+    from fedbound.registry import names
+
+    body = []
+    for name in sorted(set(others) - set(names())):
+        found = others[name]
+        inner = plans_html(found, results) + runs_html(found, results, name) + (
+            audits_html(found, results, name) if any(r.kind == "audit" for r in found) else "")
+        body.append(section(f"paper-{name}", f"{name} (not a registered paper)", inner, css="paper", level=2))
+    return "".join(body)
 
 
 def build_report(results: str | Path, out: str | Path | None = None, *, points: int = 10,
@@ -335,32 +372,41 @@ def build_report(results: str | Path, out: str | Path | None = None, *, points: 
                           "reproduce / validate)")
     points = int(check_int("--points", points, 1, 10_000))
     out = Path(out) if out is not None else results / "report.html"
-    reproduced = find_results(results, "verdicts.json")
-    measured = find_results(results, "validation.json")
-    if not reproduced and not measured:
+    tree = walk(results, MAX_FILES)
+    reproduced = find_results(results, "verdicts.json", tree)
+    measured = find_results(results, "validation.json", tree)
+    others, index = scan(tree), run_index(tree)
+    if not reproduced and not measured and not others:
         raise ConfigError(f"RESULTS_DIR {str(results)!r} holds no fedbound results (no verdicts.json "
-                          "of fedbound reproduce, no validation.json of fedbound validate): "
-                          "give their --out folder")
+                          "of fedbound reproduce, no validation.json of fedbound validate, no plan, run, "
+                          "sweep or audit): give their --out folder")
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [f'<header id="overview"><h1>fedbound report</h1><p class="muted">fedbound {esc(__version__)}, '
             f"{esc(when)}, results from <code>{esc(results)}</code>.</p>",
-            "<p>Per paper: the plan (recommendation first, then the paper's answer), predicted against "
-            "measured, every claim's status (bound claims checked now, figure claims from "
-            "<code>fedbound reproduce</code>) and the errata fedbound found.</p>",
-            _summary(reproduced, measured), "</header>"]
+            "<p>Per paper: the plan (recommendation first, then the paper's answer, then the plans saved "
+            "in the folder), predicted against measured, the training and Flower runs and sweeps, the "
+            "privacy audits, every claim's status (bound claims checked now, figure claims from "
+            "<code>fedbound reproduce</code>) and the errata fedbound found; every result with the binding "
+            "ε: the ε on the accountant its budget binds on.</p>",
+            _summary(reproduced, measured, others), "</header>"]
     for name, paper in papers().items():
+        mine = others.get(name, [])
         parts = {
-            "plan": ("Plan: recommendation and the paper's answer", _plan_section(paper)),
-            "measured": ("Predicted vs measured", _measured_section(paper, measured.get(name, []))),
+            "plan": ("Plan: recommendation and the paper's answer",
+                     _plan_section(paper) + plans_html([r for r in mine if r.kind == "plan"], results)),
+            "measured": ("Predicted vs measured", _measured_section(paper, measured.get(name, []), index)),
+            "runs": ("Training runs, Flower runs and sweeps", runs_html(mine, results, name)),
+            "audit": ("Privacy audits", audits_html(mine, results, name)),
             "claims": ("Claims", "<h4>Bound claims (the theorems)</h4>" + _bound_claims(paper, points, seed)
                        + "<h4>Figure claims (training on the simulator, the bound's formula, predicted "
                          "vs measured)</h4>"
-                       + _figure_claims(paper, reproduced.get(name, []))),
+                       + _figure_claims(paper, reproduced.get(name, []), index)),
             "errata": ("Errata fedbound found", _errata_section(paper)),
         }
         inner = "".join(section(f"{name}-{key}", *parts[key], css=key) for key in SECTIONS)
         body.append(section(f"paper-{name}", f"{paper.short}: {paper.title}",
                             f"<p class='muted'>{esc(paper.citation)}</p>{inner}", css="paper", level=2))
+    body.append(_other_mechanisms(others, results))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page("fedbound report", "".join(body), plotly.offline.get_plotlyjs()), encoding="utf-8")
     return out

@@ -31,8 +31,10 @@ class _Progress:
 
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
-                            dynamic_ncols=True)
+            from fedbound.training.eta import timed_bar
+
+            self.bar = timed_bar(tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
+                                      dynamic_ncols=True), "sweep", "run", done)
             self._show()
 
     def __call__(self, event: str, key: str) -> None:
@@ -46,6 +48,14 @@ class _Progress:
                 if self.bar is not None:
                     self.bar.update(1)
         self._show()
+
+    def rounds(self, done: int, total: int, runs: int) -> None:
+        """``done`` of the ``total`` rounds of a group of ``runs`` runs trained here: the sweep's duration
+        at their pace, said once, before the first group ends (a sweep of one batched group has no other)."""
+        if self.bar is not None and total > 0:
+            label = (f"the first {runs:,} runs: {done:,} of {total:,} rounds" if runs > 1 else
+                     f"{done:,} of {total:,} rounds of the first run")
+            self.bar.eta.step(runs * done / total, label=label)
 
     def _show(self) -> None:
         if self.bar is not None:
@@ -104,7 +114,9 @@ def _ray_module():
     try:
         import ray
     except ModuleNotFoundError:
-        raise ConfigError("executor = 'ray' needs Ray: install the ray extra: pip install 'fedbound[ray]'"
+        from fedbound.extras import install_command
+
+        raise ConfigError(f"executor = 'ray' needs Ray: install the ray extra: {install_command('ray')}"
                           ) from None
     return ray
 

@@ -86,7 +86,9 @@ def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Re
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # every warning is in the run's summary
-        outcomes = run_batch(jobs, batch=batch)
+        rounds = getattr(report, "rounds", None)  # the sweep's progress: its duration estimate
+        outcomes = run_batch(jobs, batch=batch, on_rounds=None if rounds is None else
+                             lambda done, total: rounds(done, total, len(jobs)))
     wall = (time.perf_counter() - t0) / len(jobs)
     for (spec, prep, built, work), outcome in zip(owned, outcomes, strict=True):
         key = spec.key

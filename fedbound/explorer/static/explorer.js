@@ -5,7 +5,7 @@
 
 const DEBOUNCE_MS = 120;
 const SLIDER_STEPS = 1000;
-const page = { papers: {}, form: null, paper: null, controller: null, seq: 0, timer: null };
+const page = { papers: {}, form: null, paper: null, controller: null, seq: 0, timer: null, vacuity: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -246,6 +246,7 @@ async function update() {
       if (plan) renderPlan(plan.body);
       if (curve) renderCurve(curve.body);
       document.body.dataset.state = "ready";
+      explainVacuity(plan ? plan.body : null, body, variant, seq);
     }
     $("status").textContent = `updated in ${Math.round(performance.now() - started)} ms`;
     document.body.dataset.updates = String(Number(document.body.dataset.updates) + 1);
@@ -283,6 +284,53 @@ function renderPlan(plan) {
   $("differences").replaceChildren(...plan.differences.map((d) => el("li", { text: d })));
   $("warnings").replaceChildren(...(plan.warnings.length ? plan.warnings.map((w) => el("li", { text: w }))
     : [el("li", { text: "none" })]));
+}
+
+// ---- a vacuous recommendation: what it means and what to change (/api/vacuity, each change planned) ----
+
+async function explainVacuity(plan, body, variant, seq) {
+  const box = $("vacuity");
+  const why = plan && plan.recommendation && String(plan.recommendation.why);
+  if (page.vacuity) page.vacuity.abort();
+  if (!why || !why.startsWith("VACUOUS")) {
+    box.hidden = true;
+    box.dataset.state = "none";
+    return;
+  }
+  box.hidden = false;
+  box.dataset.state = "loading";
+  $("vacuity-why").textContent = `the bound ${fmt(plan.recommendation.bound)} does not fall below the level ` +
+    "it must beat to promise anything (the why above says which), so the paper's theorem supports no design " +
+    "for this setting; the design shown is the least vacuous one.";
+  $("vacuity-text").textContent = "checking which single change makes it informative ...";
+  $("vacuity-changes").replaceChildren();
+  const controller = new AbortController();
+  page.vacuity = controller;
+  try {
+    const { ok, body: answer } = await post(`/api/vacuity/${page.paper}?variant=${variant}`, body, controller.signal);
+    if (seq !== page.seq) return;
+    if (!ok) { $("vacuity-text").textContent = answer.detail; box.dataset.state = "error"; return; }
+    $("vacuity-text").textContent = answer.text;
+    $("vacuity-changes").replaceChildren(...answer.changes.map((c) => {
+      const button = el("button", { type: "button", text: `apply: ${c.text.split(" (")[0]}` });
+      button.addEventListener("click", () => applyChange(c));
+      return button;
+    }));
+    box.dataset.state = "ready";
+  } catch (exc) {
+    if (exc.name !== "AbortError") $("vacuity-text").textContent = `no answer (${exc.message})`;
+  }
+}
+
+// Put a suggested change into the form (a key set to null is cleared) and plan it.
+function applyChange(change) {
+  const to = typeof change.to === "object" && change.to !== null ? change.to : { [change.key]: change.to };
+  const values = { ...typed() };
+  for (const [k, v] of Object.entries(to)) {
+    if (v === null) delete values[k]; else values[k] = String(v);
+  }
+  buildForm(values);
+  changed();
 }
 
 function axis(scale, label, range) {
@@ -359,14 +407,36 @@ async function loadPaper(name, query) {
   const keys = new Set(body.fields.map((f) => f.key));
   const fromURL = query && [...query.keys()].some((k) => keys.has(k));
   if (fromURL) for (const [k, v] of query) { if (keys.has(k)) values[k] = v; }
-  else Object.assign(values, body.example);
+  else Object.assign(values, body.start);
   buildForm(values);
+  startNote(body, fromURL);
   fillSelect($("variant"), body.variants, query?.get("variant") ?? "paper");
-  fillSelect($("vs"), body.plots, query?.get("vs") ?? body.plots[0]);
+  fillSelect($("vs"), body.plots, query?.get("vs") ?? body.start_vs ?? body.plots[0]);
   syncURL();
   $("claims-box").hidden = !body.supports.includes("claims");
   loadClaims().catch(() => {});
   await update();
+}
+
+// Where the page's starting setting differs from the paper's own experiment (the registry's explore: the
+// experiment's recommendation is vacuous there), say so, and offer the experiment itself.
+function startNote(form, fromURL) {
+  const changed = Object.keys({ ...form.example, ...form.start })
+    .filter((k) => JSON.stringify(form.example[k]) !== JSON.stringify(form.start[k]));
+  $("start-note").hidden = fromURL || changed.length === 0;
+  const fields = Object.fromEntries(form.fields.map((f) => [f.key, f]));
+  const given = (v, k) => v !== undefined ? fmt(v)
+    : (fields[k] && fields[k].default !== null ? `default ${fmt(fields[k].default)}` : "unset");
+  const words = changed.map((k) => `${k} ${form.start[k] === undefined ? "unset" : `= ${fmt(form.start[k])}`}` +
+    ` (the paper's experiment: ${given(form.example[k], k)})`);
+  $("start-text").textContent = `Opened on an informative setting: ${words.join(", ")}; at the paper's own ` +
+    "experiment this paper's bound is vacuous (the recommendation promises nothing there).";
+}
+
+function loadExample() {
+  $("start-note").hidden = true;
+  buildForm(Object.fromEntries(Object.entries(page.form.example).map(([k, v]) => [k, String(v)])));
+  changed();
 }
 
 // The paper the page opens on when the URL names none: the one README and the docs' getting-started page walk
@@ -386,6 +456,7 @@ async function init() {
   $("copy-config").addEventListener("click", () => copy(configText()));
   $("copy-command").addEventListener("click", () => copy(commandText()));
   $("copy-link").addEventListener("click", () => copy(location.href));
+  $("load-example").addEventListener("click", loadExample);
   $("claims-box").addEventListener("toggle", () => loadClaims().catch(() => {}));
   await loadPaper(start, query);
 }

@@ -1,7 +1,10 @@
 """``fedbound report``: the page opens in a real headless browser (Debian's Chromium, driven by Playwright)
 with no console error, no network request and every section of every registered paper present."""
 
+import contextlib
+import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbound.cli import app, main
+from fedbound.errors import ConfigError
 from fedbound.registry import papers
 from fedbound.validation.report import SECTIONS, build_report, errata_markdown
 from fedbound.validation.reproduce import find, reproduce
@@ -18,11 +22,29 @@ INSTALL = ("Debian's Chromium is needed at /usr/bin/chromium for the report's br
            "sudo apt-get install -y chromium (CI: .ci/run installs it); never `playwright install`")
 
 
+REPO = Path(__file__).resolve().parents[3]
+LOGISTIC = str(REPO / "examples" / "nbafl_logistic.toml")
+
+
+def _cli(*args: str) -> str:
+    """The CLI in this process (exit 0 asserted); its standard output."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([str(a) for a in args]) == 0
+    return out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """A results folder as `make demo` leaves it: reproduced figures (training and bound) and one validate
-    result."""
+    """A results folder as `make demo` leaves it: reproduced figures (training and bound), one validate
+    result, and the other kinds the demo writes there: a saved plan, a train run, a sweep and an audit."""
     out = tmp_path_factory.mktemp("results")
+    (out / "nbafl_plan.json").write_text(_cli("plan", "nbafl", LOGISTIC, "--json"))
+    _cli("train", "nbafl", LOGISTIC, "--set", "T=2", "--out", out / "train_nbafl", "--no-progress")
+    _cli("sweep", "nbafl", LOGISTIC, "--vs", "T", "--values", "1,2", "--seeds", "1", "--out",
+         out / "sweep_nbafl", "--no-progress")
+    _cli("audit", "nbafl", REPO / "examples" / "audit_nbafl.toml", "--trials", "200", "--no-control", "--out",
+         out / "audit_nbafl.png")
     reproduce([find("nbafl", "fig2"), find("nbafl", "fig7"), find("udp", "fig2")], out / "reproduce",
               scale="tiny")
     measured = out / "validate_nbafl"
@@ -119,6 +141,56 @@ def test_plan_is_the_registry_planners_answer(opened):
     assert "Recommendation" in text and "The paper's answer and the tight one" in text
 
 
+def _cells(page, selector: str) -> list[list[str]]:
+    return page.eval_on_selector_all(f"{selector} tr",
+                                     "rows => rows.map(r => [...r.cells].map(c => c.innerText))")
+
+
+def test_every_result_kind_in_the_folder_is_shown_with_its_binding_epsilon(opened, results):
+    """Issue 37: the report left out the audit, Flower and sweep results present in the folder.  The expected
+    numbers are read from the files the commands wrote, not from the report's code."""
+    page, _, _ = opened
+    plan = json.loads((results / "nbafl_plan.json").read_text())
+    saved = [r for r in _cells(page, "#nbafl-plan") if r and r[0] == "nbafl_plan.json"]
+    assert len(saved) == 1 and saved[0][1] == str(plan["recommendation"]["T"])
+    stage = plan["certificate"]["privacy"][0]
+    assert f"ε {stage['eps_achieved']:.4g} of {stage['eps_target']:.4g}" in saved[0][5]
+
+    train = json.loads((results / "train_nbafl" / "summary.json").read_text())
+    (row,) = [r for r in _cells(page, "#nbafl-runs") if r and r[0] == "train_nbafl"]
+    assert row[1] == "fedbound train" and row[2] == f"{train['rounds_done']} of {train['rounds_planned']}"
+    assert row[3] == f"{train['final_loss']:.4g}"
+    assert row[5].startswith(f"ε {train['epsilon_binding']:.4g} of budget 50 at δ = 0.01 (tight accountant")
+    assert row[6] == train["privacy"]
+
+    runs = page.locator("#nbafl-runs").inner_text()
+    assert "Sweep sweep_nbafl" in runs and "2 runs (2 settings)" in runs
+    settings = [r[0] for r in _cells(page, "#nbafl-runs") if r and r[0].startswith("T = ")]
+    assert settings == ["T = 1", "T = 2"]
+
+    audit = json.loads((results / "audit_nbafl.json").read_text())
+    text = page.locator("#nbafl-audit").inner_text()
+    assert f"audit_nbafl.json: {audit['verdict'].split(':')[0]}" in text and "200 trials per side" in text
+    views = {r[0]: r for r in _cells(page, "#nbafl-audit") if r and r[0] in ("uplink", "downlink")}
+    for v in audit["views"]:
+        assert views[v["view"]][1] == f"{v['epsilon_lower']:.4g}"
+        assert views[v["view"]][2] == f"{v['epsilon_reported']:.4g}"
+    assert page.locator("#nbafl-audit img").count() == 1
+
+    overview = {r[0]: r for r in _cells(page, "#overview") if r}
+    assert overview["NbAFL (Wei et al. 2020)"][3:] == ["1 saved", "1 run(s)", "none", "1 sweep(s)",
+                                                      audit["verdict"].split(":")[0]]
+    assert "No training run" in page.locator("#udp-runs").inner_text()
+    assert "No audit" in page.locator("#udp-audit").inner_text()
+
+
+def test_a_reproduced_figure_states_the_binding_epsilon_of_its_runs(opened, results):
+    page, _, _ = opened
+    verdicts = json.loads((results / "reproduce" / "nbafl" / "fig2" / "verdicts.json").read_text())
+    (row,) = [r for r in _cells(page, "#nbafl-claims") if r and r[0] == "fig2" and r[2] == "binding ε"]
+    assert row[4].startswith(f"{verdicts['runs']} runs: binding ε ")
+
+
 @pytest.mark.parametrize("name", list(papers()))
 def test_errata_come_from_the_papers_page(name):
     text = errata_markdown(name)
@@ -175,3 +247,90 @@ def test_a_huge_folder_is_refused_not_walked(tmp_path, monkeypatch):
     monkeypatch.setattr(report_mod, "MAX_FILES", 3)
     with pytest.raises(ConfigError, match="more than 3 files"):
         report_mod.find_results(tmp_path, "verdicts.json")
+
+
+def _runs_rows(html: str, name: str) -> list[list[str]]:
+    """The rows of a paper's runs section in a written report (parsed, no browser)."""
+    from html.parser import HTMLParser
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.inside, self.rows, self.cell = 0, [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "section" and ("id", f"{name}-runs") in attrs:
+                self.inside = 1
+            elif self.inside and tag == "section":
+                self.inside += 1
+            elif self.inside and tag == "tr":
+                self.rows.append([])
+            elif self.inside and tag == "td":
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if self.inside and tag == "section":
+                self.inside -= 1
+            elif self.inside and tag == "td" and self.cell is not None:
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    parsed = Rows()
+    parsed.feed(html)
+    return [r for r in parsed.rows if r]
+
+
+def test_a_run_with_flowers_accounting_is_a_flower_run_and_shows_flowers_epsilon(results, tmp_path):
+    """The classification (``results.scan``): a run directory whose summary carries Flower's accounting is a
+    Flower run (simulation; a local deployment leaves deployment/); the sweep a validate trained is not
+    listed as a sweep of its own.  (A real Flower run: the full profile's test below.)"""
+    from fedbound.validation.report.results import scan, walk
+
+    folder = tmp_path / "results"
+    shutil.copytree(results / "train_nbafl", folder / "flower_sim")
+    summary = json.loads((folder / "flower_sim" / "summary.json").read_text())
+    summary.update(flower_accounting={"epsilon": 1.25}, epsilon_flower=1.25, noise_source="os-entropy")
+    (folder / "flower_sim" / "summary.json").write_text(json.dumps(summary))
+    shutil.copytree(folder / "flower_sim", folder / "flower_local")
+    (folder / "flower_local" / "deployment").mkdir()
+    shutil.copytree(results / "sweep_nbafl", folder / "validate_nbafl" / "sweep")
+    (folder / "validate_nbafl" / "validation.json").write_text('{"paper": "nbafl", "verdicts": []}')
+    found = scan(walk(folder, 1000))
+    assert sorted((r.kind, r.path.name) for r in found["nbafl"]) == [("flower", "flower_local"),
+                                                                     ("flower", "flower_sim")]
+    html = build_report(folder, tmp_path / "r.html", points=1).read_text()
+    rows = {r[0]: r for r in _runs_rows(html, "nbafl")}
+    assert rows["flower_sim"][1] == "Flower simulation" and rows["flower_local"][1] == "Flower deployment"
+    assert rows["flower_sim"][7] == "Flower's RdpAccountant ε 1.25; noise os-entropy"
+    trained = [json.loads(p.read_text()) for p in (folder / "validate_nbafl" / "sweep" / "runs").glob(
+        "*/summary.json")]
+    worst = max(s["epsilon_binding"] / s["eps_budget"] for s in trained)
+    assert f"privacy: 2 runs trained, binding ε {worst * 50:.4g} of budget 50" in html
+
+
+def test_a_damaged_plan_is_refused_and_a_foreign_json_file_is_left_alone(results, tmp_path):
+    folder = tmp_path / "results"
+    shutil.copytree(results / "train_nbafl", folder / "train_nbafl")
+    (folder / "notes.json").write_text('{"mine": [1, 2')  # not fedbound's: skipped
+    assert build_report(folder, tmp_path / "r.html", points=1).is_file()
+    text = (results / "nbafl_plan.json").read_text()
+    (folder / "plan.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ConfigError, match=r"plan\.json is damaged"):
+        build_report(folder, tmp_path / "r.html", points=1)
+
+
+@pytest.mark.skipif(os.environ.get("FEDBOUND_AUDIT_SUITE") != "full",
+                    reason="a Flower run starts Ray (~30 s): FEDBOUND_AUDIT_SUITE=full (.ci/run sets it); "
+                           "the default run checks the classification above")
+def test_a_real_flower_run_is_in_the_report(tmp_path):
+    _cli("flower", "nbafl", LOGISTIC, "--set", "T=1", "--run", "--out", tmp_path / "results" / "flower_nbafl")
+    summary = json.loads((tmp_path / "results" / "flower_nbafl" / "summary.json").read_text())
+    html = build_report(tmp_path / "results", tmp_path / "r.html", points=1).read_text()
+    (row,) = [r for r in _runs_rows(html, "nbafl") if r[0] == "flower_nbafl"]
+    assert row[1] == "Flower simulation" and row[2] == "1 of 1"
+    assert row[5].startswith(f"ε {summary['epsilon_binding']:.4g} of budget 50")
+    assert row[7].startswith(f"Flower's RdpAccountant ε {summary['epsilon_flower']:.4g}")
