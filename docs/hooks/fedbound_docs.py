@@ -208,7 +208,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
     return expand(markdown)
 
 
-# A Sphinx cross-reference role left in a docstring (mkdocstrings renders `:class:`X`` as ":class:<code>X</code>")
+# A Sphinx cross-reference role left in a docstring: mkdocstrings renders `:class:`X`` as
+# ":class:<code>X</code>"
 ROLE = re.compile(r":(?:py:)?(?:class|mod|func|meth|attr|data|exc|obj|const):<code>(~?)([^<]*)</code>")
 
 
