@@ -191,7 +191,7 @@ def test_no_internal_ids_in_messages_and_labels():
 
 
 def _extras_in(text: str) -> list[str]:
-    found = re.findall(r"pip install -e\s+'\.\[([\w,]+)\]'", text)
+    found = re.findall(r"pip install (?:--[\w-]+ )*-e\s+'\.\[([\w,]+)\]'", text)
     assert found, "no `pip install -e '.[...]'` line"
     return [sorted(f.split(",")) for f in found]
 
