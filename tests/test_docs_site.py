@@ -3,10 +3,12 @@ scratch folder, once, then read as HTML and, for what only a browser can tell, i
 every request to another host refused.
 
 * it works offline: no page loads a script, stylesheet or font from another host, and NbAFL's formulas are
-  typeset by the MathJax the site carries (docs hook ``copy_mathjax``, from the pinned ``django-static-mathjax``);
+  typeset by the MathJax the site carries (docs hook ``copy_mathjax``, from the pinned
+  ``django-static-mathjax``);
 * markdown renders as meant: no list run into its paragraph as " - ", no raw Sphinx role (``:class:`X```) in
   the API reference, no CLI help box cut at its right edge or with its text elided;
-* no internal ids ("seed 002", "spec 002 F4") in a page, a CLI output or a message: the paper is cited by name.
+* no internal ids ("seed 002", "spec 002 F4") in a page, a CLI output or a message: the paper is cited by
+  name.
 
 The notebook page is built without executing it (``FEDBOUND_DOCS_EXECUTE_NOTEBOOK=false``; ``make docs``
 executes it): the checks here are about markup, and it saves a kernel start.
@@ -41,8 +43,8 @@ JARGON = re.compile(r"\b[Ss]eeds?[ /_-]?0\d\d\b|\b[Ss]pecs?[ /_-]?0\d\d\b|\b[Ss]
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "FEDBOUND_DOCS_EXECUTE_NOTEBOOK": "false"}
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return out
 
@@ -215,7 +217,7 @@ def test_site_renders_offline_in_a_browser(site):
     """Chromium, every request to another host refused: every formula of NbAFL's page typeset by MathJax
     (no error node), nothing asked of another host, and the CLI reference's boxes fit their column."""
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (as root; .ci/run does this in CI)")
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install -y chromium` (as root; .ci/run does it in CI)")
     from playwright.sync_api import sync_playwright
 
     class Quiet(http.server.SimpleHTTPRequestHandler):

@@ -13,6 +13,10 @@ site builds (``mkdocs build --strict``), so what the site shows is what the code
   each with its date, machine and command.
 
 A directive whose input is missing fails the build (a KeyError or a message), it never leaves a gap.
+
+Two more passes: a Sphinx role left in a docstring (``:class:`X```) becomes code, linked when the page
+documents ``X`` (:func:`sphinx_roles`); and MathJax is copied into the built site from the pinned package of
+the ``docs`` extra (:func:`copy_mathjax`), so no page loads anything from another host.
 """
 
 from __future__ import annotations
