@@ -172,6 +172,26 @@ def test_no_internal_ids_in_cli_output(args, monkeypatch):
     assert not JARGON.findall(printed.getvalue()), JARGON.findall(printed.getvalue())
 
 
+def test_flower_guide_states_what_the_plan_deploys(monkeypatch):
+    """The Flower guide's rounds of the MNIST example are the plan's recommendation today (they once said
+    T* = 5 long after the plan moved to 50)."""
+    import json
+
+    from fedbound.cli import main
+
+    text = (REPO / "docs" / "guides" / "flower.md").read_text()
+    stated = re.search(r"The example's plan deploys T = (\d+) rounds of all (\d+) clients", text)
+    assert stated and "T* = 5" not in text
+    monkeypatch.chdir(REPO)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["plan", "nbafl", "examples/nbafl_mnist.toml", "--json"]) in (0, None)
+    plan = json.loads(printed.getvalue())["recommendation"]
+    clients = tomllib.loads((REPO / "examples" / "nbafl_mnist.toml").read_text())["nbafl"]["N"]
+    assert plan["K"] in (None, clients)  # every client every round
+    assert (plan["T"], clients) == (int(stated.group(1)), int(stated.group(2)))
+
+
 def _strings(path: Path):
     """The string literals of a module that are not docstrings (a bare string statement is one)."""
     tree = ast.parse(path.read_text())
