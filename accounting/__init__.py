@@ -13,11 +13,11 @@ eps >= 1
 * ``rdp``            Renyi DP of the (Poisson-subsampled) Gaussian, conversions to (eps, delta)
 * ``pld``            privacy loss distributions, delegated to dp-accounting
 * ``calibrate``      ``epsilon`` / ``delta_for_epsilon`` / ``calibrate_noise`` over T rounds, vectorised
-* ``moments``        closed forms: Abadi et al. 2016 Thm 1, seed 003 Thm 1 (eq. (10))
+* ``moments``        closed forms: Abadi et al. 2016 Thm 1, UDP Thm 1 (eq. (10))
 * ``amplification``  amplification by subsampling for (eps, delta)-DP and its inverse (BBG 2018)
 * ``events``         dp_accounting DpEvents and accountants for our mechanisms
 * ``compare``        every method side by side (the ``fedbound account`` / ``fedbound calibrate`` tables)
-* ``quantized_gaussian``  seed 004's quantization-assisted Gaussian mechanism and its Theorem 1 (pointwise
+* ``quantized_gaussian``  WPFL's quantization-assisted Gaussian mechanism and its Theorem 1 (pointwise
   delta_Q, eps_Q, sigma_DP calibration)
 """
 
@@ -144,7 +144,7 @@ __all__ = [
     "neighboring_relation", "make_accountant",
     # side-by-side tables
     "MethodRow", "compare_epsilon", "compare_noise",
-    # seed 004: quantization-assisted Gaussian mechanism (Theorem 1)
+    # WPFL: quantization-assisted Gaussian mechanism (Theorem 1)
     "quantization_max_error", "qa_quantize", "qa_gaussian_mechanism", "qa_gaussian_psi",
     "qa_gaussian_log_psi", "qa_gaussian_delta", "qa_gaussian_epsilon", "calibrate_sigma_dp",
     "SIGMA_DP_BRACKET",

@@ -108,7 +108,7 @@ _LGAMMA = np.frompyfunc(_lgamma, 1, 1)
 
 def gammaln(x: np.ndarray) -> np.ndarray:
     """log |Gamma(x)|: ``scipy.special.gammaln`` without importing scipy.special (C99 ``lgamma`` per element;
-    large arrays take scipy's ufunc).  DP-PFL's compiled Theta (seed 000 eq. (27)) needs it on a cached
+    large arrays take scipy's ufunc).  DP-PFL's compiled Theta (DP-PFL eq. (27)) needs it on a cached
     plan's path."""
     x = np.asarray(x, dtype=np.float64)
     if x.size > _SCIPY_ABOVE:

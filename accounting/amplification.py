@@ -8,7 +8,7 @@ each record with probability q is (eps', delta')-DP with
     eps' = ln(1 + q (e^eps - 1)),        delta' = q delta.
 
 This is the *two-sided* bound (it controls both tails of the privacy loss).  The K-of-N client scheduling of
-the NbAFL paper (seed 002, Lemma 4) is sampling without replacement with q = K/N under the substitution
+the NbAFL paper (Lemma 4) is sampling without replacement with q = K/N under the substitution
 relation (a client's data replaced), so the first form applies there with the replace-one sensitivity.
 
 Both functions broadcast and return a named pair ``PrivacyParams(epsilon, delta)`` of floats or arrays.

@@ -2,14 +2,15 @@
 
 Dwork & Roth (2014), "The Algorithmic Foundations of Differential Privacy", Theorem A.1: for eps in (0, 1),
 Gaussian noise with this sigma on a query of L2 sensitivity Delta is (eps, delta)-DP.  **The theorem says
-nothing for eps >= 1**, yet all five seed papers use it at eps = 2 ... 100 (e.g. seed 002 eq. (9) with
+nothing for eps >= 1**, yet all five seed papers use it at eps = 2 ... 100 (e.g. NbAFL eq. (9) with
 c(0.01) = 3.1075).  Every function here therefore emits ``fedbound.errors.ClassicGaussianRangeWarning`` when a
 single release is calibrated at eps >= 1, and ``classic_gaussian_check`` returns what such a sigma truly
 delivers (exact delta at eps, exact eps at delta; Balle & Wang 2018) next to the tight sigma.
 
 Composition over rounds is the papers' linear one (basic composition, Dwork & Roth Thm 3.16): T releases of
 (eps0, delta0) give (T eps0, T delta0).  ``split_delta=True`` (default) spends delta/T per release so the
-total is delta; the papers keep delta per release (``split_delta=False``; spec 002 E6), which under-counts
+total is delta; the papers keep delta per release (``split_delta=False``, e.g. NbAFL eqs. (9)-(10)), which
+under-counts
 delta.
 
 Results are floats for scalar input and arrays otherwise; validity is reported by the warning (and, in
@@ -58,7 +59,7 @@ def _sigma_out(name: str, value: np.ndarray, **inputs) -> float | np.ndarray:
 
 
 def classic_gaussian_constant(delta: ArrayLike) -> float | np.ndarray:
-    """c(delta) = sqrt(2 ln(1.25/delta)) (Dwork & Roth 2014, Thm A.1; seed 002 eq. (9); c(0.01) = 3.10751)."""
+    """c(delta) = sqrt(2 ln(1.25/delta)) (Dwork & Roth 2014, Thm A.1; NbAFL eq. (9); c(0.01) = 3.10751)."""
     d = check_probability("delta", delta)
     return scalar_or_array(np.sqrt(2.0 * _log_125_over(d)))
 
@@ -125,8 +126,8 @@ def classic_composed_std(eps: ArrayLike, delta: ArrayLike, steps: ArrayLike, sen
     """Per-release sigma for ``steps`` Gaussian releases composed linearly: c(delta_step) Delta steps / eps.
 
     Basic composition (Dwork & Roth 2014, Thm 3.16) of classic releases with eps_step = eps / steps and
-    delta_step = delta / steps (``split_delta=True``) or delta (``split_delta=False``, as seed 002 eq.
-    (9)-(10) and spec 002 E6).  Warns when eps / steps >= 1.
+    delta_step = delta / steps (``split_delta=True``) or delta (``split_delta=False``, as NbAFL eq.
+    (9)-(10)).  Warns when eps / steps >= 1.
     """
     e = check_real("eps", eps, 0.0, low_open=True)
     d_step, t = _per_step_delta(delta, steps, split_delta)
@@ -156,7 +157,7 @@ def classic_subsampled_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps
 
     The round budget (eps/steps, delta/steps) is un-amplified with ``inverse_amplify_by_subsampling`` (Balle,
     Barthe & Gaboardi 2018, two-sided) to the per-release (eps0, delta0 = delta/(steps q)), then calibrated
-    with the classic constant.  This is the rigorous (up to eps0 < 1) version of seed 002 Lemma 4.  Warns when
+    with the classic constant.  This is the rigorous (up to eps0 < 1) version of NbAFL Lemma 4.  Warns when
     eps0 >= 1; raises InfeasibleError when delta/(steps q) >= 1.
     """
     e = check_real("eps", eps, 0.0, low_open=True)

@@ -8,11 +8,11 @@ Two forms are in use:
   sigma^2) + O(q^3 l^3 / sigma^3), for sigma >= 1, q < 1/(16 sigma), l <= sigma^2 ln(1/(q sigma))) gives at
   leading order sigma = 2 q sqrt(T ln(1/delta)) / (eps sqrt(1 - q)), i.e. c2 ~ 2 for small q (spec 003 E10);
   that is our default ``c2=2``.
-* Seed 003 (Wei et al., UDP), Theorem 1, eq. (10): sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps, from a
+* UDP (Wei et al., UDP), Theorem 1, eq. (10): sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps, from a
 per-round
   log moment *linear* in q (eq. (15)), which is an approximation (spec 003 E4) and whose last step runs the
   wrong way (E5): under the paper's own accountant this sigma delivers delta^((1 - eps/(4 ln(1/delta)))^2) >
-  delta (spec 003 D3).  Seed 003 cites Abadi et al. [3] for the moments accountant but uses this form with its
+  delta (spec 003 D3).  UDP cites Abadi et al. [3] for the moments accountant but uses this form with its
   own constant sqrt(2 q), not c2 q (effective c2 = sqrt(2/q); spec 003 E10).
 
 Both are kept so that later issues can show the paper's sigma next to the tight one
@@ -103,9 +103,10 @@ def moments_accountant_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike,
 @broadcast_errors_named
 def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                      sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
-    """sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps: seed 003 (UDP), Theorem 1, eq. (10); spec 003 Sec. 3.4.
+    """sigma = Delta_l sqrt(2 q T ln(1/delta)) / eps: UDP (Wei et al. 2021), Theorem 1, eq. (10); spec 003
+    Sec. 3.4.
 
-    Delta_l = 2 eta C / |D_i| for one full-batch GD step with per-sample clipping (seed 003 eq. (13)). Not a
+    Delta_l = 2 eta C / |D_i| for one full-batch GD step with per-sample clipping (UDP eq. (13)). Not a
     guarantee (spec 003 E4, E5): under the paper's own accountant it delivers delta^((1 - eps/(4
     ln(1/delta)))^2) > delta, and nothing at all for eps >= 2 ln(1/delta).  Regression values: spec 003 Sec.
     8.2 (TV1: z = 13.14130442 at eps = 4, delta = 1e-3, q = 1, T = 200).
@@ -119,7 +120,7 @@ def udp_theorem1_std(eps: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: Arra
 @broadcast_errors_named
 def udp_theorem1_epsilon(sigma: ArrayLike, delta: ArrayLike, q: ArrayLike, steps: ArrayLike,
                          sensitivity: ArrayLike = 1.0) -> float | np.ndarray:
-    """eps = Delta_l sqrt(2 q T ln(1/delta)) / sigma, the inverse of seed 003 eq. (10) (same caveats)."""
+    """eps = Delta_l sqrt(2 q T ln(1/delta)) / sigma, the inverse of UDP eq. (10) (same caveats)."""
     sg = check_real("sigma", sigma, 0.0, low_open=True)
     d, qq, t, s = _common(delta, q, steps, sensitivity)
     eps = s * np.sqrt(2.0 * qq * t * -np.log(d)) / sg

@@ -1,6 +1,6 @@
-"""The quantization-assisted Gaussian mechanism of seed 004 and its privacy (Proposition 1, Theorem 1).
+"""The quantization-assisted Gaussian mechanism of WPFL and its privacy (Proposition 1, Theorem 1).
 
-Mechanism (seed 004 Prop. 1, eq. (22); spec 004 F2-F5): clip the model to L2 norm ``C`` (eq. (2)), add
+Mechanism (WPFL Prop. 1, eq. (22); spec 004 F2-F5): clip the model to L2 norm ``C`` (eq. (2)), add
 ``N(0, sigma_DP^2 I)``, and round every element to the nearest of ``2^R`` uniform levels on
 ``[-A, A]``, ``A = C + 3 sigma_DP`` (eqs. (6)-(8)); values outside saturate to the end levels.  The largest
 rounding error inside the range is ``E_L^max = A / (2^R - 1)`` (eq. (7)).
@@ -49,7 +49,7 @@ SIGMA_DP_BRACKET = (1e-6, 1e3)
 
 def quantization_max_error(half_range: ArrayLike, R: ArrayLike) -> float | np.ndarray:
     """``E^max = Delta / 2 = A / (2^R - 1)``: the largest rounding error of ``R``-bit nearest-level
-    quantization on ``[-A, A]`` for values inside the range (seed 004 eqs. (6)-(7); spec 004 F3, E1).
+    quantization on ``[-A, A]`` for values inside the range (WPFL eqs. (6)-(7); spec 004 F3, E1).
 
     ``E_L^max = quantization_max_error(C + 3 sigma_DP, R)``, ``E_G^max = quantization_max_error(C, R)``.
     """
@@ -59,7 +59,7 @@ def quantization_max_error(half_range: ArrayLike, R: ArrayLike) -> float | np.nd
 
 
 def qa_quantize(x: ArrayLike, half_range: float, R: int) -> np.ndarray:
-    """Nearest-level ``R``-bit quantizer on ``[-A, A]``, saturating outside (seed 004 eq. (8); spec F4):
+    """Nearest-level ``R``-bit quantizer on ``[-A, A]``, saturating outside (WPFL eq. (8); spec F4):
     ``-A + Delta clip(round((x + A)/Delta), 0, 2^R - 1)``, ``Delta = 2A / (2^R - 1)``.  Deterministic."""
     a = float(check_real("half_range", half_range, 0.0, low_open=True))
     r = int(check_int("R", R, 1, 62))
@@ -71,7 +71,7 @@ def qa_quantize(x: ArrayLike, half_range: float, R: int) -> np.ndarray:
 
 def qa_gaussian_mechanism(u: ArrayLike, C: float, sigma_dp: float, R: int, rng: np.random.Generator
                           ) -> np.ndarray:
-    """One release of the quantization-assisted Gaussian mechanism (seed 004 Prop. 1, eq. (22)):
+    """One release of the quantization-assisted Gaussian mechanism (WPFL Prop. 1, eq. (22)):
     ``Q_{C + 3 sigma}(clip_C(u) + N(0, sigma^2 I))`` (clipping eq. (2), quantizer eq. (8))."""
     c = float(check_real("C", C, 0.0, low_open=True))
     s = float(check_real("sigma_dp", sigma_dp, 0.0, low_open=True))
@@ -107,14 +107,14 @@ def _log_psi(c: np.ndarray, s: np.ndarray, r: np.ndarray, q: np.ndarray) -> tupl
 
 def qa_gaussian_log_psi(C: ArrayLike, sigma_dp: ArrayLike, R: ArrayLike, q: ArrayLike
                         ) -> tuple[float | np.ndarray, ...]:
-    """``(ln psi, ln psi1, ln psi', ln psi1')`` of Theorem 1 (seed 004 eq. (24); spec 004 F16), in log space
+    """``(ln psi, ln psi1, ln psi', ln psi1')`` of Theorem 1 (WPFL eq. (24); spec 004 F16), in log space
     so that they stay finite where ``psi1``, ``psi1'`` underflow (``-inf`` only beyond ``x^2`` overflow)."""
     return tuple(scalar_or_array(v) for v in _log_psi(*_inputs(C, sigma_dp, R, q)))
 
 
 def qa_gaussian_psi(C: ArrayLike, sigma_dp: ArrayLike, R: ArrayLike, q: ArrayLike
                     ) -> tuple[float | np.ndarray, ...]:
-    """``(psi, psi1, psi', psi1')`` of Theorem 1 (seed 004 eq. (24); spec 004 F16); ``psi1`` and ``psi1'``
+    """``(psi, psi1, psi', psi1')`` of Theorem 1 (WPFL eq. (24); spec 004 F16); ``psi1`` and ``psi1'``
     underflow to 0 at the paper's settings (spec TV1)."""
     return tuple(scalar_or_array(np.exp(v)) for v in _log_psi(*_inputs(C, sigma_dp, R, q)))
 
@@ -135,7 +135,7 @@ def _delta(eps, c, s, r, q, t0, clamp: bool) -> np.ndarray:
 
 def qa_gaussian_delta(eps_Q: ArrayLike, C: ArrayLike, sigma_dp: ArrayLike, R: ArrayLike, q: ArrayLike,
                       T0: ArrayLike, clamp: bool = True) -> float | np.ndarray:
-    """``delta_Q`` of Theorem 1 for ``T0`` uploads at ``eps_Q`` (seed 004 eq. (23); spec 004 F15).
+    """``delta_Q`` of Theorem 1 for ``T0`` uploads at ``eps_Q`` (WPFL eq. (23); spec 004 F15).
 
     ``clamp=True`` returns ``max(0, F15)`` (F15 is negative where ``psi < psi1 e^(eps/T0)``);
     ``clamp=False`` the printed value.  A pointwise delta (module docstring, spec E17).
@@ -148,7 +148,7 @@ def qa_gaussian_delta(eps_Q: ArrayLike, C: ArrayLike, sigma_dp: ArrayLike, R: Ar
 
 def qa_gaussian_epsilon(delta_Q: ArrayLike, C: ArrayLike, sigma_dp: ArrayLike, R: ArrayLike, q: ArrayLike,
                         T0: ArrayLike) -> float | np.ndarray:
-    """The smallest ``eps_Q >= 0`` with ``F15 <= delta_Q`` (seed 004 eq. (23) inverted; spec 004 F15, F17):
+    """The smallest ``eps_Q >= 0`` with ``F15 <= delta_Q`` (WPFL eq. (23) inverted; spec 004 F15, F17):
 
     ``eps = T0 max{0, ln((psi - delta/T0)/psi1), ln((psi' - delta/T0)/psi1')}``, a branch whose numerator
     is ``<= 0`` being dropped; ``delta_Q = 0`` gives the pure-DP corollary F17.  Evaluated in log space,
@@ -200,7 +200,7 @@ def _calibrate_one(eps: float, delta: float, c: float, r: int, q: float, t0: int
 
 def calibrate_sigma_dp(eps_Q: ArrayLike, delta_Q: ArrayLike, C: ArrayLike, R: ArrayLike, q: ArrayLike,
                        T0: ArrayLike) -> float | np.ndarray:
-    """The smallest ``sigma_DP`` whose Theorem 1 ``delta_Q(eps_Q) <= delta_Q`` (seed 004 Sec. IV, last
+    """The smallest ``sigma_DP`` whose Theorem 1 ``delta_Q(eps_Q) <= delta_Q`` (WPFL Sec. IV, last
     paragraph, "a one-dimensional search"; spec 004 Sec. 3.5): brentq on ``[1e-6, 1e3]``, valid because
     ``delta_Q`` is non-increasing in ``sigma_DP`` (spec S1).  The result is on the private side.
 

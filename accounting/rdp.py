@@ -13,7 +13,7 @@
   Prop. 12; Balle et al. 2020, Thm 21), plus eps = 0 when delta >= sqrt(1 - e^-rdp) (Bretagnolle-Huber bound
   via KL <= rdp), the same conversion as dp-accounting and Opacus.  ``"classic"``: eps = rdp +
   ln(1/delta)/(alpha-1)
-  (Mironov 2017, Prop. 3), i.e. the moments-accountant tail bound of Abadi et al. 2016 (eq. (17) of seed 003).
+  (Mironov 2017, Prop. 3), i.e. the moments-accountant tail bound of Abadi et al. 2016 (eq. (17) of UDP).
 
 Shapes: ``orders`` is a scalar or 1-D array; the RDP functions return an array of shape ``broadcast(q,
 noise_multiplier, steps).shape + orders.shape`` (a float for all-scalar input).  The conversions take RDP

@@ -1,7 +1,8 @@
-"""PADPFL: priority-based aggregation with client- and server-side DP (seed 001, spec 001).
+"""PADPFL: priority-based aggregation with client- and server-side DP (PADPFL, spec 001).
 
 M. Talaei, I. Izadi, "Enhancing Federated Learning with Adaptive Differential Privacy and Priority-Based
-Aggregation" (arXiv 2406.18491).  PADPFL is NbAFL (seed 002) with non-uniform, possibly time-varying impact
+Aggregation" (arXiv 2406.18491).  PADPFL is NbAFL (Wei et al. 2020) with non-uniform, possibly time-varying
+impact
 factors ``p_i`` (aggregation weights): every client adds ``sigma_C`` (eq. (8)), the server tops the
 broadcast up by ``sigma_S`` (Theorem 1, eq. (13)) and the convergence analysis (Lemmas 1-3, Theorems 2-3)
 bounds the optimality gap after T rounds.
@@ -115,7 +116,7 @@ gamma = 0.1, rho = 1, beta = 1), for which Lemma 2's lambda_2 < 0 at mu > 2.49."
 # Noise (Sec. III-A/B, Theorem 1) on the vectors p and m
 # ---------------------------------------------------------------------------------------------------------
 def gaussian_c(delta: Number) -> Number:
-    """``c = sqrt(2 ln(1.25/delta))`` (seed 001 Sec. III-A; spec 001 F7; c(0.01) = 3.10751146009)."""
+    """``c = sqrt(2 ln(1.25/delta))`` (PADPFL Sec. III-A; spec 001 F7; c(0.01) = 3.10751146009)."""
     return GAUSSIAN_C(delta=delta)
 
 
@@ -129,14 +130,14 @@ def _c(delta: float, c_value: float | None) -> float:
 
 
 def gaussian_sigma(sensitivity: Number, eps: Number, delta: Number, c: float | None = None) -> Number:
-    """``sigma = c Delta f / eps`` (Gaussian mechanism as quoted in seed 001 Sec. III-A; spec 001 F8)."""
+    """``sigma = c Delta f / eps`` (Gaussian mechanism as quoted in PADPFL Sec. III-A; spec 001 F8)."""
     s = check_real("sensitivity", sensitivity, 0.0, low_open=True)
     e = check_real("eps", eps, 0.0, low_open=True)
     return scalar_or_array(_c(delta, c) * s / e)
 
 
 def client_sensitivity(B: Number, m_i: Number) -> Number:
-    """``Delta f_i = 2 B / m_i`` (seed 001 eq. (7); spec 001 F10)."""
+    """``Delta f_i = 2 B / m_i`` (PADPFL eq. (7); spec 001 F10)."""
     b = check_real("B", B, 0.0, low_open=True)
     return scalar_or_array(2.0 * b / _sizes(m_i))
 
@@ -144,14 +145,14 @@ def client_sensitivity(B: Number, m_i: Number) -> Number:
 def client_noise_sigma_personal(
     eps: float, delta: float, B: float, R: int, m_i: Number, c: float | None = None
 ) -> Number:
-    """``sigma_i = 2 B R c / (m_i eps)``: per-client noise before the "united" choice (text before seed 001
+    """``sigma_i = 2 B R c / (m_i eps)``: per-client noise before the "united" choice (text before PADPFL
     eq. (8); spec 001 F11)."""
     r = int(check_int("R", R, 1))
     return scalar_or_array(r * np.asarray(gaussian_sigma(client_sensitivity(B, m_i), eps, delta, c)))
 
 
 def client_noise_sigma(eps: float, delta: float, B: float, R: int, m: Any, c: float | None = None) -> float:
-    """``sigma_C = 2 B R c / (min_i m_i eps)``: the united client noise std (seed 001 eq. (8); spec 001 F12).
+    """``sigma_C = 2 B R c / (min_i m_i eps)``: the united client noise std (PADPFL eq. (8); spec 001 F12).
 
     ``m``: all local dataset sizes (or the smallest one); independent of p and T (spec 001 E15).
     """
@@ -159,14 +160,14 @@ def client_noise_sigma(eps: float, delta: float, B: float, R: int, m: Any, c: fl
 
 
 def server_sensitivity(B: float, p: Any, m: Any) -> Number:
-    """``Delta f = 2 B max_i p_i / min_i m_i`` (seed 001 eq. (10); spec 001 F14); one per row of ``p``."""
+    """``Delta f = 2 B max_i p_i / min_i m_i`` (PADPFL eq. (10); spec 001 F14); one per row of ``p``."""
     pm, _ = weight_summaries(p)
     return SERVER_SENSITIVITY(B=B, p_max=pm, m_min=_m_min(m))
 
 
 def server_sensitivity_tight(B: float, p: Any, m: Any) -> Number:
     """``max_i 2 B p_i / m_i``: the aggregate's sensitivity when client i's record moves only x_i (tighter
-    than seed 001 eq. (10), which pairs the largest p with the smallest m; spec 001 F14 note)."""
+    than PADPFL eq. (10), which pairs the largest p with the smallest m; spec 001 F14 note)."""
     b = float(check_real("B", B, 0.0, low_open=True))
     arr = validate_impact_factors(p)
     sizes = _sizes(m).astype(float)
@@ -176,7 +177,7 @@ def server_sensitivity_tight(B: float, p: Any, m: Any) -> Number:
 
 
 def aggregated_client_noise_sigma(p: Any, sigma_c: Any) -> Number:
-    """``sigma_AC = sqrt(sum_i p_i^2 sigma_Ci^2)`` (seed 001 eq. (12); spec 001 F16); ``sigma_c`` a scalar or
+    """``sigma_AC = sqrt(sum_i p_i^2 sigma_Ci^2)`` (PADPFL eq. (12); spec 001 F16); ``sigma_c`` a scalar or
     one std per client."""
     s = check_real("sigma_c", sigma_c, 0.0)
     return scalar_or_array(np.sqrt(np.sum(validate_impact_factors(p) ** 2 * s**2, axis=-1)))
@@ -186,13 +187,13 @@ def total_noise_sigma(
     eps: float, delta: float, T: Number, B: float, p: Any, m: Any, c: float | None = None
 ) -> Number:
     """``sigma_A = c T Delta f / eps = 2 B T c max_i p_i / (min_i m_i eps)``: the broadcast std that T
-    linearly composed releases need (proof of seed 001 Thm 1; spec 001 F17)."""
+    linearly composed releases need (proof of PADPFL Thm 1; spec 001 F17)."""
     pm, _ = weight_summaries(p)
     return SIGMA_TOTAL(eps=eps, c=_c(delta, c), T=T, B=B, p_max=pm, m_min=_m_min(m))
 
 
 def server_noise_threshold(R: int, p: Any) -> Number:
-    """``T_th = R sqrt(sum_i p_i^2) / max_i p_i`` (seed 001 Thm 1 condition; spec 001 F20): the server adds
+    """``T_th = R sqrt(sum_i p_i^2) / max_i p_i`` (PADPFL Thm 1 condition; spec 001 F20): the server adds
     noise only for ``T > T_th``; ``R sqrt(N)`` for uniform p, ``R`` for one-hot p."""
     pm, s2 = weight_summaries(p)
     return THRESHOLD(R=R, p_max=pm, S2=s2)
@@ -209,7 +210,7 @@ def _check_R(R: int, T: Number) -> None:
 def server_noise_sigma(
     eps: float, delta: float, T: Number, R: int, p: Any, B: float, m: Any, c: float | None = None
 ) -> Number:
-    """Theorem 1 (seed 001 eq. (13); spec 001 F19): the server's top-up std
+    """Theorem 1 (PADPFL eq. (13); spec 001 F19): the server's top-up std
 
     ``sigma_S = 2 B c sqrt(T^2 max_i p_i^2 - R^2 sum_i p_i^2) / (min_i m_i eps)`` for ``T > T_th`` (F20),
     else 0.  The branch is decided from the radicand with :data:`RADICAND_RTOL` (spec 001 F19 numerical
@@ -222,7 +223,7 @@ def server_noise_sigma(
 
 
 def server_noise_sigma_from_parts(sigma_A: Number, sigma_AC: Number) -> Number:
-    """``sqrt(sigma_A^2 - sigma_AC^2)`` where that exceeds the F19 tolerance, else 0 (seed 001 eq. (14);
+    """``sqrt(sigma_A^2 - sigma_AC^2)`` where that exceeds the F19 tolerance, else 0 (PADPFL eq. (14);
     spec 001 F18).  Works with per-client client noise too."""
     a = check_real("sigma_A", sigma_A, 0.0)
     ac = check_real("sigma_AC", sigma_AC, 0.0)
@@ -234,7 +235,7 @@ def effective_noise_sigma(
     eps: float, delta: float, T: Number, R: int, p: Any, B: float, m: Any, c: float | None = None
 ) -> Number:
     """``sigma_eff = sqrt(sigma_AC^2 + sigma_S^2) = max(sigma_A, sigma_AC)``: the std of the noise in the
-    broadcast (seed 001 eqs. (11)-(14); spec 001 F21)."""
+    broadcast (PADPFL eqs. (11)-(14); spec 001 F21)."""
     _check_R(R, T)
     pm, s2 = weight_summaries(p)
     return SIGMA_EFFECTIVE(eps=eps, c=_c(delta, c), T=T, R=R, p_max=pm, S2=s2, B=B, m_min=_m_min(m))
@@ -260,7 +261,7 @@ def _analytic_z(eps: float, delta: float) -> float:
 
 
 def client_noise_sigma_tight(eps: float, delta: float, B: float, R: int, m: Any) -> float:
-    """``sqrt(R) z 2B / min_i m_i``: R uplink exposures composed exactly (tight counterpart of seed 001
+    """``sqrt(R) z 2B / min_i m_i``: R uplink exposures composed exactly (tight counterpart of PADPFL
     eq. (8), which composes linearly with the classic constant)."""
     r = int(check_int("R", R, 1))
     b = float(check_real("B", B, 0.0, low_open=True))
@@ -269,7 +270,7 @@ def client_noise_sigma_tight(eps: float, delta: float, B: float, R: int, m: Any)
 
 def total_noise_sigma_tight(eps: float, delta: float, T: Number, B: float, p: Any, m: Any) -> Number:
     """``sqrt(T) z Delta f``: the broadcast std that T releases of sensitivity (10) need, composed exactly
-    (tight counterpart of seed 001's sigma_A, spec 001 F17)."""
+    (tight counterpart of PADPFL's sigma_A, spec 001 F17)."""
     t = check_real("T", T, 0.0)
     return scalar_or_array(
         np.sqrt(t) * tight_noise_multiplier(eps, delta) * np.asarray(server_sensitivity(B, p, m), dtype=float)
@@ -278,7 +279,7 @@ def total_noise_sigma_tight(eps: float, delta: float, T: Number, B: float, p: An
 
 def server_noise_sigma_tight(eps: float, delta: float, T: Number, R: int, p: Any, B: float, m: Any) -> Number:
     """Server top-up to the tight total: ``sqrt(sigma_A,tight^2 - sigma_AC,tight^2)`` (0 when the aggregated
-    client noise already suffices; tight counterpart of seed 001 Theorem 1, eq. (13))."""
+    client noise already suffices; tight counterpart of PADPFL Theorem 1, eq. (13))."""
     _check_R(R, T)
     total = np.asarray(total_noise_sigma_tight(eps, delta, T, B, p, m), dtype=float)
     ac = np.asarray(aggregated_client_noise_sigma(p, client_noise_sigma_tight(eps, delta, B, R, m)))
@@ -294,7 +295,7 @@ def exact_epsilon(
     ``sigma``: :func:`noise_details`'s output (``uplink``, ``server``, ``aggregated_client`` per round);
     ``p``: the round's impact factors ``(T, N)``.  Uplink: a client's first ``R`` rounds with p_i > 0, each
     a release of sensitivity ``2B/min m`` with std sigma_C; downlink: every round with p_i > 0, sensitivity
-    eq. (10) ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What seed 001 eq. (8)/(13) spend
+    eq. (10) ``2B max_i p_i^(t)/min m`` with std sigma_eff^(t) (F21).  What PADPFL eq. (8)/(13) spend
     when they claim (eps, delta) (E13, E21).
     """
     from fedbound.accounting import analytic_gaussian_epsilon
@@ -324,7 +325,7 @@ def noise_details(setting: Mapping[str, Any], T: int, method: str = "paper") -> 
     """:func:`noise` plus the derived stds: ``{"uplink": sigma_C, "server": sigma_S^(t), "total": sigma_A^(t),
     "aggregated_client": sigma_AC^(t)}``, arrays of length T.
 
-    ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13) (classic constant, linear composition);
+    ``method="paper"``: PADPFL eq. (8) and Theorem 1 eq. (13) (classic constant, linear composition);
     ``"tight"``: the same views calibrated exactly (analytic Gaussian, Gaussian-DP composition:
     ``sqrt(R) z 2B/m_min`` and ``sqrt(T) z Delta f^(t)``), the server topping up as in eq. (14).
     ``setting``: ``eps``, ``delta``, ``C`` (the clip bound B; ``B`` accepted), ``R``, and either ``p`` (a
@@ -367,7 +368,7 @@ def noise_details(setting: Mapping[str, Any], T: int, method: str = "paper") -> 
 def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, np.ndarray]:
     """The noise std of each stage PADPFL injects, for ``T`` rounds: ``{"uplink": sigma_C, "server":
     sigma_S^(t)}`` (arrays of length T) -- the one place that decides "which sigma" (the planner and the
-    training recipe both call it).  ``method="paper"``: seed 001 eq. (8) and Theorem 1 eq. (13);
+    training recipe both call it).  ``method="paper"``: PADPFL eq. (8) and Theorem 1 eq. (13);
     ``"tight"``: exact calibration (analytic Gaussian, Gaussian-DP composition).  See :func:`noise_details`
     for the setting's keys and the derived sigma_A and sigma_AC.
     """
@@ -379,12 +380,12 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
 # Lemmas 1-3 (Sec. IV-V) on measured quantities
 # ---------------------------------------------------------------------------------------------------------
 def global_loss(p: Any, local_losses: Any) -> float:
-    """``L = sum_i p_i l_i`` (seed 001 eq. (1); spec 001 F1)."""
+    """``L = sum_i p_i l_i`` (PADPFL eq. (1); spec 001 F1)."""
     return float(validate_impact_factors(p) @ check_real("local_losses", local_losses))
 
 
 def aggregate(p: Any, local_weights: Any) -> np.ndarray:
-    """``x = sum_i p_i x_i`` for local weights of shape (N, d) (seed 001 eq. (3); spec 001 F3)."""
+    """``x = sum_i p_i x_i`` for local weights of shape (N, d) (PADPFL eq. (3); spec 001 F3)."""
     w = np.asarray(local_weights, dtype=float)
     pv = validate_impact_factors(p)
     if w.ndim != 2 or w.shape[0] != pv.shape[-1]:
@@ -393,7 +394,7 @@ def aggregate(p: Any, local_weights: Any) -> np.ndarray:
 
 
 def is_gamma_inexact(grad_h_norm: Number, grad_l_at_anchor_norm: Number, gamma: float) -> bool | np.ndarray:
-    """``||grad h_i(x_0; x_bar)|| <= gamma ||grad l_i(x_bar)||`` (seed 001 eq. (38); spec 001 F5)."""
+    """``||grad h_i(x_0; x_bar)|| <= gamma ||grad l_i(x_bar)||`` (PADPFL eq. (38); spec 001 F5)."""
     g = float(check_real("gamma", gamma, 0.0, 1.0))
     out = np.asarray(check_real("grad_h_norm", grad_h_norm, 0.0)) <= g * np.asarray(
         check_real("grad_l_at_anchor_norm", grad_l_at_anchor_norm, 0.0)
@@ -402,14 +403,14 @@ def is_gamma_inexact(grad_h_norm: Number, grad_l_at_anchor_norm: Number, gamma: 
 
 
 def dissimilarity_A1(grad_norm_L: Number, zeta: Number) -> Number:
-    """``A_1(x) = sqrt(1 + zeta^2 / ||grad L(x)||^2)`` (seed 001 eq. (20); spec 001 F26)."""
+    """``A_1(x) = sqrt(1 + zeta^2 / ||grad L(x)||^2)`` (PADPFL eq. (20); spec 001 F26)."""
     g = check_real("grad_norm_L", grad_norm_L, 0.0, low_open=True, hint="A_1 is undefined where grad L = 0")
     z = check_real("zeta", zeta, 0.0)
     return scalar_or_array(np.sqrt(1.0 + (z / g) ** 2))
 
 
 def empirical_dissimilarity(p: Any, local_grad_norms: Any, grad_norm_L: float) -> float:
-    """``A_emp = sum_i p_i ||grad l_i|| / ||grad L||``, the tightest A of Lemma 1 at a point (seed 001
+    """``A_emp = sum_i p_i ||grad l_i|| / ||grad L||``, the tightest A of Lemma 1 at a point (PADPFL
     eqs. (15)/(22); spec 001 F28)."""
     g = float(
         check_real(
@@ -420,7 +421,7 @@ def empirical_dissimilarity(p: Any, local_grad_norms: Any, grad_norm_L: float) -
 
 
 def adaptive_dissimilarity(alpha: Any, local_grad_norms: Any, grad_norm_L: float, A: float) -> float:
-    """``A' = sum_i alpha_i ||grad l_i|| / ||grad L|| + A`` (seed 001 eq. (56); spec 001 F51); can be below
+    """``A' = sum_i alpha_i ||grad l_i|| / ||grad L|| + A`` (PADPFL eq. (56); spec 001 F51); can be below
     1 even when A is tight (E18)."""
     g = float(
         check_real("grad_norm_L", grad_norm_L, 0.0, low_open=True, hint="A' is undefined where grad L = 0")
@@ -432,7 +433,7 @@ def adaptive_dissimilarity(alpha: Any, local_grad_norms: Any, grad_norm_L: float
 
 
 def mu_bar_value(mu_value: float, rho_minus_value: float = 0.0) -> float:
-    """``mu_bar = mu - rho_-`` (seed 001 Lemma 2; spec 001 F30); DomainError unless > 0."""
+    """``mu_bar = mu - rho_-`` (PADPFL Lemma 2; spec 001 F30); DomainError unless > 0."""
     out = float(check_real("mu", mu_value, 0.0, low_open=True)) - float(
         check_real("rho_minus", rho_minus_value, 0.0)
     )
@@ -444,7 +445,7 @@ def mu_bar_value(mu_value: float, rho_minus_value: float = 0.0) -> float:
 
 
 def local_drift_bound(grad_norm_li: Number, gamma_value: float, mu_bar_v: float) -> Number:
-    """``||x_i^(t+1) - x~^(t)|| <= (1 + gamma)/mu_bar ||grad l_i(x~^(t))||`` (seed 001 eq. (39); F33)."""
+    """``||x_i^(t+1) - x~^(t)|| <= (1 + gamma)/mu_bar ||grad l_i(x~^(t))||`` (PADPFL eq. (39); F33)."""
     g = check_real("grad_norm_li", grad_norm_li, 0.0)
     return scalar_or_array(
         (1 + float(check_real("gamma", gamma_value, 0.0, 1.0)))
@@ -456,7 +457,7 @@ def local_drift_bound(grad_norm_li: Number, gamma_value: float, mu_bar_v: float)
 def step_norm_bound(
     A_value: float, gamma_value: float, mu_bar_v: float, grad_norm_L: Number, noise_norm: Number
 ) -> Number:
-    """``||x~^(t+1) - x~^(t)|| <= A (1 + gamma)/mu_bar ||grad L|| + ||n^(t+1)||`` (seed 001 eq. (40) with
+    """``||x~^(t+1) - x~^(t)|| <= A (1 + gamma)/mu_bar ||grad L|| + ||n^(t+1)||`` (PADPFL eq. (40) with
     mu_bar for mu, E9; spec 001 F34)."""
     a = float(check_real("A", A_value, 0.0))
     return scalar_or_array(
@@ -468,14 +469,14 @@ def step_norm_bound(
 def lemma2_lambdas(
     A: float, gamma: float, rho: float, mu: float, rho_minus: float = 0.0
 ) -> tuple[float, float, float]:
-    """``(lambda_2, lambda_1, lambda_0)`` of Lemma 2 (seed 001 eq. (23); spec 001 F37-F39); with ``A = A'``
+    """``(lambda_2, lambda_1, lambda_0)`` of Lemma 2 (PADPFL eq. (23); spec 001 F37-F39); with ``A = A'``
     those of Lemma 3 (eq. (52), F53).  lambda_1 starts with 1 (E12)."""
     values = {"A": A, "gamma": gamma, "rho": rho, "mu": mu, "rho_minus": rho_minus}
     return float(LAMBDA2(values)), float(LAMBDA1(values)), float(LAMBDA0(values))
 
 
 def noise_moments(sigma: Number, N: int, dim: int | None = None) -> tuple[Number, Number]:
-    """``(E||n||, E||n||^2) = (sigma sqrt(2N/pi), sigma^2 N)`` (seed 001 eq. (49), N as the dimension;
+    """``(E||n||, E||n||^2) = (sigma sqrt(2N/pi), sigma^2 N)`` (PADPFL eq. (49), N as the dimension;
     spec 001 F40/F41).  ``dim=d``: the exact chi moments of a d-dimensional N(0, sigma^2 I) (E11)."""
     s = check_real("sigma", sigma, 0.0)
     if dim is None:
@@ -495,7 +496,7 @@ def per_round_increment_bound(
 ) -> Number:
     """``lambda_2 g^2 + lambda_1 E||n|| g + lambda_0 E||n||^2`` (+ l_max/2 with ``l_max``: Lemma 3).
 
-    Seed 001 Lemma 2 eq. (23) (read ||grad L||, E5) and Lemma 3 eq. (52); spec 001 F36/F53.
+    PADPFL Lemma 2 eq. (23) (read ||grad L||, E5) and Lemma 3 eq. (52); spec 001 F36/F53.
     ``lambdas = (lambda_2, lambda_1, lambda_0)``.
     """
     l2, l1, l0 = (float(x) for x in lambdas)
@@ -507,7 +508,7 @@ def per_round_increment_bound(
 
 
 def adaptive_weight_shift_term(alpha: Any, local_losses: Any) -> float:
-    """``sum_i alpha_i l_i``: the exact extra term of Lemma 3 (seed 001 eq. (59); the paper bounds its
+    """``sum_i alpha_i l_i``: the exact extra term of Lemma 3 (PADPFL eq. (59); the paper bounds its
     expectation by max_i l_i / 2, eq. (60), E16; spec 001 F52)."""
     return float(check_real("alpha", alpha, -1.0, 1.0) @ check_real("local_losses", local_losses, 0.0))
 
@@ -522,7 +523,7 @@ def theorem2_constants(
     N: int,
     variant: str = "paper",
 ) -> tuple[float, float, float]:
-    """``(k_2, k_1, k_0)`` of Theorem 2 (seed 001 eq. (46); spec 001 F44-F46) from given lambdas.
+    """``(k_2, k_1, k_0)`` of Theorem 2 (PADPFL eq. (46); spec 001 F44-F46) from given lambdas.
 
     ``variant="corrected"`` applies E1-E2 (k_0 with N, min m for max m).  ``m``: all sizes.
     """
@@ -553,7 +554,7 @@ def theorem3_constants(
     l_max: float,
     variant: str = "paper",
 ) -> tuple[float, float, float]:
-    """``(k_2', k_1', k_0')`` of Theorem 3 (seed 001 eq. (69); spec 001 F54); ``p_max`` over rounds (E4)."""
+    """``(k_2', k_1', k_0')`` of Theorem 3 (PADPFL eq. (69); spec 001 F54); ``p_max`` over rounds (E4)."""
     k2_, k1_, k0_ = theorem2_constants(lambdas_prime, beta, B, c, p_max, m, N, variant)
     lm = 0.5 * float(check_real("l_max", l_max, 0.0))
     div = 1.0 if variant == "corrected" else float(_sizes(m).max())
@@ -561,7 +562,7 @@ def theorem3_constants(
 
 
 def convergence_bound(Theta: float, T: Number, eps: float, k: Sequence[float]) -> Number:
-    """``Theta + k_2 T + k_1 T^2/eps + k_0 T^3/eps^2`` (seed 001 eqs. (46)/(69); spec 001 F43/F54)."""
+    """``Theta + k_2 T + k_1 T^2/eps + k_0 T^3/eps^2`` (PADPFL eqs. (46)/(69); spec 001 F43/F54)."""
     k2_, k1_, k0_ = (float(x) for x in k)
     t = check_real("T", T, 0.0)
     e = float(check_real("eps", eps, 0.0, low_open=True))
@@ -675,7 +676,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``CLAIMS`` (seed 001's claims, :mod:`fedbound.bounds.adaptive_claims`), imported on first use; the
+    """``CLAIMS`` (PADPFL's claims, :mod:`fedbound.bounds.adaptive_claims`), imported on first use; the
     declarations' other names (symbols, definitions, conditions) from adaptive_theory (imports sympy)."""
     if name == "CLAIMS":
         from fedbound.bounds.adaptive_claims import CLAIMS

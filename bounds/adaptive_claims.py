@@ -1,4 +1,4 @@
-"""Every claim of seed 001 (PADPFL, spec 001 Sec. 4: M1-M25), as data for fedbound.bounds.claims.
+"""Every claim of PADPFL (Talaei and Izadi 2024; spec 001 Sec. 4: M1-M25), as data for fedbound.bounds.claims.
 
 The claims about the formulas are checked on scalar summaries of the weights (``p_max``, ``S2``) drawn so
 that a simplex vector with those summaries exists; the claims about vectors (permutations, thresholds,
@@ -242,7 +242,7 @@ def _shift_term(v: dict[str, Any], variant: str) -> tuple[bool, str]:
 
 
 def quadratic_lemma2_check(seed: int) -> dict[str, float]:
-    """One random instance of seed 001's Lemma 2 setting, with exact arithmetic where it matters.
+    """One random instance of PADPFL's Lemma 2 setting, with exact arithmetic where it matters.
 
     N convex quadratics ``l_i(x) = 1/2 (x - b_i)' H_i (x - b_i)`` in d dimensions (rho = the largest
     eigenvalue), a random anchor ``x~``, gamma-inexact proximal steps (``||grad h_i(x_i)|| = gamma ||grad
@@ -836,6 +836,6 @@ CLAIMS: tuple[Claim, ...] = (
         source="E6",
     ),
 )
-"""Every declared claim of seed 001 about its formulas (M12/M13's optimiser parts are in
+"""Every declared claim of PADPFL about its formulas (M12/M13's optimiser parts are in
 fedbound.scheduling.adaptive)."""
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}

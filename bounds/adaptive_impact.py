@@ -1,4 +1,4 @@
-"""PADPFL's impact factors (seed 001 eq. (2), (51), Sec. V-VI; spec 001 Sec. 3.11-3.12): the simplex, the
+"""PADPFL's impact factors (PADPFL eq. (2), (51), Sec. V-VI; spec 001 Sec. 3.11-3.12): the simplex, the
 rules that set p (ratio rule, uniform, by size, from scores, dropout redistribution, schedules and their
 alpha), and an [adaptive] setting made concrete (:class:`Design`: parts, sizes, ratio phases).  Plain data:
 no theorem and no config import (re-exported by :mod:`fedbound.bounds.adaptive`).
@@ -39,7 +39,7 @@ SIMPLEX_ATOL = 1e-9
 def validate_impact_factors(p: Any, atol: float = SIMPLEX_ATOL) -> np.ndarray:
     """``p`` (a vector, or one row per round) on the simplex: ``0 <= p_i <= 1``, ``sum_i p_i = 1``.
 
-    Seed 001 eq. (2); spec 001 F2.  Returns a float array; ParameterError otherwise.
+    PADPFL eq. (2); spec 001 F2.  Returns a float array; ParameterError otherwise.
     """
     arr = check_real("p", p, 0.0, 1.0)
     if arr.ndim == 0 or arr.shape[-1] == 0:
@@ -47,7 +47,7 @@ def validate_impact_factors(p: Any, atol: float = SIMPLEX_ATOL) -> np.ndarray:
     sums = np.atleast_1d(arr.sum(axis=-1))
     bad = np.abs(sums - 1.0) > atol
     if bad.any():
-        raise ParameterError("sum_i p_i", float(sums[bad][0]), f"1 to within {atol:g} (seed 001 eq. (2))")
+        raise ParameterError("sum_i p_i", float(sums[bad][0]), f"1 to within {atol:g} (PADPFL eq. (2))")
     return arr
 
 
@@ -60,19 +60,19 @@ def _m_min(m: Any) -> float:
 
 
 def impact_factors_uniform(N: int) -> np.ndarray:
-    """``p_i = 1/N`` (seed 001 Sec. VI baseline; spec 001 Sec. 3.12)."""
+    """``p_i = 1/N`` (PADPFL Sec. VI baseline; spec 001 Sec. 3.12)."""
     n = int(check_int("N", N, 1))
     return np.full(n, 1.0 / n)
 
 
 def impact_factors_by_size(m: Any) -> np.ndarray:
-    """``p_i = m_i / sum_j m_j`` (seed 001 Sec. III baseline, the FedAvg weights; spec 001 Sec. 3.12)."""
+    """``p_i = m_i / sum_j m_j`` (PADPFL Sec. III baseline, the FedAvg weights; spec 001 Sec. 3.12)."""
     sizes = _sizes(m).astype(float)
     return sizes / sizes.sum()
 
 
 def impact_factors_from_scores(scores: Any) -> np.ndarray:
-    """``p_i = s_i / sum_j s_j`` for scores ``s_i >= 0`` (toolkit extension of seed 001 Sec. III's
+    """``p_i = s_i / sum_j s_j`` for scores ``s_i >= 0`` (toolkit extension of PADPFL Sec. III's
     "resources"; spec 001 Sec. 3.12)."""
     s = check_real("scores", scores, 0.0)
     if s.ndim != 1 or s.sum() <= 0:
@@ -81,7 +81,7 @@ def impact_factors_from_scores(scores: Any) -> np.ndarray:
 
 
 def impact_factors_from_ratios(ratios: Sequence[float], part_sizes: Sequence[int]) -> np.ndarray:
-    """``p_i = r_k(i) / sum_k' n_k' r_k'`` for the clients of part k (seed 001 Sec. VI, the "r1-r2-r3"
+    """``p_i = r_k(i) / sum_k' n_k' r_k'`` for the clients of part k (PADPFL Sec. VI, the "r1-r2-r3"
     labels; spec 001 F55): (0, 1, 2) over 20/20/20 clients gives (0, 1/60, 1/30) per part."""
     r = check_real("ratios", ratios, 0.0)
     n = check_int("part_sizes", part_sizes, 1)
@@ -97,7 +97,7 @@ def impact_schedule(
     part_sizes: Sequence[int], ratios: Sequence[Sequence[float]], switch_after: Sequence[int], rounds: int
 ) -> np.ndarray:
     """``(rounds, N)`` impact factors: phase ``k``'s F55 factors from round ``switch_after[k-1] + 1`` on
-    (1-based; seed 001 scenario 4: ratios (0,1,2) for t <= 10, (2,1,0) after, spec 001 Sec. 5)."""
+    (1-based; PADPFL scenario 4: ratios (0,1,2) for t <= 10, (2,1,0) after, spec 001 Sec. 5)."""
     if len(switch_after) != len(ratios) - 1:
         raise ParameterError(
             "switch_after", list(switch_after), f"{len(ratios) - 1} round(s), one per later phase"
@@ -113,7 +113,7 @@ def impact_schedule(
 def redistribute_impact(p: Any, dropped: Any) -> np.ndarray:
     """Dropout redistribution: absent clients get 0, the others ``p_i / (1 - sum_{k dropped} p_k)``.
 
-    Seed 001 Sec. III says only "the server can distribute p_k among counterpart clients"; this proportional
+    PADPFL Sec. III says only "the server can distribute p_k among counterpart clients"; this proportional
     rule is the toolkit's reading (spec 001 Sec. 3.12).  ``dropped``: indices (or a boolean mask).
     """
     arr = validate_impact_factors(p)
@@ -139,20 +139,20 @@ def redistribute_impact(p: Any, dropped: Any) -> np.ndarray:
 def update_impact_factors(p: Any, alpha: Any) -> np.ndarray:
     """``p^(t+1) = p^(t) + alpha^(t)`` with ``sum alpha = 0``, ``|alpha_i| <= 1`` and both on the simplex.
 
-    Seed 001 eq. (51) with the constraints below it; spec 001 F48-F49.
+    PADPFL eq. (51) with the constraints below it; spec 001 F48-F49.
     """
     old = validate_impact_factors(p)
     a = check_real("alpha", alpha, -1.0, 1.0)
     if a.shape != old.shape:
         raise ParameterError("alpha", a.shape, f"the shape of p, {old.shape}")
     if abs(float(a.sum())) > SIMPLEX_ATOL:
-        raise ParameterError("sum_i alpha_i", float(a.sum()), "0 (seed 001 eq. (51))")
+        raise ParameterError("sum_i alpha_i", float(a.sum()), "0 (PADPFL eq. (51))")
     new = old + a
     return validate_impact_factors(np.where((new < 0) & (new > -SIMPLEX_ATOL), 0.0, new))
 
 
 def impact_factor_change(p_old: Any, p_new: Any) -> np.ndarray:
-    """``alpha^(t) = p^(t+1) - p^(t)`` (seed 001 eq. (51); spec 001 F48)."""
+    """``alpha^(t) = p^(t+1) - p^(t)`` (PADPFL eq. (51); spec 001 F48)."""
     return validate_impact_factors(p_new) - validate_impact_factors(p_old)
 
 

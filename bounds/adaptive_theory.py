@@ -86,7 +86,7 @@ PARAMS = (
         "d", sp.Symbol("d", positive=True), "noise dimension (number of model parameters)", 1, integer=True
     ),
 )
-NOTATION = Notation("PADPFL (seed 001)", PARAMS)
+NOTATION = Notation("PADPFL (Talaei and Izadi 2024)", PARAMS)
 (
     eps,
     delta,
@@ -141,7 +141,7 @@ MU_BAR_OK = Condition(
     "mu_bar>0",
     sp.Gt(mu - rho_minus, 0),
     "undefined",
-    "h_i is strongly convex only for mu_bar = mu - rho_- > 0 (seed 001 eq. (4), E8)",
+    "h_i is strongly convex only for mu_bar = mu - rho_- > 0 (PADPFL eq. (4), E8)",
     "mu",
     "mu > rho_minus",
 )

@@ -186,15 +186,19 @@ class Variant:
 
 @dataclass(frozen=True)
 class Source:
-    """Where a formula comes from: seed file, equation(s), spec handle."""
+    """Where a formula comes from: the paper (its registry id), equation(s), and fedbound's internal handle
+    of the formula (``spec``, kept for cross-checks, never printed)."""
 
     seed: str
     equation: str
     spec: str = ""
 
     def __str__(self) -> str:
-        spec = f"; spec {self.spec}" if self.spec else ""
-        return f"seed {self.seed}, {self.equation}{spec}"
+        """As a reader cites it: "NbAFL (Wei et al. 2020), Theorem 2, eq. (14)"."""
+        from fedbound.registry import papers
+
+        paper = next((p.short for p in papers().values() if p.seed == self.seed), f"paper {self.seed}")
+        return f"{paper}, {self.equation}"
 
 
 class Notation:

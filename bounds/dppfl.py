@@ -1,4 +1,4 @@
-"""Seed 000 (Wei et al., IEEE TIFS 2023, DP-PFL / RDP-PFL): Theorem 1's privacy, Lemmas 1-6 and Theorems 2-3.
+"""DP-PFL (Wei et al., IEEE TIFS 2023, DP-PFL / RDP-PFL): Theorem 1's privacy, Lemmas 1-6 and Theorems 2-3.
 
 K. Wei, J. Li, C. Ma, M. Ding, W. Chen, J. Wu, M. Tao, H. V. Poor, "Personalized Federated Learning With
 Differential Privacy and Convergence Guarantee", IEEE TIFS 18 (2023).  Equation numbers are the paper's.
@@ -68,7 +68,7 @@ __all__ = ["OPACUS_ORDERS", "TIGHT_ORDERS", "NOISE_METHODS", "sgm_log_integral",
 SEED = "000"
 
 OPACUS_ORDERS = np.concatenate([1.0 + np.arange(1, 100) / 10.0, np.arange(12, 64, dtype=np.float64)])
-"""Seed 000 App. A (Opacus) / E7: ``{1.1, 1.2, ..., 10.9} U {12, ..., 63}`` (151 orders)."""
+"""DP-PFL App. A (Opacus) / E7: ``{1.1, 1.2, ..., 10.9} U {12, ..., 63}`` (151 orders)."""
 OPACUS_ORDERS.setflags(write=False)
 
 
@@ -90,7 +90,7 @@ every order), so sigma* on it is still proven and never larger than the paper's.
 
 
 def sgm_log_integral(q: Any, sigma: Any, alpha: Any) -> Any:
-    """log I of eqs. (13)-(14): (alpha - 1) times the RDP of one sampled Gaussian (E1 reading).  Seed 000,
+    """log I of eqs. (13)-(14): (alpha - 1) times the RDP of one sampled Gaussian (E1 reading).  DP-PFL,
     eqs. (13)-(14); ``fedbound.accounting.rdp_subsampled_gaussian`` (q = 1: alpha (alpha - 1)/(2 sigma^2))."""
     from fedbound.accounting import rdp_subsampled_gaussian
 
@@ -103,7 +103,7 @@ def sgm_log_integral(q: Any, sigma: Any, alpha: Any) -> Any:
 def rdp_pfl_rdp(orders: np.ndarray, T: int, tau0: int, q_in: float, sigma_in: Any, q_out: float,
                 sigma_out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(eps'_total, eps'_in, eps'_out)`` at every order: ``eps'_in = T tau0 log I^Q / (alpha - 1)``,
-    ``eps'_out = T tau0 log I^S / (alpha - 1)`` (seed 000 eq. (12), first term; (13), (14) with the E1
+    ``eps'_out = T tau0 log I^S / (alpha - 1)`` (DP-PFL eq. (12), first term; (13), (14) with the E1
     reading), each ``T tau0`` times the RDP of one Poisson-subsampled Gaussian
     (``fedbound.accounting.rdp_subsampled_gaussian``; q = 1: ``alpha / (2 sigma^2)``).  ``sigma_in`` and
     ``sigma_out`` may be arrays (the result gets their shape before the orders axis)."""
@@ -121,7 +121,7 @@ def rdp_pfl_rdp(orders: np.ndarray, T: int, tau0: int, q_in: float, sigma_in: An
 def rdp_pfl_epsilon(T: int, tau0: int, q_in: float, sigma_in: float, q_out: float, sigma_out: float,
                     delta: float, orders: np.ndarray = OPACUS_ORDERS,
                     conversion: str = "improved") -> tuple[float, float]:
-    """``(eps_DP, alpha*)``: seed 000 eq. (12) minimised over ``orders``.  ``conversion="improved"``: eq. (34)
+    """``(eps_DP, alpha*)``: DP-PFL eq. (12) minimised over ``orders``.  ``conversion="improved"``: eq. (34)
     (Balle et al. 2020, normative); ``"classic"``: Sec. II-B's eps' + log(1/delta)/(alpha - 1) (E3)."""
     from fedbound.accounting import rdp_to_dp
 
@@ -253,7 +253,7 @@ def noise_multiplier_curve(eps: float, delta: float, T: Any, tau0: int, q_in: fl
                            ratio: float = 1.0, orders: np.ndarray = OPACUS_ORDERS,
                            rtol: float = 1e-10) -> np.ndarray:
     """sigma*_in(T) for an array of T at once: the smallest sigma_in with eps_DP(sigma_in, ratio sigma_in)
-    <= eps (seed 000 eq. (12), Sec. III-B "searching method"; the spec's bisection, done faster): a bracket
+    <= eps (DP-PFL eq. (12), Sec. III-B "searching method"; the spec's bisection, done faster): a bracket
     by doubling, then, since eps_DP <= eps iff some order alpha has T tau0 R_alpha(sigma) + conversion(alpha)
     <= eps, sigma* = min over the orders of the roots of those smooth monotone equations (Illinois on
     log sigma, to ``rtol``; always on the feasible side)."""
@@ -333,14 +333,14 @@ def noise_multiplier_curve(eps: float, delta: float, T: Any, tau0: int, q_in: fl
 def rdp_pfl_noise_multiplier(eps: float, delta: float, T: int, tau0: int, q_in: float, q_out: float,
                              orders: np.ndarray = OPACUS_ORDERS, rtol: float = 1e-10,
                              ratio: float = 1.0) -> float:
-    """``sigma*``: the smallest (inner) noise multiplier with ``eps_DP(sigma, ratio sigma) <= eps`` (seed 000
+    """``sigma*``: the smallest (inner) noise multiplier with ``eps_DP(sigma, ratio sigma) <= eps`` (DP-PFL
     eq. (12), Sec. III-B "searching method"; ``ratio`` = sigma_out/sigma_in, 1 in the paper)."""
     return float(noise_multiplier_curve(eps, delta, T, tau0, q_in, q_out, ratio, orders, rtol))
 
 
 def theorem1_calibration(eps: float, delta: float, T: int, tau0: int, q_in: float, q_out: float,
                          ratio: float = 1.0) -> dict[str, Any]:
-    """sigma* and eps of Theorem 1 (seed 000 eq. (12)) for ``fedbound calibrate``-style reporting.
+    """sigma* and eps of Theorem 1 (DP-PFL eq. (12)) for ``fedbound calibrate``-style reporting.
 
     Returns the paper's calibration on Opacus' orders (``sigma``, ``eps``, ``alpha``, inner/outer RDP and
     share at alpha*), the same on the finer :data:`TIGHT_ORDERS` (``sigma_tight``), and, for q_in = q_out and
@@ -357,7 +357,7 @@ def theorem1_calibration(eps: float, delta: float, T: int, tau0: int, q_in: floa
         "sigma": sigma, "sigma_inner": sigma, "sigma_outer": ratio * sigma, "eps": spent, "alpha": alpha,
         "eps_rdp_inner": float(e_in[0]), "eps_rdp_outer": float(e_out[0]),
         "inner_share": float(e_in[0] / (e_in[0] + e_out[0])),
-        "orders": "Opacus (151 orders, seed 000 App. A)",
+        "orders": "Opacus (151 orders, DP-PFL App. A)",
         "sigma_tight": rdp_pfl_noise_multiplier(eps, delta, T, tau0, q_in, q_out, TIGHT_ORDERS, ratio=ratio),
         "sigma_default_orders": None, "steps_equivalent": None}
     if q_in == q_out and ratio == 1.0:
@@ -371,7 +371,7 @@ NOISE_METHODS = ("paper", "tight", "split")
 
 
 def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, float]:
-    """Noise std per stage ``{"inner": C sigma_in, "outer": C sigma_out}`` for ``T`` rounds (seed 000
+    """Noise std per stage ``{"inner": C sigma_in, "outer": C sigma_out}`` for ``T`` rounds (DP-PFL
     eq. (12), noise N(0, C^2 sigma^2 I) of eqs. (7), (8)).
 
     ``setting`` needs eps, delta, tau0, q_in, q_out, C.  Methods:
@@ -405,7 +405,7 @@ def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str
 
 
 def aggregation_weights(n_support: Sequence[int] | np.ndarray) -> np.ndarray:
-    """p_i = |D_i^S| / sum_j |D_j^S|.  Seed 000, eq. (3)."""
+    """p_i = |D_i^S| / sum_j |D_j^S|.  DP-PFL, eq. (3)."""
     n = check_real("n_support", n_support, 0.0, low_open=True)
     return n / n.sum()
 
@@ -437,13 +437,13 @@ ANALYSIS_CONSTANTS = ("L", "rho", "B", "lam", "l", "eps_het", "gamma_het", "sigm
 
 
 def noise_norm_paper(S: Any, sigma: Any, C: Any) -> Any:
-    """Theta_paper = 2 sigma C sqrt(2/pi) P(S) (odd S) or 2 sigma C sqrt(2 pi) P(S) (even S).  Seed 000,
+    """Theta_paper = 2 sigma C sqrt(2/pi) P(S) (odd S) or 2 sigma C sqrt(2 pi) P(S) (even S).  DP-PFL,
     eq. (27) (via log-gamma, equal to the product; E14)."""
     return NOISE_NORM(S=S, sigma=sigma, C=C)
 
 
 def noise_norm_exact(S: Any, sigma: Any, C: Any) -> Any:
-    """Theta_exact = E||N(0, C^2 sigma^2 I_S)|| = sqrt(2) C sigma Gamma((S+1)/2)/Gamma(S/2).  Seed 000,
+    """Theta_exact = E||N(0, C^2 sigma^2 I_S)|| = sqrt(2) C sigma Gamma((S+1)/2)/Gamma(S/2).  DP-PFL,
     eq. (27) corrected (E14)."""
     return NOISE_NORM(S=S, sigma=sigma, C=C, variant="theta_exact")
 
@@ -459,7 +459,7 @@ def _variant(theta: str, tight: bool, outer_noise: bool = False, client_sizes: b
 def clipping_bias(C: Any, S: Any, sigma: Any, eta: Any, L: Any, B: Any, theta: str = "paper",
                   tight: bool = False) -> Any:
     """Xi(C, S, sigma) = (1 + eta L)(2 eta L B + eta L Theta + max{B, sqrt C} - min{C/(1 + eta L), sqrt C}).
-    Seed 000, Lemma 4, eq. (26); ``theta="exact"`` (E14), ``tight`` (E15)."""
+    DP-PFL, Lemma 4, eq. (26); ``theta="exact"`` (E14), ``tight`` (E15)."""
     return CLIPPING_BIAS(C=C, S=S, sigma=sigma, eta=eta, L=L, B=B, variant=_variant(theta, tight))
 
 
@@ -476,7 +476,7 @@ def _with_clients(values: dict[str, Any], p: Any, n_support: Any) -> tuple[dict[
 
 def per_round_error(values: Mapping[str, Any], p: Any = None, n_support: Any = None, theta: str = "paper",
                     tight: bool = False, outer_noise: bool = False) -> Any:
-    """E = lambda[(1 + eta L) h(tau0) + beta tau0 (1 + eta L) W(tau0) sum_i p_i (Xi + D_i)].  Seed 000,
+    """E = lambda[(1 + eta L) h(tau0) + beta tau0 (1 + eta L) W(tau0) sum_i p_i (Xi + D_i)].  DP-PFL,
     eqs. (31)-(32).  ``n_support`` (and ``p``, default |D_i^S|-proportional, eq. (3)): the clients' support
     sizes; otherwise D-bar is bounded by D(m)."""
     vals, clients = _with_clients(dict(values), p, n_support)
@@ -485,14 +485,14 @@ def per_round_error(values: Mapping[str, Any], p: Any = None, n_support: Any = N
 
 def convex_bound(values: Mapping[str, Any], p: Any = None, n_support: Any = None, theta: str = "paper",
                  tight: bool = False, outer_noise: bool = False) -> Any:
-    """Theorem 2: zeta^{T tau0} Delta0 + (1 - zeta^{T tau0})/(1 - zeta^{tau0}) E.  Seed 000, eq. (31)."""
+    """Theorem 2: zeta^{T tau0} Delta0 + (1 - zeta^{T tau0})/(1 - zeta^{tau0}) E.  DP-PFL, eq. (31)."""
     vals, clients = _with_clients(dict(values), p, n_support)
     return CONVEX_BOUND(vals, variant=_variant(theta, tight, outer_noise, clients))
 
 
 def nonconvex_bound(values: Mapping[str, Any], p: Any = None, n_support: Any = None, theta: str = "paper",
                     tight: bool = False, outer_noise: bool = False) -> Any:
-    """Theorem 3: Delta0/(T beta (1 - beta L'/2)) + E/(beta (1 - beta L'/2)).  Seed 000, eq. (32)."""
+    """Theorem 3: Delta0/(T beta (1 - beta L'/2)) + E/(beta (1 - beta L'/2)).  DP-PFL, eq. (32)."""
     vals, clients = _with_clients(dict(values), p, n_support)
     return NONCONVEX_BOUND(vals, variant=_variant(theta, tight, outer_noise, clients))
 
@@ -571,7 +571,7 @@ BOUND_AT_SIGMA_STAR = Computed("bound_at_sigma_star", _vectorised(_bound_at_sigm
                                "Theorem 3 at Theorem 1's sigma*")
 PRIVACY_REGION = Region({"q_in": (0.01, 0.5, "log"), "sigma": (0.5, 5.0), "T_int": (1, 300), "tau0": (1, 3),
                          "delta": (1e-6, 1e-2, "log")}, derived=(("q_out", lambda v: v["q_in"]),),
-                        integers=_INTS, doc="spec 000 P1's region")
+                        integers=_INTS, doc="the privacy claims' region")
 
 
 def _dp_accounting_integer(v: Mapping[str, Any]) -> float:
@@ -698,7 +698,7 @@ CLAIMS: tuple[Claim, ...] = (
           line_points=8, source="eq. (12), (34)"),
     Claim("P2", "at integer orders eq. (12) equals dp-accounting's RDP accountant for 2 T tau0 DP-SGD steps",
           EPS_DP, "compare", PRIVACY_REGION, other=_dp_accounting_integer, op="==", rtol=1e-8,
-          source="Theorem 1, spec 000 Sec. 3.4 backend caveat"),
+          source="Theorem 1"),
     Claim("P3a", "the per-stage RDP is non-decreasing in alpha", SGM_RDP, "increasing",
           Region({"q": (0.01, 1.0), "sigma": (0.5, 5.0), "alpha": (1.1, 40.0)}), wrt="alpha", strict=False,
           line_points=10, source="eqs. (13)-(14)"),
@@ -720,7 +720,7 @@ CLAIMS: tuple[Claim, ...] = (
           Region(points=(_POINT_A,)), wrt="T_int", line=(1, 300), line_points=6, source="Remark 1"),
     Claim("P6c", "at q = 1, sigma*(4T) = 2 sigma*(T) exactly", SIGMA_STAR, "predicate",
           Region(points=({"eps": 4.0, "delta": 1e-3, "T_int": 50}, {"eps": 1.0, "delta": 1e-5, "T_int": 7})),
-          other=_sqrt_scaling, source="spec 000 Sec. 3.8"),
+          other=_sqrt_scaling, source="derived"),
     Claim("P7", "E1: log I(q = 0.1, sigma = 1, alpha = 8) = 9.648529879 (mu_1 = N(1, sigma^2)), not the q^2 "
           "value 0.006255507 of the printed mixture", SGM_RDP, "compare",
           Region(points=({"q": 0.1, "sigma": 1.0, "alpha": 8.0},)), other=9.648529879 / 7, op="==", rtol=1e-9,
@@ -761,7 +761,7 @@ CLAIMS: tuple[Claim, ...] = (
                  integers=_INTS, where=(*_PB.where, ("B >= (1 + eta L)/2",
                                                      lambda v: v["B"] >= (1 + v["eta"] * v["L"]) / 2))),
           wrt="C", strict=False, line=(0.01, 20.0),
-          source="eq. (26), spec 000 Sec. 3.8"),
+          source="eq. (26)"),
     Claim("P11a", "L' >= L (Lemma 1)", META_SMOOTHNESS, "compare", _PB, other=lambda v: v["L"], op=">=",
           source="eq. (22)"),
     Claim("P11b", "l' <= l for eta L <= 1 (Lemma 6)", META_STRONG_CONVEXITY, "compare", _PB,
@@ -824,7 +824,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("R3-ext", "Psi(S) = a0 S^-kappa + bound (flagged extension) has an interior optimal S", PSI,
           "interior_minimum", Region(points=({**SETTING_A, "T": 41.0, "sigma": 1.7273458,
                                               "sigma_out": 1.7273458},)),
-          wrt="S", line=(1, 3000), variant="theta_exact", source="spec 000 Sec. 3.8 (extension)"),
+          wrt="S", line=(1, 3000), variant="theta_exact", source="derived (extension)"),
 )
-"""Every declared claim of seed 000's theorems (P18 and the optimisers' claims: fedbound.scheduling.dppfl)."""
+"""Every declared claim of DP-PFL's theorems (P18 and the optimisers' claims: fedbound.scheduling.dppfl)."""
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}

@@ -46,7 +46,7 @@ PARAMS = (
     Param("sigma_H", sp.Symbol(r"\sigma_H", nonnegative=True), "per-sample Hessian std (21)", **_NONNEG),
     Param("Delta0", sp.Symbol(r"\Delta_0", nonnegative=True), "initial gap G(w^0) - G(w*)", **_NONNEG),
 )
-NOTATION = Notation("DP-PFL (seed 000)", PARAMS)
+NOTATION = Notation("DP-PFL (Wei et al. 2023)", PARAMS)
 (T, tau0, eta, beta, C, S, sigma, sigma_out, m, Dbar_p, L, rho, B, lam, l, eps_het, gamma_het, sigma_G,
  sigma_H, Delta0) = NOTATION.symbols("T tau0 eta beta C S sigma sigma_out m Dbar L rho B lam l eps_het "
                                      "gamma_het sigma_G sigma_H Delta0")

@@ -1,4 +1,4 @@
-"""NbAFL: noise before model aggregation FL, and K-client random scheduling (seed 002, spec 002).
+"""NbAFL: noise before model aggregation FL, and K-client random scheduling (NbAFL, spec 002).
 
 K. Wei et al., "Federated Learning With Differential Privacy: Algorithms and Performance Analysis",
 IEEE TIFS 15 (2020).  Every formula F1-F44 of spec 002, named without the ``nbafl_`` prefix.
@@ -92,49 +92,49 @@ k_bound = K_BOUND.as_function("T K eps delta N C m Theta l beta rho B mu", "k_bo
 
 
 def fl_weights(sizes: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Aggregation weights p_i = |D_i| / sum_j |D_j|.  Seed 002, eq. (1); spec 002 F1."""
+    """Aggregation weights p_i = |D_i| / sum_j |D_j|.  NbAFL, eq. (1); spec 002 F1."""
     arr = check_real("sizes", sizes, 0.0, low_open=True)
     return arr / arr.sum()
 
 
 def fl_aggregate(ws: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """w = sum_i p_i w_i for client models ws of shape (N, d).  Seed 002, eq. (1); spec 002 F1."""
+    """w = sum_i p_i w_i for client models ws of shape (N, d).  NbAFL, eq. (1); spec 002 F1."""
     return np.asarray(p, dtype=float) @ np.asarray(ws, dtype=float)
 
 
 def dp_inequality_holds(p: Number, p_prime: Number, eps: Number, delta: Number) -> bool | np.ndarray:
-    """Definition 1: p <= e^eps p' + delta.  Seed 002, eq. (3); spec 002 F3."""
+    """Definition 1: p <= e^eps p' + delta.  NbAFL, eq. (3); spec 002 F3."""
     return np.asarray(p) <= np.exp(eps) * np.asarray(p_prime) + np.asarray(delta)
 
 
 
 
 def gaussian_mechanism_sigma(eps: Number, delta: Number, sensitivity: Number) -> Number:
-    """Classic Gaussian mechanism sigma = c Delta / eps (proven for eps < 1).  Seed 002, Sec. II-C; F4."""
+    """Classic Gaussian mechanism sigma = c Delta / eps (proven for eps < 1).  NbAFL, Sec. II-C; F4."""
     sens = check_real("sensitivity", sensitivity, 0.0, low_open=True)
     return scalar_or_array(gaussian_c(delta) * sens / check_real("eps", eps, 0.0, low_open=True))
 
 
 def client_uplink_sensitivity(C: Number, n_i: Number) -> Number:
-    """Delta s_U^{D_i} = 2C/|D_i|.  Seed 002, eq. (5); spec 002 F6."""
+    """Delta s_U^{D_i} = 2C/|D_i|.  NbAFL, eq. (5); spec 002 F6."""
     Cv = NOTATION.params["C"].check(C)
     n = check_real("n_i", n_i, 1.0)
     return scalar_or_array(2 * Cv / n)
 
 
 def uplink_sensitivity(C: Number, m: Number) -> Number:
-    """Delta s_U = 2C/m.  Seed 002, eq. (6); spec 002 F7."""
+    """Delta s_U = 2C/m.  NbAFL, eq. (6); spec 002 F7."""
     return client_uplink_sensitivity(C, m)
 
 
 def downlink_sensitivity(C: Number, m: Number, p_i: Number) -> Number:
-    """Lemma 1: Delta s_D^{D_i} = 2 C p_i / m.  Seed 002, eq. (8); spec 002 F8."""
+    """Lemma 1: Delta s_D^{D_i} = 2 C p_i / m.  NbAFL, eq. (8); spec 002 F8."""
     p = check_real("p_i", p_i, 0.0, 1.0)
     return scalar_or_array(uplink_sensitivity(C, m) * p)
 
 
 def global_downlink_sensitivity(C: float, m: int, p: Sequence[float] | np.ndarray) -> float:
-    """Remark 1: Delta s_D = max_i 2 C p_i / m (>= 2C/(mN), equality iff p uniform).  Seed 002, (9); F9."""
+    """Remark 1: Delta s_D = max_i 2 C p_i / m (>= 2C/(mN), equality iff p uniform).  NbAFL, (9); F9."""
     pv = check_real("p", p, 0.0, 1.0)
     if abs(pv.sum() - 1) > 1e-9:
         raise ParameterError("p", float(pv.sum()), "weights summing to 1")
@@ -149,12 +149,12 @@ def global_downlink_sensitivity(C: float, m: int, p: Sequence[float] | np.ndarra
 
 def sigma_aggregate_eq13_printed(eps: Number, delta: Number, C: Number, m: Number, N: Number, T: Number,
                                  L: Number) -> Number:
-    """(13) exactly as printed (documentation only).  Seed 002, eq. (13); spec 002 E1."""
+    """(13) exactly as printed (documentation only).  NbAFL, eq. (13); spec 002 E1."""
     return sigma_aggregate(eps, delta, C, m, N, T, L, variant="eq13_printed")
 
 
 def B_from_divergence(grad_F_sq_norm: Number, mean_sq_divergence: Number) -> Number:
-    """Lemma 2: B(w) = sqrt(1 + E[eps_i^2] / ||grad F(w)||^2) >= 1.  Seed 002, eq. (28); spec 002 F14."""
+    """Lemma 2: B(w) = sqrt(1 + E[eps_i^2] / ||grad F(w)||^2) >= 1.  NbAFL, eq. (28); spec 002 F14."""
     g = check_real("grad_F_sq_norm", grad_F_sq_norm, 0.0, low_open=True,
                    hint="B is defined only where the global gradient is not zero")
     v = check_real("mean_sq_divergence", mean_sq_divergence, 0.0)
@@ -164,7 +164,7 @@ def B_from_divergence(grad_F_sq_norm: Number, mean_sq_divergence: Number) -> Num
 def estimate_B(client_grads: np.ndarray, p: Sequence[float] | np.ndarray | None = None) -> float:
     """sqrt(sum_i p_i ||g_i||^2 / ||sum_i p_i g_i||^2) from client gradients (N, d); exact by (26).
 
-    Seed 002, Lemma 2, eqs. (26)-(29); spec 002 F14.  ``p`` defaults to uniform weights.
+    NbAFL, Lemma 2, eqs. (26)-(29); spec 002 F14.  ``p`` defaults to uniform weights.
     """
     g = np.asarray(client_grads, dtype=float)
     if g.ndim != 2 or not np.isfinite(g).all():
@@ -182,7 +182,7 @@ def lambdas(mu: Number, rho: Number, B: Number, theta: float = 0.0, mu_bar: floa
             lambda1_variant: str = "paper") -> tuple[Number, Number, Number]:
     """Lemma 3 coefficients (lambda_0, lambda_1, lambda_2), general theta-inexact form (46)-(47).
 
-    Seed 002, eq. (12), (46)-(47); spec 002 F15.  ``lambda1_variant="dimensional"`` uses 1 + rho B/mu (E4).
+    NbAFL, eq. (12), (46)-(47); spec 002 F15.  ``lambda1_variant="dimensional"`` uses 1 + rho B/mu (E4).
     """
     muv = NOTATION.params["mu"].check(mu)
     rv = NOTATION.params["rho"].check(rho)
@@ -199,14 +199,14 @@ def lambdas(mu: Number, rho: Number, B: Number, theta: float = 0.0, mu_bar: floa
 
 def lemma3_rhs(grad_sq: Number, cross: Number, noise_sq: Number, mu: Number, rho: Number,
                B: Number) -> Number:
-    """lambda_2 grad_sq + lambda_1 cross + lambda_0 noise_sq.  Seed 002, eq. (12); spec 002 F15."""
+    """lambda_2 grad_sq + lambda_1 cross + lambda_0 noise_sq.  NbAFL, eq. (12); spec 002 F15."""
     lam_0, lam_1, lam_2 = lambdas(mu, rho, B)
     return scalar_or_array(np.asarray(lam_2 * np.asarray(grad_sq) + lam_1 * np.asarray(cross)
                                       + lam_0 * np.asarray(noise_sq), dtype=float))
 
 
 def check_thm2_conditions(l: float, mu: float, rho: float, B: float) -> None:
-    """Raise DomainError unless lambda_2 < 0 and 0 < P < 1.  Seed 002, (50); spec 002 F13, E20."""
+    """Raise DomainError unless lambda_2 < 0 and 0 < P < 1.  NbAFL, (50); spec 002 F13, E20."""
     contraction_P(l, mu, rho, B)
 
 
@@ -214,7 +214,7 @@ def check_thm2_conditions(l: float, mu: float, rho: float, B: float) -> None:
 
 def recursive_bound(T: Number, Theta: Number, P: Number, a1: Number, a0: Number, beta: Number,
                     s: Number) -> Number:
-    """RB = P^T Theta + (1-P^T)/(1-P) (a1 beta sqrt(2/pi) s + a0 s^2).  Seed 002, (51); spec 002 F16, F18."""
+    """RB = P^T Theta + (1-P^T)/(1-P) (a1 beta sqrt(2/pi) s + a0 s^2).  NbAFL, (51); spec 002 F16, F18."""
     Pv = check_real("P", P, 0.0, 1.0, low_open=True, high_open=True)
     Tv = NOTATION.params["T"].check(T)
     frac = -np.expm1(Tv * np.log(Pv)) / (1 - Pv)
@@ -226,7 +226,7 @@ def recursive_bound(T: Number, Theta: Number, P: Number, a1: Number, a0: Number,
 
 def kappas(delta: Number, N: Number, C: Number, m: Number, l: Number, beta: Number, rho: Number, B: Number,
            mu: Number) -> tuple[Number, Number, Number]:
-    """(kappa_1, kappa_0, P) of Theorem 2 (main-text form with (1-P) and C).  Seed 002, (14); spec F17, E3."""
+    """(kappa_1, kappa_0, P) of Theorem 2 (main-text form with (1-P) and C).  NbAFL, (14); spec F17, E3."""
     values = dict(delta=delta, N=N, C=C, m=m, l=l, beta=beta, rho=rho, B=B, mu=mu)
     return KAPPA1(values), KAPPA0(values), contraction_P(l, mu, rho, B)
 
@@ -242,7 +242,7 @@ def kappas(delta: Number, N: Number, C: Number, m: Number, l: Number, beta: Numb
 
 
 def sampling_probability(N: Number, K: Number) -> Number:
-    """q = K/N.  Seed 002, App. F; spec 002 F24."""
+    """q = K/N.  NbAFL, App. F; spec 002 F24."""
     Nv, Kv = NOTATION.params["N"].check(N), NOTATION.params["K"].check(K)
     if (Kv > Nv).any():
         raise ParameterError("K", K, "K <= N")
@@ -256,12 +256,12 @@ def sampling_probability(N: Number, K: Number) -> Number:
 
 
 def ksched_domain(eps: Number, T: Number, N: Number, K: Number) -> bool | np.ndarray:
-    """Condition (60): T > eps/(-ln(1 - K/N)), where b and (17) are defined.  Seed 002, App. F; spec F28."""
+    """Condition (60): T > eps/(-ln(1 - K/N)), where b and (17) are defined.  NbAFL, App. F; spec F28."""
     return KSCHED_U.evaluate(eps=eps, T=T, N=N, K=K).defined
 
 
 def ksched_gaussian_valid(eps: Number, T: Number, N: Number, K: Number) -> bool | np.ndarray:
-    """Condition (64): b eps/T < 1, where the classic c is valid per round.  Seed 002, (64); spec F28."""
+    """Condition (64): b eps/T < 1, where the classic c is valid per round.  NbAFL, (64); spec F28."""
     ev = KSCHED_U.evaluate(eps=eps, T=T, N=N, K=K)
     out = np.asarray(ev.defined) & (np.nan_to_num(np.asarray(ev.value, dtype=float), nan=np.inf) < 1)
     return bool(out) if out.ndim == 0 else out
@@ -272,7 +272,7 @@ def ksched_gaussian_valid(eps: Number, T: Number, N: Number, K: Number) -> bool 
 
 
 def ksched_alphas(mu: Number, rho: Number, B: Number, K: Number, N: Number) -> tuple[Number, Number, Number]:
-    """(alpha_0, alpha_1, alpha_2) of Theorem 3.  Seed 002, eqs. (84)-(85); spec 002 F33."""
+    """(alpha_0, alpha_1, alpha_2) of Theorem 3.  NbAFL, eqs. (84)-(85); spec 002 F33."""
     values = dict(mu=mu, rho=rho, B=B, K=K, N=N)
     return ALPHA0(values), ALPHA1(values), ALPHA2(values)
 
@@ -288,7 +288,7 @@ def privacy_loss_ratio(n: Number, ds_D: Number, sigma_A: Number, q: Number) -> N
 
 
 def gaussian_tail_bound(eta: Number, sigma: Number) -> Number:
-    """Pr[n > eta] <= sigma/(sqrt(2 pi) eta) exp(-eta^2/(2 sigma^2)) for eta > 0.  Seed 002, (62); F40."""
+    """Pr[n > eta] <= sigma/(sqrt(2 pi) eta) exp(-eta^2/(2 sigma^2)) for eta > 0.  NbAFL, (62); F40."""
     e = check_real("eta", eta, 0.0, low_open=True)
     s = check_real("sigma", sigma, 0.0, low_open=True)
     return scalar_or_array(s / (math.sqrt(2 * math.pi) * e) * np.exp(-(e**2) / (2 * s**2)))
@@ -413,7 +413,7 @@ def noise(setting: Mapping[str, Any], T: float, method: str = "paper") -> dict[s
     """Noise std per stage for ``T`` rounds: ``{"uplink": sigma_U, "server": sigma_D}``.
 
     The one place that decides NbAFL's noise (the planner and ``fedbound train nbafl`` both call it).
-    ``method="paper"``: sigma_U of Sec. III-A (spec F10) and Theorem 1's sigma_D, seed 002 eq. (10); under
+    ``method="paper"``: sigma_U of Sec. III-A (spec F10) and Theorem 1's sigma_D, NbAFL eq. (10); under
     K-of-N scheduling (``K < N`` in ``setting``) Lemma 4's sigma_D, eq. (16).  With ``sensitivity =
     "provable"`` every formula reads the provable sensitivity instead of eq. (6)'s 2C/m
     (:func:`fedbound.bounds.provable.apply`).  ``method="tight"``: their exact counterparts through
@@ -479,7 +479,7 @@ def _admissible(v: dict[str, Any]) -> Any:
 
 _ADMISSIBLE = (("0 < P < 1", _admissible),)
 ADMISSIBLE = Region({**_PRIV_RANGES, "T": (1, 200), **_LOSS_RANGES}, where=_ADMISSIBLE, integers=_INTS,
-                    doc="spec 002 section 4 'admissible': 0 < P < 1, positive constants, B >= 1")
+                    doc="admissible: 0 < P < 1, positive constants, B >= 1")
 PRIVACY = Region({**_PRIV_RANGES, "T": (0.5, 300)}, integers=_INTS)
 
 
@@ -670,5 +670,5 @@ CLAIMS: tuple[Claim, ...] = (
           fails_in="K < N, e.g. eps = 60, K = 40 (local maximum at T = 41)",
           counterexamples=(({**TV1, "K": 40}, "paper"),)),
 )
-"""Every declared claim of seed 002 (paper claims and our identities), checked by fedbound.bounds.claims."""
+"""Every declared claim of NbAFL (paper claims and our identities), checked by fedbound.bounds.claims."""
 CLAIMS_BY_ID = {c.id: c for c in CLAIMS}

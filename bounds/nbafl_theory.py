@@ -1,4 +1,4 @@
-"""NbAFL's theorems as sympy declarations (seed 002): parameters, definitions, conditions, variants.
+"""NbAFL's theorems as sympy declarations (NbAFL): parameters, definitions, conditions, variants.
 
 K. Wei et al., "Federated Learning With Differential Privacy: Algorithms and Performance Analysis",
 IEEE TIFS 15 (2020).  Imported only when a formula is not in the compiled cache or something symbolic is
@@ -50,7 +50,7 @@ PARAMS = (
     Param("z", sp.Symbol("z", positive=True), "noise multiplier sigma/Delta of one (eps, delta)-DP Gaussian "
           "release (fedbound.accounting.analytic_gaussian_std(eps, delta))", **_POS),
 )
-NOTATION = Notation("NbAFL (seed 002)", PARAMS)
+NOTATION = Notation("NbAFL (Wei et al. 2020)", PARAMS)
 eps, delta, C, m, N, K, T, L, Theta, l, beta, rho, B, mu, d, z = NOTATION.symbols(
     "eps delta C m N K T L Theta l beta rho B mu d z")
 

@@ -1,4 +1,4 @@
-"""UDP: user-level DP federated learning with K-of-N scheduling, Theorems 1-3 as data (seed 003).
+"""UDP: user-level DP federated learning with K-of-N scheduling, Theorems 1-3 as data (UDP).
 
 K. Wei, J. Li, M. Ding, C. Ma, H. Su, B. Zhang, H. V. Poor, "User-Level Privacy-Preserving Federated
 Learning: Analysis and Performance Optimization", IEEE TMC (arXiv 2003.00229).  Short name in messages:
@@ -91,7 +91,7 @@ um = _Moments()
 # Plain functions: per-client budgets as arrays, Theorem 3's optimum
 # ---------------------------------------------------------------------------------------------------------
 def sensitivity(eta_: Any, C: Any, n: Any) -> float | np.ndarray:
-    """Delta_l = 2 eta C/|D_i|: one full-batch step with per-sample clipping (seed 003, eq. (13))."""
+    """Delta_l = 2 eta C/|D_i|: one full-batch step with per-sample clipping (UDP, eq. (13))."""
     e = check_real("eta", eta_, 0.0, low_open=True)
     cc = check_real("C", C, 0.0, low_open=True)
     nn = check_int("n", n, 1)
@@ -100,7 +100,7 @@ def sensitivity(eta_: Any, C: Any, n: Any) -> float | np.ndarray:
 
 
 def check_assumptions(L_: float, mu_: float, eta_: float) -> None:
-    """Assumption 1 (seed 003, Sec. 4.1): 0 < mu <= L and 0 < eta <= 1/L; ParameterError otherwise."""
+    """Assumption 1 (UDP, Sec. 4.1): 0 < mu <= L and 0 < eta <= 1/L; ParameterError otherwise."""
     ll = float(check_real("L", L_, 0.0, low_open=True))
     check_real("mu", mu_, 0.0, ll, low_open=True, hint=f"{SHORT} Assumption 1 needs 0 < mu <= L = {ll:g}")
     check_real(
@@ -125,7 +125,7 @@ def bound_coeffs(
     div_: float,
     theta0_: float,
 ) -> dict[str, float]:
-    """A, S, kappa0, kappa1, a, b, c, theta0 of Theorem 2 (seed 003, eq. (22)); ``eps_``/``delta_`` scalar or
+    """A, S, kappa0, kappa1, a, b, c, theta0 of Theorem 2 (UDP, eq. (22)); ``eps_``/``delta_`` scalar or
     length-N arrays (S = sum_i ln(1/delta_i)/eps_i^2)."""
     n = int(check_int("N", N_, 1))
     k = int(check_int("K", K_, 1, n))
@@ -164,7 +164,7 @@ def _T(T_: Any) -> np.ndarray:
 
 
 def bound(T_: Any, co: Mapping[str, float]) -> float | np.ndarray:
-    """h(T) = A^T Theta + (1 - A^T)(a T + b): seed 003, eq. (22)."""
+    """h(T) = A^T Theta + (1 - A^T)(a T + b): UDP, eq. (22)."""
     t = _T(T_)
     At = np.exp(-co["c"] * t)
     out = At * co["theta0"] + (-np.expm1(-co["c"] * t)) * (co["a"] * t + co["b"])
@@ -172,7 +172,7 @@ def bound(T_: Any, co: Mapping[str, float]) -> float | np.ndarray:
 
 
 def bound_d1(T_: Any, co: Mapping[str, float]) -> float | np.ndarray:
-    """h'(T) = a (1 - A^T) - c A^T (Theta - b - a T), c = -ln A (derivative of seed 003 eq. (22))."""
+    """h'(T) = a (1 - A^T) - c A^T (Theta - b - a T), c = -ln A (derivative of UDP eq. (22))."""
     t = _T(T_)
     At = np.exp(-co["c"] * t)
     out = co["a"] * (-np.expm1(-co["c"] * t)) - co["c"] * At * (co["theta0"] - co["b"] - co["a"] * t)
@@ -180,14 +180,14 @@ def bound_d1(T_: Any, co: Mapping[str, float]) -> float | np.ndarray:
 
 
 def bound_d2(T_: Any, co: Mapping[str, float]) -> float | np.ndarray:
-    """h''(T) = A^T c^2 (Theta - b - a T + 2a/c): seed 003 eq. (23) corrected."""
+    """h''(T) = A^T c^2 (Theta - b - a T + 2a/c): UDP eq. (23) corrected."""
     t = _T(T_)
     out = np.exp(-co["c"] * t) * co["c"] ** 2 * (co["theta0"] - co["b"] - co["a"] * t + 2 * co["a"] / co["c"])
     return float(out) if np.ndim(out) == 0 else out
 
 
 def bound_d2_printed(T_: Any, co: Mapping[str, float], N_: int, K_: int) -> float | np.ndarray:
-    """The second derivative as printed in seed 003 eq. (23) (wrong; kept to show it)."""
+    """The second derivative as printed in UDP eq. (23) (wrong; kept to show it)."""
     t = _T(T_)
     lnA = -co["c"]
     third = 0.0 if K_ == N_ else co["kappa1"] * (N_ - K_) / (K_ * (N_ - 1))
@@ -293,7 +293,7 @@ def _one(method: str, e: float, d: float, qq: float, t: int, s: float) -> float:
 
 
 def noise(setting: Mapping[str, Any], T_: int, method: str = "paper") -> dict[str, np.ndarray]:
-    """{"uplink": sigma_i per client} for T rounds: seed 003 Theorem 1 eq. (10) ("paper"), its corrected
+    """{"uplink": sigma_i per client} for T rounds: UDP Theorem 1 eq. (10) ("paper"), its corrected
     closed form ("corrected"), the numeric calibration under the paper's accountant (16) over integer orders
     ("numeric"; "numeric_exact" and "numeric_release" under the exact moments of (14) and of Algorithm 1's
     release), the tight Renyi calibration of the release (``udp_moments.sigma_tight``, "tight"), or the

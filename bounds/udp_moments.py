@@ -1,5 +1,5 @@
 """UDP's privacy accounting, numerically: the per-round log-moments, the delta a sigma sequence achieves, the
-smallest sigma that meets (eps, delta), and Theorem 4's budget bookkeeping (seed 003, Secs. 3.2-3.3, 4.3).
+smallest sigma that meets (eps, delta), and Theorem 4's budget bookkeeping (UDP, Secs. 3.2-3.3, 4.3).
 
 K. Wei et al., "User-Level Privacy-Preserving Federated Learning: Analysis and Performance Optimization",
 IEEE TMC (arXiv 2003.00229).  Every quantity depends on sigma and the sensitivity Delta_l only through the
@@ -76,7 +76,7 @@ def _accountant(accountant: str) -> None:
 
 
 def log_moment_approx(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndarray:
-    """alpha(lambda) ~= q lambda (lambda + 1) Delta_l^2 / (2 sigma^2): seed 003, eq. (15) (approximation)."""
+    """alpha(lambda) ~= q lambda (lambda + 1) Delta_l^2 / (2 sigma^2): UDP, eq. (15) (approximation)."""
     lam_ = check_int("lam", lam, 1)
     qq = check_probability("q", q, allow_one=True)
     inv_z = _z(sigma, sens)
@@ -85,7 +85,7 @@ def log_moment_approx(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.nda
 
 def log_moment_release(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndarray:
     """ln(1 - q + q e^y), y = lambda (lambda + 1) Delta_l^2 / (2 sigma^2): the exact log-moment of Alg. 1's
-    release (nothing w.p. 1 - q, Gaussian w.p. q; seed 003 Alg. 1, eqs. (5)-(7) applied to it)."""
+    release (nothing w.p. 1 - q, Gaussian w.p. q; UDP Alg. 1, eqs. (5)-(7) applied to it)."""
     lam_ = check_int("lam", lam, 1)
     qq = check_probability("q", q, allow_one=True)
     inv_z = _z(sigma, sens)
@@ -111,7 +111,7 @@ def _exact(lam: int, q: float, inv_z: float) -> float:
 
 
 def log_moment_exact(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndarray:
-    """alpha(lambda) = ln D_{nu1,nu0}, the binomial sum of seed 003 eq. (14) (exact for the pair (6)-(8))."""
+    """alpha(lambda) = ln D_{nu1,nu0}, the binomial sum of UDP eq. (14) (exact for the pair (6)-(8))."""
     lam_ = check_int("lam", lam, 1)
     qq = check_probability("q", q, allow_one=True)
     inv_z = _z(sigma, sens)
@@ -126,7 +126,7 @@ def log_moment_exact(lam: Any, q: Any, sigma: Any, sens: Any) -> float | np.ndar
 
 
 def log_moment_reverse(lam: int, q: float, sigma: float, sens: float) -> float:
-    """ln D_{nu0,nu1} = ln E_{nu0}[(nu1/nu0)^(-lambda)] by quadrature: seed 003 eq. (8) (Lemma 1, other side).
+    """ln D_{nu0,nu1} = ln E_{nu0}[(nu1/nu0)^(-lambda)] by quadrature: UDP eq. (8) (Lemma 1, other side).
 
     In units of sigma the likelihood ratio is 1 - q + q e^{u s - s^2/2} with u ~ N(0, 1), s = Delta_l/sigma
     (eq. (14)'s first line); the integrand is centred between u = 0 and u = -lambda s.
@@ -176,7 +176,7 @@ def log_delta_from_sigmas(
     lam_max: int = LAM_MAX,
 ) -> tuple[float, int]:
     """(ln delta, lambda*) = min over integer lambda in [1, lam_max] of sum_t alpha_t(lambda) - lambda eps:
-    seed 003, eqs. (16)-(17) (eq. (26) for rounds with different sigma)."""
+    UDP, eqs. (16)-(17) (eq. (26) for rounds with different sigma)."""
     _accountant(accountant)
     e = float(check_real("eps", eps, 0.0, low_open=True))
     qq = float(check_probability("q", q, allow_one=True))
@@ -201,7 +201,7 @@ def delta_from_sigmas(
     accountant: str = "approx",
     lam_max: int = LAM_MAX,
 ) -> float:
-    """delta achieved by the noise stds ``sigmas`` (one per round) at eps: seed 003, eq. (17), minimised over
+    """delta achieved by the noise stds ``sigmas`` (one per round) at eps: UDP, eq. (17), minimised over
     integer orders.  A value >= 1 means no guarantee (kept, not clipped, so the shortfall is visible)."""
     log_d, _ = log_delta_from_sigmas(eps, q, sigmas, sens, accountant, lam_max)
     return math.exp(min(log_d, 700.0))
@@ -210,7 +210,7 @@ def delta_from_sigmas(
 def delta_achieved_paper(eps: Any, delta: Any) -> float | np.ndarray:
     """delta^((1 - eps/(4 ln(1/delta)))^2): what eq. (10)'s sigma achieves under the paper's own accountant
     (eqs. (16)-(19) at the continuous order lambda* = 2 ln(1/delta)/eps - 1/2; valid while lambda* >= 1, i.e.
-    eps <= 4 ln(1/delta)/3).  Seed 003, Theorem 1 with the last step (21) corrected."""
+    eps <= 4 ln(1/delta)/3).  UDP, Theorem 1 with the last step (21) corrected."""
     e = check_real("eps", eps, 0.0, low_open=True)
     d = check_probability("delta", delta)
     lam_ = -np.log(d)
@@ -249,7 +249,7 @@ def sigma_numeric(
     lam_max: int | None = None,
 ) -> float:
     """The smallest constant sigma whose T rounds meet (eps, delta) under ``accountant`` over integer orders
-    lambda in [1, lam_max]: seed 003, eqs. (16)-(17) solved numerically instead of (18)-(21).
+    lambda in [1, lam_max]: UDP, eqs. (16)-(17) solved numerically instead of (18)-(21).
 
     ``lam_max`` defaults to max(256, ceil(4 ln(1/delta)/eps)): the tail bound (17) can only reach delta at
     orders lambda > ln(1/delta)/eps, which exceed 256 for small eps and delta."""
@@ -309,7 +309,7 @@ def _release_rdp(orders: np.ndarray, q: float, z: float) -> np.ndarray:
 def release_log_delta(eps: float, q: float, T: Any, z: Any) -> np.ndarray:
     """ln delta(eps) of T rounds of Algorithm 1's release at noise multiplier z, exactly.
 
-    The server sees who uploads (seed 003, Alg. 1), so the number j of a client's uploads is part of the
+    The server sees who uploads (UDP, Alg. 1), so the number j of a client's uploads is part of the
     output and independent of its data: the privacy profile is the Binomial(T, q) mixture of the T-fold
     Gaussian profiles, and j Gaussian releases are exactly one with sensitivity sqrt(j) (Dong, Roth & Su
     2022, Cor. 3.3): delta(eps) = sum_j C(T, j) q^j (1-q)^(T-j) delta_G(eps; sqrt(j)/z), with delta_G the
@@ -328,7 +328,7 @@ SCHEDULE_POINTS = 200_000
 
 def schedule_delta(eps: float, q: float, inv_z2: Any, points: int = SCHEDULE_POINTS) -> tuple[float, float]:
     """(lower, upper): a bracket of the exact delta(eps) of Algorithm 1's release over rounds whose noise
-    multipliers differ (CRD, seed 003 Theorem 4 eq. (25)), averaged over the random selection: the server
+    multipliers differ (CRD, UDP Theorem 4 eq. (25)), averaged over the random selection: the server
     sees who uploads and a client uploads in round t with probability q, independently across rounds, so
     delta = E_S[delta_G(eps; mu_S)] with mu_S^2 = sum_{t in S} z_t^-2 (Gaussian releases compose to one,
     Dong, Roth & Su 2022, Cor. 3.3; delta_G the analytic Gaussian, Balle & Wang 2018, Thm 8).  The
@@ -460,7 +460,7 @@ def sigma_exact(eps: float, delta: float, q: float, T: Any, sens: float) -> floa
 
 def sigma_tight(eps: float, delta: float, q: float, T: int, sens: float) -> float:
     """The smallest constant sigma whose T rounds of Algorithm 1's release meet (eps, delta): exact since
-    issue 23 (:func:`sigma_exact`).  Valid against the server that sees who uploads (seed 003, Alg. 1)."""
+    issue 23 (:func:`sigma_exact`).  Valid against the server that sees who uploads (UDP, Alg. 1)."""
     return float(sigma_exact(eps, delta, q, int(check_int("T", T, 1)), sens))
 
 
@@ -490,7 +490,7 @@ def validity_x(eps: float, q: float, sigmas: Sequence[float] | np.ndarray, sens:
     """max over rounds of x = lambda* Delta_l^2 / (2 sigma_t^2) at the order lambda* = eps/(2 rho) - 1/2 (at
     least 1), rho = q Delta_l^2 / 2 sum_t sigma_t^-2: eq. (15) upper-bounds the exact moment only for
     x <= 0.75
-    (seed 003, eq. (15)'s premise lambda Delta_l^2/(2 sigma^2) << 1)."""
+    (UDP, eq. (15)'s premise lambda Delta_l^2/(2 sigma^2) << 1)."""
     sig = check_real("sigmas", np.atleast_1d(np.asarray(sigmas, dtype=float)), 0.0, low_open=True)
     s = float(check_real("sens", sens, 0.0))
     rho = float(q) * s * s / 2.0 * float(np.sum(sig**-2.0))
@@ -512,14 +512,14 @@ def _budget_inputs(eps: Any, delta: Any, q: Any, sens: Any) -> tuple[np.ndarray,
 
 def budget_phi(eps: Any, delta: Any, q: Any, sens: Any) -> float | np.ndarray:
     """Phi_i = eps_i^2 / (2 q Delta_l^2 ln(1/delta_i)): the total inverse variance sum_t sigma_t^-2 that the
-    paper's accountant allows (seed 003, Theorem 4, eq. (25)'s denominator; eq. (10) at t = 0)."""
+    paper's accountant allows (UDP, Theorem 4, eq. (25)'s denominator; eq. (10) at t = 0)."""
     e, d, qq, s = _budget_inputs(eps, delta, q, sens)
     return scalar_or_array(e**2 / (2.0 * qq * s**2 * -np.log(d)))
 
 
 def budget_phi_corrected(eps: Any, delta: Any, q: Any, sens: Any) -> float | np.ndarray:
     """Phi_i^corr = 2 (sqrt(ln(1/delta) + eps) - sqrt(ln(1/delta)))^2 / (q Delta_l^2): the budget under which
-    eq. (16)'s accountant really meets (eps, delta) (seed 003, eqs. (18)-(19) solved for rho; Theorem 4 with
+    eq. (16)'s accountant really meets (eps, delta) (UDP, eqs. (18)-(19) solved for rho; Theorem 4 with
     the corrected Theorem 1)."""
     e, d, qq, s = _budget_inputs(eps, delta, q, sens)
     lam_ = -np.log(d)
@@ -528,7 +528,7 @@ def budget_phi_corrected(eps: Any, delta: Any, q: Any, sens: Any) -> float | np.
 
 
 def sigma_crd(t: int, T: int, phi: Any, past_inverse_variance: Any) -> float | np.ndarray:
-    """sigma^t = sqrt((T - t) / (Phi - sum_{tau < t} (sigma^tau)^-2)): seed 003, Theorem 4, eq. (25) (0-based
+    """sigma^t = sqrt((T - t) / (Phi - sum_{tau < t} (sigma^tau)^-2)): UDP, Theorem 4, eq. (25) (0-based
     rounds; the remaining budget spread evenly over the T - t rounds still planned).
 
     ``phi`` and ``past_inverse_variance`` broadcast (per client).  T <= t is a ParameterError (training is
@@ -558,7 +558,7 @@ def sigma_after(
     past_sigmas: Sequence[float] | np.ndarray,
     calibration: str = "paper",
 ) -> float | np.ndarray:
-    """Theorem 4 as the paper states it (seed 003, eq. (25)): the noise std of round t for a (new) total T,
+    """Theorem 4 as the paper states it (UDP, eq. (25)): the noise std of round t for a (new) total T,
     given the stds of rounds 0..t-1 (rows: rounds; columns: clients, optional).  ``calibration="corrected"``
     uses the budget under which eq. (16) really meets (eps, delta) (:func:`budget_phi_corrected`)."""
     if calibration not in ("paper", "corrected"):

@@ -43,7 +43,7 @@ PARAMS = (
     ),
     Param("theta0", sp.Symbol("Theta", positive=True), "initial gap F(w0) - F(w*)", **_POS),
 )
-NOTATION = Notation("UDP (seed 003)", PARAMS)
+NOTATION = Notation("UDP (Wei et al. 2021)", PARAMS)
 eps, delta, q, T, sens, N, K, L, mu, eta, div, theta0 = NOTATION.symbols(
     "eps delta q T sens N K L mu eta div theta0"
 )

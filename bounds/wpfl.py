@@ -1,4 +1,4 @@
-"""WPFL: bounds of wireless personalized FL with quantization-assisted DP (seed 004, spec 004).
+"""WPFL: bounds of wireless personalized FL with quantization-assisted DP (WPFL, spec 004).
 
 X. Zhao et al., "Enhancing Convergence, Privacy and Fairness for Wireless Personalized Federated Learning:
 Quantization-Assisted Min-Max Fair Scheduling" (IEEE, 2025).  Lemma 1, Theorems 2-5 and the learning-rate /
@@ -98,7 +98,7 @@ VARIANTS = ("paper", *NOTATION.variants)
 def theta_L(C: float, sigma_dp: float, R: int, n_params: int, rho_selected: Sequence[float] | np.ndarray
             ) -> float:
     """Theta_L^t = coef * mean(rho of the selected clients); 0 for an empty selection.
-    Seed 004 Lemma 1, eq. (26); spec 004 F19."""
+    WPFL Lemma 1, eq. (26); spec 004 F19."""
     r = check_real("rho_selected", rho_selected, 0.0, 1.0)
     if r.size == 0:
         return 0.0
@@ -108,7 +108,7 @@ def theta_L(C: float, sigma_dp: float, R: int, n_params: int, rho_selected: Sequ
 def lemma1_bound(theta: float, C: float, sigma_dp: float, R: int, n_params: int, eta_F: Number, D: Number,
                  mu: float, L: float, phi1: float, phi2: float) -> float:
     """RHS of Lemma 1 with per-client eta_F and D (mean over the selected clients of the eta-coefficient
-    times D).  Seed 004 eq. (26) with E2 (-mu eta); spec 004 F18."""
+    times D).  WPFL eq. (26) with E2 (-mu eta); spec 004 F18."""
     e, d = np.broadcast_arrays(check_real("eta_F", eta_F, 0.0, low_open=True), check_real("D", D, 0.0))
     base = LEMMA1(theta_L=theta, C=C, sigma_dp=sigma_dp, R=R, n_params=n_params, eta_F=e, D=0.0, mu=mu, L=L,
                   phi1=phi1, phi2=phi2)
@@ -119,7 +119,7 @@ def lemma1_bound(theta: float, C: float, sigma_dp: float, R: int, n_params: int,
 def gamma_next(theta: float, rho_G: Number, C: float, sigma_dp: float, R: int, n_params: int, phi1: float,
                phi2: float, vphi1: float, vphi2: float, variant: str = "paper") -> Number:
     """Gamma_{n,t+1} = h1(rho_G) Theta_L + Gamma_0 rho_G + Gamma_1 (per client through rho_G).
-    Seed 004 eq. (28a); spec 004 F22."""
+    WPFL eq. (28a); spec 004 F22."""
     return GAMMA_NEXT(theta_L=theta, rho_G=rho_G, C=C, sigma_dp=sigma_dp, R=R, n_params=n_params, phi1=phi1,
                       phi2=phi2, vphi1=vphi1, vphi2=vphi2, variant=variant)
 
@@ -127,7 +127,7 @@ def gamma_next(theta: float, rho_G: Number, C: float, sigma_dp: float, R: int, n
 def Phi(eta_P: Number, lam: Number, Gamma_n: Number, eps_F_mean: Number, G0: float, mu: float, M: float,
         variant: str = "paper") -> Number:
     """Phi_n^{t+1} = (1 + lam^3) eta^2 G_n + Psi (Gamma_n + kappa mean eps_F).
-    Seed 004 Theorem 3, eq. (30a); spec 004 F25."""
+    WPFL Theorem 3, eq. (30a); spec 004 F25."""
     return PHI(eta_P=eta_P, lam=lam, Gamma_n=Gamma_n, eps_F_mean=eps_F_mean, G0=G0, mu=mu, M=M,
                variant=variant)
 
@@ -143,22 +143,22 @@ def optimal_eta_F(mu: float, L: float, phi1: float) -> float:
     value = float(ETA_F_STAR(mu=mu, L=L, phi1=phi1))
     if not value < 1:
         raise DomainError("mu", mu, f"mu < 2 (1 + phi1) L^2 = {2 * (1 + phi1) * L**2:.6g}",
-                          "eta_F* = mu/(2(1+phi1)L^2) must lie in (0, 1) (C10, seed 004 Sec. VI-C1)")
+                          "eta_F* = mu/(2(1+phi1)L^2) must lie in (0, 1) (C10, WPFL Sec. VI-C1)")
     return value
 
 
 def optimal_eps_F(mu: float, L: float, phi1: float, phi2: float, vphi1: float) -> float:
-    """eps_F at eta_F*; DomainError unless in (0, 1) (C11).  Seed 004 Sec. VI-C1; spec 004 F28."""
+    """eps_F at eta_F*; DomainError unless in (0, 1) (C11).  WPFL Sec. VI-C1; spec 004 F28."""
     value = float(EPS_F_STAR(mu=mu, L=L, phi1=phi1, phi2=phi2, vphi1=vphi1))
     if not 0 < value < 1:
         raise DomainError("phi2", phi2, f"values giving eps_F* in (0, 1) (here eps_F* = {value:.10g})",
                           "C11 needs (1 + vphi1)(1 + phi2 - mu^2/(4(1+phi1)L^2)) < 1: phi2 < mu^2/(4(1+phi1)"
-                          "L^2) and a small vphi1 (seed 004 Sec. VI-C1)")
+                          "L^2) and a small vphi1 (WPFL Sec. VI-C1)")
     return value
 
 
 def lam_of_eta(eta: Number, eps_P: float, mu: float) -> Number:
-    """lambda(eta) = ((1 - eps_P)/eta + eta - mu) / (1 - mu/2).  Seed 004 eq. (37); spec 004 F29."""
+    """lambda(eta) = ((1 - eps_P)/eta + eta - mu) / (1 - mu/2).  WPFL eq. (37); spec 004 F29."""
     return LAM_OF_ETA(eta_P=eta, eps_P=eps_P, mu=mu)
 
 
@@ -166,14 +166,14 @@ def feasible_intervals(eps_P: float, mu: float
                        ) -> tuple[tuple[float, float, float], list[tuple[float, float]]]:
     """((eta1, eta2, eta3), [Omega_0, Omega_1 if non-empty]) of (38): Omega_0 = (eta1, eta2), Omega_1 =
     (eta3, 1) iff eps_P < 2 - mu (E18, strict).  DomainError unless mu < 2 and 1 - mu^2/4 <= eps_P < 1
-    (E23).  Seed 004 eq. (38); spec 004 F30."""
+    (E23).  WPFL eq. (38); spec 004 F30."""
     m = float(NOTATION.params["mu"].check(mu))
     e = float(NOTATION.params["eps_P"].check(eps_P))
     if not m < 2:
-        raise DomainError("mu", m, "(0, 2)", "lambda(eta) of (37) divides by 1 - mu/2 (spec 004 E23)")
+        raise DomainError("mu", m, "(0, 2)", "lambda(eta) of (37) divides by 1 - mu/2")
     if e < 1 - m**2 / 4:
         raise DomainError("eps_P", e, f"[1 - mu^2/4, 1) = [{1 - m**2 / 4:.10g}, 1)",
-                          "below it lambda(eta) > 0 for every eta and Theorem 5 does not apply (seed 004 "
+                          "below it lambda(eta) > 0 for every eta and Theorem 5 does not apply (WPFL "
                           "(38))")
     root = np.sqrt(max(m**2 - 4 * (1 - e), 0.0))
     eta1, eta2, eta3 = 1 - np.sqrt(e), (m - root) / 2, (m + root) / 2
@@ -184,7 +184,7 @@ def feasible_intervals(eps_P: float, mu: float
 
 
 def jain_index(x: Sequence[float] | np.ndarray) -> float:
-    """Jain's fairness index (sum x)^2 / (N sum x^2) in [1/N, 1] (seed 004 Sec. VII-3; spec 004 F33 with E12b:
+    """Jain's fairness index (sum x)^2 / (N sum x^2) in [1/N, 1] (WPFL Sec. VII-3; spec 004 F33 with E12b:
     denominator N).  ParameterError for an empty or all-zero vector."""
     arr = check_real("x", x, 0.0)
     top = float(arr.max()) if arr.size else 0.0
@@ -219,7 +219,7 @@ NOISE_METHODS = ("paper", "tight", "gaussian", "moments", "none")
 def noise(setting: Mapping[str, Any], T: int, method: str = "paper") -> dict[str, float]:
     """{"uplink": sigma_DP} for ``T`` uploads per client (the paper's T0) at (eps, delta) = the setting's.
 
-    ``setting`` needs ``eps``, ``delta``, ``C``, ``R``, ``q``.  ``"paper"``: seed 004 Theorem 1, eqs.
+    ``setting`` needs ``eps``, ``delta``, ``C``, ``R``, ``q``.  ``"paper"``: WPFL Theorem 1, eqs.
     (23)-(24), the one-dimensional search of Sec. IV (``calibrate_sigma_dp``); ``"tight"``: the
     Poisson-subsampled Gaussian with sensitivity 2C (RDP, ``calibrate_noise``); ``"gaussian"``, ``"moments"``,
     ``"none"``: the DP baselines of Fig. 2 (module docstring).
@@ -386,7 +386,7 @@ def _sigma_paper(v: Mapping[str, Any], variant: str) -> Any:
     return np.array([noise(v, int(t))["uplink"] for t in np.ravel(v["T"])]).reshape(np.shape(v["T"]))
 
 
-DELTA_Q = Computed("delta_Q", _delta_q, "Theorem 1's delta_Q (seed 004 eq. (23)), clamped at 0")
+DELTA_Q = Computed("delta_Q", _delta_q, "Theorem 1's delta_Q (WPFL eq. (23)), clamped at 0")
 SIGMA_DP = Computed("sigma_dp", _sigma_paper, "Theorem 1's calibrated sigma_DP (Sec. IV)")
 JAIN = Computed("jain", lambda v, variant: jain_index(np.random.default_rng(int(v["seed"])).exponential(
     size=int(v["n"])) ** v["spread"]), "Jain's index of a random loss vector (F33)")
@@ -491,14 +491,14 @@ _JAIN = Region({"seed": (0, 10**6), "n": (1, 200), "spread": (0.0, 4.0)}, intege
 CLAIMS: tuple[Claim, ...] = (
     Claim("S1", "Theorem 1's delta_Q is non-increasing in sigma_DP", DELTA_Q, "decreasing", _PRIV,
           wrt="sigma_dp",
-          strict=False, source="Theorem 1, eq. (23); spec S1"),
+          strict=False, source="Theorem 1, eq. (23)"),
     Claim("S2", "delta_Q is non-increasing in eps_Q", DELTA_Q, "decreasing", _PRIV, wrt="eps", strict=False,
-          source="eq. (23); spec S2"),
+          source="eq. (23)"),
     Claim("S3", "delta_Q is non-decreasing in T0 (the uploads per client)", DELTA_Q, "increasing", _PRIV,
-          wrt="T", strict=False, source="eq. (23); spec S3"),
+          wrt="T", strict=False, source="eq. (23)"),
     Claim("S4", "coarser quantization gives a larger delta_Q (non-increasing in R), for C >= 3 sigma_DP and "
           "eps_Q/T0 <= 20", DELTA_Q, "decreasing", _S4, wrt="R", strict=False, line=(2, 20),
-          source="Sec. IV discussion; spec S4",
+          source="Sec. IV discussion",
           fails_in="C < 3 sigma_DP, and eps_Q/T0 >~ 24.5 (the clamped delta_Q is 0 at R and positive at "
                    "R + 1)",
           counterexamples=(({"C": 1.0, "sigma_dp": 1.658, "q": 0.01, "T": 25, "eps": 49.7, "R": 2},
@@ -506,89 +506,89 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("S5", "at C >> sigma_DP, delta_Q does not depend on eps_Q (psi1 underflows)", DELTA_Q, "predicate",
           Region(points=(_MLR, {**_MLR, "C": 7.0, "sigma_dp": 0.016}, {**_MLR, "C": 20.0, "sigma_dp": 0.009},
                          {**_MLR, "sigma_dp": 0.05})),
-          other=_eps_independent, source="eq. (24); spec S5, E17"),
+          other=_eps_independent, source="eq. (24)"),
     Claim("S7a", "Theta_L is increasing in the mean uplink rho", THETA_L, "increasing", _BOUND, wrt="rho_L",
-          source="Lemma 1, F19; spec S7"),
+          source="Lemma 1, F19"),
     Claim("S7b", "Theta_L is increasing in sigma_DP", THETA_L, "increasing",
           Region({**_BOUND.ranges, "rho_L": (1e-6, 1.0)}, integers=_BOUND.integers), wrt="sigma_dp",
-          source="F19; spec S7"),
+          source="F19"),
     Claim("S8a", "Gamma_{t+1} (RHS of (27a)) is increasing in rho_G", GAMMA_NEXT, "increasing", _BOUND,
-          wrt="rho_G", source="eq. (28); spec S8"),
+          wrt="rho_G", source="eq. (28)"),
     Claim("S8b", "Gamma_{t+1} is increasing in Theta_L", GAMMA_NEXT, "increasing", _BOUND, wrt="theta_L",
-          source="eq. (28); spec S8"),
+          source="eq. (28)"),
     Claim("S8c", "Gamma_{t+1} is increasing in sigma_DP (both readings of Gamma_0)", GAMMA_NEXT, "increasing",
-          _BOUND, wrt="sigma_dp", source="eq. (28); spec S8, A11"),
+          _BOUND, wrt="sigma_dp", source="eq. (28)"),
     Claim("S8d", "Gamma_{t+1} (corrected Gamma_0, E4) is increasing in sigma_DP", GAMMA_NEXT, "increasing",
-          _BOUND, wrt="sigma_dp", variant="corrected", source="eq. (28), (54c); spec S8, E4"),
+          _BOUND, wrt="sigma_dp", variant="corrected", source="eq. (28), (54c)"),
     Claim("S9", "eps_F is a convex quadratic in eta_F minimised at mu / (2 (1 + phi1) L^2)", EPS_F,
           "predicate",
           Region({"mu": (0.01, 1.0), "_r": (1.0, 10.0), "phi1": (1e-3, 1.0), "phi2": (1e-4, 1.0),
                   "vphi1": (1e-4, 1.0)}, derived=(("L", lambda v: v["mu"] * v["_r"]),)),
-          other=_eta_f_argmin, source="Sec. VI-C1, P5; spec S9"),
+          other=_eta_f_argmin, source="Sec. VI-C1, P5"),
     Claim("S10a", "for mu < 2, eps_P is decreasing in lambda", EPS_P, "decreasing", _PL, wrt="lam",
-          source="eq. (30a); spec S10"),
+          source="eq. (30a)"),
     Claim("S10b", "for mu > 2, eps_P is increasing in lambda", EPS_P, "increasing",
-          Region({**_PL.ranges, "mu": (2.01, 10.0)}), wrt="lam", source="eq. (30a); spec S10"),
+          Region({**_PL.ranges, "mu": (2.01, 10.0)}), wrt="lam", source="eq. (30a)"),
     Claim("S11a", "for mu < 2 and lambda < 2, eps_P first decreases then increases in eta_P", EPS_P,
           "unimodal",
-          _PL, wrt="eta_P", source="eq. (30a); spec S11"),
+          _PL, wrt="eta_P", source="eq. (30a)"),
     Claim("S11b", "for mu >= 2, eps_P is decreasing in eta_P on (0, 1)", EPS_P, "decreasing",
-          Region({**_PL.ranges, "mu": (2.0, 10.0)}), wrt="eta_P", source="eq. (30a); spec S11"),
+          Region({**_PL.ranges, "mu": (2.0, 10.0)}), wrt="eta_P", source="eq. (30a)"),
     Claim("S12a", "Psi is strictly increasing in eta_P", PSI, "increasing", _PL, wrt="eta_P",
-          source="eq. (30b); spec S12a"),
+          source="eq. (30b)"),
     Claim("S12b", "Psi first increases and then decreases with lambda (the paper, after Theorem 3)", PSI,
-          "predicate", None, other=_psi_rises_then_falls, source="text after Theorem 3; spec S12b, E8",
+          "predicate", None, other=_psi_rises_then_falls, source="text after Theorem 3",
           fails_in="everywhere: Psi is strictly convex in lambda, decreasing on (0, lambda_hat) and "
                    "increasing "
                    "after, lambda_hat = (eta^3 / (2 (1 + eta^2)))^(1/3)",
           counterexamples=tuple(({"eta_P": e}, "paper") for e in (0.01, 0.1, 0.5, 0.9))),
     Claim("S12c", "Psi is strictly convex in lambda with its minimum at (eta^3/(2(1+eta^2)))^(1/3)", PSI,
           "predicate", Region({"eta_P": (0.01, 0.99)}), other=_psi_argmin,
-          source="spec S12b (our correction)"),
+          source="text after Theorem 3, corrected by fedbound"),
     Claim("S13a", "for fixed lambda, Phi is increasing in eta_P", PHI, "increasing", _PL, wrt="eta_P",
-          source="eq. (30a); spec S13"),
+          source="eq. (30a)"),
     Claim("S13b", "Phi is increasing in Gamma_{t+1} (hence in Theta_L and rho_G)", PHI, "increasing", _PL,
-          wrt="Gamma_n", source="eq. (30a); spec S13"),
+          wrt="Gamma_n", source="eq. (30a)"),
     Claim("S13c", "Phi is increasing in the mean eps_F", PHI, "increasing", _PL, wrt="eps_F_mean",
-          source="eq. (30a); spec S13"),
+          source="eq. (30a)"),
     Claim("S14a", "lambda(eta) is convex (unimodal) in eta", LAM_OF_ETA, "unimodal",
           Region({"mu": (0.01, 1.99), "_f": (0.0, 1.0)}, derived=(("eps_P", lambda v: 1 - v["mu"] ** 2 / 4 * (
-              1 - v["_f"]) * 0.999),)), wrt="eta_P", line=(1e-4, 1.0), source="eq. (37); spec S14"),
+              1 - v["_f"]) * 0.999),)), wrt="eta_P", line=(1e-4, 1.0), source="eq. (37)"),
     Claim("S14b", "lambda has its minimum at sqrt(1 - eps_P), equals 2 at eta1 and 0 at eta2, eta3",
           LAM_OF_ETA, "predicate", Region({"mu": (0.01, 1.99), "_f": (0.0, 0.999)}, derived=(
               ("eps_P", lambda v: 1 - v["mu"] ** 2 / 4 * (1 - v["_f"])),)),
-          other=_lam_argmin, source="eqs. (37)-(38); spec S14"),
+          other=_lam_argmin, source="eqs. (37)-(38)"),
     Claim("S15", "eta1 < eta2 <= eta3, and Omega_1 is non-empty iff eps_P < 2 - mu (E18: strict)", ETA1,
           "predicate", Region({"mu": (0.01, 1.99), "_f": (0.0, 0.999)}, derived=(
               ("eps_P", lambda v: 1 - v["mu"] ** 2 / 4 * (1 - v["_f"])),)),
-          other=_interval_order, source="eq. (38); spec S15, E18"),
+          other=_interval_order, source="eq. (38)"),
     Claim("S16", "Theorem 5: Phi(eta, lambda(eta)) is convex on Omega_0 and on Omega_1", PHI_P7_D2, "compare",
-          _P7, other=0.0, op=">=", source="Theorem 5, App. F; spec S16",
+          _P7, other=0.0, op=">=", source="Theorem 5, App. F",
           fails_in="eps_P < 1 - mu^2/4, outside the theorem's region (E23)",
           counterexamples=((_E23, "paper"),)),
     Claim("S16c", "Theorem 5 holds for the corrected bound too", PHI_P7_D2, "compare", _P7, other=0.0,
           op=">=",
-          variant="corrected", source="Theorem 5; spec E4, E6"),
+          variant="corrected", source="Theorem 5"),
     Claim("F32", "Gamma_2 rho_G + Gamma_3 = h1(rho_G) Theta_L + Gamma_0 rho_G + Gamma_1", GAMMA_NEXT,
           "compare",
           _BOUND, other=lambda v: GAMMA2(v) * v["rho_G"] + GAMMA3(v), op="==", rtol=1e-11,
-          source="eqs. (34)-(35); spec F32"),
+          source="eqs. (34)-(35)"),
     Claim("S19", "Jain's index lies in [1/N, 1] and equals 1 for equal losses", JAIN, "predicate", _JAIN,
-          other=_jain_range, source="Sec. VII-3; spec S19"),
+          other=_jain_range, source="Sec. VII-3"),
     Claim("S19b", "Jain's index is scale invariant", JAIN, "predicate",
           Region({**_JAIN.ranges, "scale": (1e-200, 1e200, "log")}, integers=_JAIN.integers),
-          other=_jain_scaled, source="spec S19"),
+          other=_jain_scaled, source="derived"),
     Claim("S20a", "the unrolled bound tends to const / (1 - r)", GEOMETRIC, "predicate", _GEOM,
-          other=_geometric_limit, source="eqs. (27b), (31); spec S20"),
+          other=_geometric_limit, source="eqs. (27b), (31)"),
     Claim("S20b", "the unrolled bound is increasing in const", GEOMETRIC, "increasing",
-          Region({**_GEOM.ranges, "steps": (1.0, 200.0)}), wrt="const", source="spec S20"),
+          Region({**_GEOM.ranges, "steps": (1.0, 200.0)}), wrt="const", source="derived"),
     Claim("S20c", "the unrolled bound is increasing in init", GEOMETRIC, "increasing",
           Region({**_GEOM.ranges, "steps": (0.0, 200.0), "init": (1e-3, 1e3)}), wrt="init", strict=False,
-          source="spec S20"),
+          source="derived"),
     Claim("S21", "the calibrated sigma_DP increases with T0 (Table II)", SIGMA_DP, "increasing",
           Region(points=({"C": 3.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3},
                          {"C": 7.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 1e-3},
                          {"C": 20.0, "R": 16, "q": 0.01, "eps": 1.0, "delta": 5e-3})),
-          wrt="T", line=(5, 30), line_points=6, source="Table II; spec S21"),
+          wrt="T", line=(5, 30), line_points=6, source="Table II"),
 )
-"""Every declared claim of seed 004 about its formulas, checked by fedbound.bounds.claims."""
+"""Every declared claim of WPFL about its formulas, checked by fedbound.bounds.claims."""

@@ -62,7 +62,7 @@ PARAMS = (
     Param("Gamma_max", sp.Symbol(r"\Gamma^{max}", nonnegative=True), "max of Gamma_{t+1}", **_NONNEG),
     Param("eps_F_max", sp.Symbol(r"\varepsilon_F^{max}", positive=True), "max of eps_F", **_POS),
 )
-NOTATION = Notation("WPFL (seed 004)", PARAMS)
+NOTATION = Notation("WPFL (Zhao et al. 2025)", PARAMS)
 (C, sigma, R, n_params, rho_L, rho_G, theta, mu, L, G0, M, phi1, phi2, vphi1, vphi2, eta_F, eta_P, lam, D,
  Gamma_n, eps_F_mean, eps_P, rate, steps, init, const, B_max, Psi_max, Gamma_max,
  eps_F_max) = NOTATION.symbols(
@@ -75,9 +75,9 @@ def _define(name: str, expr: sp.Expr, doc: str, conditions: Sequence[Condition] 
 
 
 MU_BELOW_2 = Condition("mu<2", sp.Lt(mu, 2), "undefined", "lambda(eta) of (37) divides by 1 - mu/2: it needs "
-                       "mu < 2 (spec 004 E23)", "mu", "(0, 2)")
+                       "mu < 2", "mu", "(0, 2)")
 THEOREM5 = Condition("Thm5", sp.Ge(eps_P, 1 - mu**2 / 4), "required", "Theorem 5 (and the feasible set (38)) "
-                     "needs eps_P >= 1 - mu^2/4 (spec 004 F30, E23)", "eps_P", "[1 - mu^2/4, 1)")
+                     "needs eps_P >= 1 - mu^2/4", "eps_P", "[1 - mu^2/4, 1)")
 
 beta = _define(r"\beta", 1 / (2**R - 1), "beta_L = beta_G = 1/(2^R - 1), eq. (7)")
 E_L = _define("E_L^{max}", beta * (C + 3 * sigma), "largest local quantization error Delta_L/2, eq. (7)")
@@ -118,10 +118,10 @@ Phi7_expr = (1 + lam_eta**3) * eta_P**2 * G_n7 + Psi7 * (Gamma_n + kappa * eps_F
 
 for _v in (
     Variant("corrected", "Gamma_0 with E_G^max (E4, eq. (54c)) and kappa = (G0 + M mu)^2/mu^2 (E6, eqs. "
-            "(62)-(63))", "spec 004 E4, E6",
+            "(62)-(63))", "fedbound's correction of App. C, eqs. (54c), (62)-(63)",
             (Definition(E_star, E_G, "E4"), Definition(kappa, (G0 + M * mu)**2 / mu**2, "E6"))),
     Variant("psi_young", "Psi with eta^2/lambda (Young's inequality on the cross term) instead of the "
-            "printed eta^3/lambda", "spec 004 E7",
+            "printed eta^3/lambda", "fedbound's reading of Theorem 4's cross term",
             (Definition(Psi_, _psi(lam, 2), "E7"), Definition(Psi7, _psi(lam_eta, 2), "E7"))),
 ):
     NOTATION.add_variant(_v)

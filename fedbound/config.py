@@ -133,7 +133,7 @@ class Field:
 class Section:
     """A TOML table with a fixed set of typed keys.
 
-    ``aliases`` (``{alias: key}``, e.g. seed 004's ``T0`` -> ``T``) are resolved here, in one place, for
+    ``aliases`` (``{alias: key}``, e.g. WPFL's ``T0`` -> ``T``) are resolved here, in one place, for
     config files (:meth:`validate`), ``--set`` (:func:`load_config`) and the explorer's API
     (:meth:`canonical`, :meth:`field`): an alias is accepted with a note; an alias and its key given with
     different values is a ConfigError.

@@ -33,7 +33,7 @@ no enum, no test list).  For a paper with CLI name ``NAME``:
 
 Shared vocabulary of config keys (the same meaning in every section): ``T`` rounds, ``N`` clients,
 ``K`` clients per round, ``eps`` and ``delta`` the privacy target, ``C`` the clipping threshold, ``m`` the
-smallest local dataset.  A paper that names a key otherwise maps it with ``aliases`` (e.g. seed 004's
+smallest local dataset.  A paper that names a key otherwise maps it with ``aliases`` (e.g. WPFL's
 ``T0`` -> ``T``); the alias is accepted with a note.
 
 Warnings and messages cite a paper by ``Paper.short`` and equation, e.g. "NbAFL (Wei et al. 2020), eq. (10)",

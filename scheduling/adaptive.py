@@ -1,6 +1,6 @@
-"""PADPFL optimal designs (seed 001): rounds T, the proximal mu, impact factors p, and the designer's plan.
+"""PADPFL optimal designs: rounds T, the proximal mu, impact factors p, and the designer's plan.
 
-Seed 001 states no optimum; these are derived in spec 001 Sec. 3.10 from Theorem 2 (eq. (46)):
+PADPFL states no optimum; these are derived in spec 001 Sec. 3.10 from Theorem 2 (eq. (46)):
 
 * :func:`optimal_rounds` (F47): ``f(T) = Theta + k_2 T + k_1 T^2/eps + k_0 T^3/eps^2`` is convex on T >= 0
   (k_1, k_0 >= 0).  For k_2 < 0 the stationary point is ``T* = -k_2 eps / (k_1 + sqrt(k_1^2 - 3 k_0 k_2))``
@@ -87,7 +87,7 @@ PLANNED_WEIGHTS = ("planned", "priority")
 # Optimal T (F47)
 # ---------------------------------------------------------------------------------------------------------
 def stationary_rounds(k: Sequence[float], eps: float) -> float:
-    """The continuous minimiser ``T*`` of Theorem 2's bound over T >= 0 (spec 001 F47, derived from seed 001
+    """The continuous minimiser ``T*`` of Theorem 2's bound over T >= 0 (spec 001 F47, derived from PADPFL
     eq. (46)): 0 when k_2 >= 0, else ``-k_2 eps / (k_1 + sqrt(k_1^2 - 3 k_0 k_2))``."""
     k2, k1, k0 = (float(x) for x in k)
     e = float(ba.NOTATION.params["eps"].check(eps))
@@ -101,7 +101,7 @@ def stationary_rounds(k: Sequence[float], eps: float) -> float:
             (k1, k0),
             "k1 + k0 > 0",
             hint="no finite minimiser: with k2 < 0 and no noise terms the bound decreases without "
-            "bound in T (seed 001 eq. (46) in the non-private limit)",
+            "bound in T (PADPFL eq. (46) in the non-private limit)",
         )
     return -k2 * e / (k1 + math.sqrt(k1 * k1 - 3 * k0 * k2))
 
@@ -165,13 +165,13 @@ def _k_mu(A: float, gamma: float, rho: float) -> tuple[float, float]:
 
 def mu_threshold(A: float, gamma: float, rho: float) -> float | None:
     """``K/(1 - A gamma)``: lambda_2 < 0 exactly for mu above it (mu_bar = mu); None if A gamma >= 1 (no mu
-    makes lambda_2 negative).  From seed 001 eq. (23) (spec 001 Sec. 3.10)."""
+    makes lambda_2 negative).  From PADPFL eq. (23) (spec 001 Sec. 3.10)."""
     k, ag = _k_mu(A, gamma, rho)
     return None if ag >= 1 else k / (1 - ag)
 
 
 def best_mu(A: float, gamma: float, rho: float) -> Optimum:
-    """The proximal mu minimising lambda_2 of Lemma 2 (seed 001 eq. (23); spec 001 Sec. 3.10, M12).
+    """The proximal mu minimising lambda_2 of Lemma 2 (PADPFL eq. (23); spec 001 Sec. 3.10, M12).
 
     ``x = mu* = 2K/(1 - A gamma)``, ``fun = lambda_2* = -(1 - A gamma)^2/(4K)``; ``success=False`` (x None)
     when A gamma >= 1: lambda_2 > 0 for every mu and no mu gives a decreasing bound.  Convex losses
@@ -220,7 +220,7 @@ def _deployed_moments(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, Ts: An
 
 
 def _increment(s: Mapping[str, Any], mu: Any, e1: Any, e2: Any) -> np.ndarray:
-    """Lemma 2's per-round increment ``lambda_2 beta^2 + lambda_1 E||n|| beta + lambda_0 E||n||^2`` (seed 001
+    """Lemma 2's per-round increment ``lambda_2 beta^2 + lambda_1 E||n|| beta + lambda_0 E||n||^2`` (PADPFL
     eq. (23) with ||grad L|| <= beta, eq. (48)), vectorised over ``mu`` and the noise moments."""
     v = {"A": s["A"], "gamma": s["gamma"], "rho": s["rho"], "mu": np.asarray(mu, dtype=float),
          "rho_minus": s.get("rho_minus", 0.0)}
@@ -518,7 +518,7 @@ def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
             s["A"] * s["gamma"],
             "< 1",
             hint="no proximal mu makes Lemma 2's lambda_2 "
-            "negative (seed 001 eq. (23)); give mu to plan anyway",
+            "negative (PADPFL eq. (23)); give mu to plan anyway",
         )
     if not mu_opt.success:
         warnings.append(f"{SHORT}, Lemma 2 eq. (23): {mu_opt.message}; the bound grows with T")
@@ -821,7 +821,7 @@ def _t_star(values: Mapping[str, Any], variant: str) -> np.ndarray:
     return np.where(k2 >= 0, 0.0, inner)
 
 
-T_STAR = Computed("T_star", _t_star, "continuous minimiser of Theorem 2's bound (spec 001 F47)")
+T_STAR = Computed("T_star", _t_star, "continuous minimiser of Theorem 2's bound")
 
 
 def _matches_scan(values: Mapping[str, Any], variant: str) -> tuple[bool, str]:
@@ -930,7 +930,7 @@ CLAIMS: tuple[Claim, ...] = (
         "predicate",
         _MU,
         other=_mu_optimum,
-        source="Lemma 2 eq. (23), spec 001 Sec. 3.10",
+        source="Lemma 2 eq. (23)",
     ),
     Claim(
         "M13b",

@@ -1,4 +1,4 @@
-"""PADPFL impact factors as a convex program (seed 001; derived in spec 001 Sec. 3.10).
+"""PADPFL impact factors as a convex program (PADPFL; derived in spec 001 Sec. 3.10).
 
 p enters Theorem 2's bound (eq. (46)) only through max_i p_i / min_i m_i, so its unconstrained optimum is
 uniform p (E26), and p ~ m under the tight sensitivity max_i 2B p_i / m_i.  What a designer needs is the
@@ -251,7 +251,7 @@ def impact_factors_slsqp(problem: WeightProblem, x0: np.ndarray | None = None) -
 
 
 def bound_optimal_impact_factors(problem: WeightProblem) -> Optimum:
-    """The impact factors minimising the reported bound (seed 001 eq. (48) with the deployed noise (49))
+    """The impact factors minimising the reported bound (PADPFL eq. (48) with the deployed noise (49))
     over the program's feasible set, for every (T, mu) at once: the water-filling point.
 
     Each client i of group k has the box L_k = max(floor/N, group_min_k/n_k) <= p_i <= U_k =

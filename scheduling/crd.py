@@ -1,4 +1,4 @@
-"""Communication-rounds discounting (CRD) as a pure policy, its baselines, and their costs (seed 003,
+"""Communication-rounds discounting (CRD) as a pure policy, its baselines, and their costs (UDP,
 Sec. 4.3, Theorem 4, Algorithm 2; Sec. 5's "optimal UDP" heuristic search and Lei et al.'s linear
 noise decay).
 
@@ -163,7 +163,7 @@ def run_crd(
 
 
 def lei_schedule(sigma0: float, k: float, t: int, sigma_min: float = 0.0) -> float:
-    """sigma_t = sigma_0 max(1 - k t, sigma_min/sigma_0): the linear decay of Lei's approach as seed 003 uses
+    """sigma_t = sigma_0 max(1 - k t, sigma_min/sigma_0): the linear decay of Lei's approach as UDP uses
     it (Sec. 5; the rate k is not given there)."""
     s0 = float(check_real("sigma0", sigma0, 0.0, low_open=True))
     kk = float(check_real("k", k, 0.0))
@@ -196,7 +196,7 @@ def lei_run(
 
 
 def heuristic_search_T(objective: Callable[[int], float], grid: Sequence[int]) -> Optimum:
-    """ "Optimal UDP" (seed 003, Sec. 5): run Algorithm 1 for every T of ``grid`` and keep the best final
+    """ "Optimal UDP" (Sec. 5): run Algorithm 1 for every T of ``grid`` and keep the best final
     loss.  Cost: len(grid) runs and sum(grid) training rounds (evidence ``runs``, ``rounds``)."""
     g = [int(x) for x in check_int("grid", list(grid), 1)]
     if not g:

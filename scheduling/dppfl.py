@@ -1,4 +1,5 @@
-"""DP-PFL (seed 000) optimal designs: rounds T under a fixed (eps, delta), clipping threshold C, model size S
+"""DP-PFL (Wei et al. 2023) optimal designs: rounds T under a fixed (eps, delta), clipping threshold C, model
+size S
 and the inner/outer budget split, and the designer's plan.
 
 Every optimiser takes the [dppfl] settings (spec 000 notation: eps, delta, tau0, q_in, q_out, eta, beta, C, S,
@@ -92,7 +93,7 @@ def _values(settings: Mapping[str, Any]) -> dict[str, Any]:
 def sigma_curve(
     settings: Mapping[str, Any], T: Any, method: str = "paper", ratio: float = 1.0, rtol: float = 1e-8
 ) -> np.ndarray:
-    """sigma*_in(T) (noise multiplier) for an array of T: Theorem 1 (seed 000 eq. (12)) on Opacus' orders
+    """sigma*_in(T) (noise multiplier) for an array of T: Theorem 1 (DP-PFL eq. (12)) on Opacus' orders
     (``"paper"``) or on the finer grid (``"tight"``; at q_in = q_out = 1 with ratio 1 the exact composition
     of the 2 T tau0 Gaussian releases).  q_in = q_out = 1: eps depends on T only through T tau0/sigma^2, so
     sigma*(T) = sigma*(1) sqrt(T) exactly (spec 000 Sec. 3.8) and only T = 1 is calibrated.  Otherwise the
@@ -179,7 +180,7 @@ def optimal_T(
     exhaustive: bool = False,
     joint_C: bool = False,
 ) -> Optimum:
-    """Integer T minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; seed 000 eqs. (12), (31), (32)).
+    """Integer T minimising Phi(T) = bound(T, sigma*(T)) (Remark 1; DP-PFL eqs. (12), (31), (32)).
 
     ``T_max`` given: the search is [1, T_max] (``at_upper_edge`` flags an argmin there).  Otherwise the
     search is every integer T from 1, stopped by :func:`~fedbound.scheduling.certificate.scan_until_turned`
@@ -479,7 +480,7 @@ def optimal_split(
     r_bounds: tuple[float, float] = (1e-2, 1e2),
 ) -> Optimum:
     """sigma_out/sigma_in minimising the bound at the setting's T subject to Theorem 1's total RDP budget
-    (seed 000 eq. (12) with sigma_in != sigma_out; extension of the paper's 50/50 split).  ``x`` = r,
+    (DP-PFL eq. (12) with sigma_in != sigma_out; extension of the paper's 50/50 split).  ``x`` = r,
     ``evidence`` has sigma_in, sigma_out, the RDP shares and the 50/50 value."""
     base, sig1 = _split_value(settings, 1.0, variant, method)
     if "outer_noise" not in variant.split("+"):
@@ -605,7 +606,7 @@ _CLIP_REGION = Region(
     },
     integers=frozenset({"S"}),
     where=(("eta L < 1", lambda v: v["eta"] * v["L"] < 1),),
-    doc="random Lemma 4 instances (spec 000 Sec. 3.8's check)",
+    doc="random Lemma 4 instances",
 )
 
 CLAIMS: tuple[Claim, ...] = (
@@ -617,7 +618,7 @@ CLAIMS: tuple[Claim, ...] = (
         Region(points=({**SCEN, "S": 159010, "bound": "nonconvex"},)),
         wrt="T",
         line=(1, 80),
-        source="Remark 1, spec 000 Sec. 8.3 (T* = 41)",
+        source="Remark 1 (T* = 41)",
         fails_in="Theorem 2 for the MLP-sized model (S = 159,010, Delta0 = 10): Delta0 <= K(1), so T* = 1",
         counterexamples=(({**SCEN, "S": 159010, "bound": "convex"}, "paper"),),
     ),
@@ -634,7 +635,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "C*",
-        "C* from the finite candidate set attains the dense-grid minimum of Xi(C) (spec 000 Sec. 3.8)",
+        "C* from the finite candidate set attains the dense-grid minimum of Xi(C)",
         dp.CLIPPING_BIAS,
         "predicate",
         _CLIP_REGION,
@@ -864,7 +865,7 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
 
 
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Plan:
-    """Everything a designer needs for one DP-PFL setting (seed 000): the recommendation (T*, sigma_in and
+    """Everything a designer needs for one DP-PFL setting: the recommendation (T*, sigma_in and
     sigma_out under Theorem 1's accounting at T*, C*, the predicted bound), then the paper's answer beside the
     tight one, the optima (T, C, S, split), warnings and the certificate.  ``settings``: the [dppfl] keys;
     ``check``: the certificate's finer grid (q < 1) and PLD discretisation."""

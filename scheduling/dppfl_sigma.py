@@ -1,6 +1,6 @@
 """DP-PFL's sigma*(T) over a whole grid of T in one call, from tabulated sampled-Gaussian RDP (issue 25).
 
-Theorem 1 (seed 000 eq. (12)): (eps, delta) holds at (sigma_in, sigma_out = r sigma_in) after T rounds iff
+Theorem 1 (DP-PFL eq. (12)): (eps, delta) holds at (sigma_in, sigma_out = r sigma_in) after T rounds iff
 some order alpha has T tau0 R_alpha(sigma_in) + off_alpha(delta) <= eps, R_alpha the per-step RDP of both
 stages, R_alpha(s) = R^{q_in}_alpha(s) + R^{q_out}_alpha(r s), and off the conversion (34).  So the largest
 T that a noise multiplier s supports is T_max(s) = max_alpha B_alpha / (tau0 R_alpha(s)), B_alpha = max(eps -
@@ -113,7 +113,7 @@ def _segment_of(curve: _Curve, log_t: float, eps: float, delta: float, tau0: int
 
 def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: float, ratio: float = 1.0,
                 orders=None, directory: Path | None = None) -> np.ndarray:
-    """sigma*_in(T) (Theorem 1, seed 000 eq. (12)) for an array of integer T >= 1, vectorised (module
+    """sigma*_in(T) (Theorem 1, DP-PFL eq. (12)) for an array of integer T >= 1, vectorised (module
     docstring).  Inputs are trusted (checked by the caller, :func:`fedbound.scheduling.dppfl.sigma_curve`)."""
     from fedbound.bounds.dppfl import OPACUS_ORDERS
 
@@ -179,7 +179,7 @@ def sigma_curve(eps: float, delta: float, T, tau0: int, q_in: float, q_out: floa
 
 def epsilon(T: int, tau0: int, q_in: float, sigma_in: float, q_out: float, sigma_out: float, delta: float,
             orders=None, directory: Path | None = None) -> tuple[float, float, float, float]:
-    """(eps_DP, alpha*, inner RDP, outer RDP at alpha*) of Theorem 1 (seed 000 eq. (12), conversion (34)) from
+    """(eps_DP, alpha*, inner RDP, outer RDP at alpha*) of Theorem 1 (DP-PFL eq. (12), conversion (34)) from
     the tables (each ln R within 1e-10 of the exact value): the point-by-point
     :func:`fedbound.bounds.dppfl.rdp_pfl_epsilon` without evaluating the sampled Gaussian."""
     from fedbound.accounting.rdp import rdp_to_dp
@@ -213,7 +213,7 @@ def calibrated_exact(setting, ratio: float = 1.0) -> dict[int, dict]:
 
 
 def exact_sigma(setting, T: int, ratio: float = 1.0) -> dict:
-    """The exact calibration of Theorem 1's release (seed 000 eq. (12): per client ``T tau0`` inner sampled
+    """The exact calibration of Theorem 1's release (DP-PFL eq. (12): per client ``T tau0`` inner sampled
     Gaussians at (q_in, z) and ``T tau0`` outer ones at (q_out, ratio z)), as a record: ``z`` (inner noise
     multiplier; outer ``ratio z``), ``eps_achieved``, ``method``, ``slack`` (the method's stated error in
     eps), ``discretization``, ``z_rdp`` (Theorem 1's RDP calibration on the tight orders), ``tight``.

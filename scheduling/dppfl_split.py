@@ -2,7 +2,7 @@
 
 With ``outer_noise`` (E18: the bound sees both stages' noise) the plan minimises
 Phi(T, r) = bound(T, sigma_in*(T, r), r sigma_in*(T, r)), both multipliers calibrated together by Theorem 1
-(seed 000 eq. (12)), over T and r jointly, instead of r after T.  Method: the profile P(r) = min over T of
+(DP-PFL eq. (12)), over T and r jointly, instead of r after T.  Method: the profile P(r) = min over T of
 Phi(T, r), each min the exhaustive, exact T scan of :func:`fedbound.scheduling.dppfl.optimal_T` (C profiled
 out too), minimised over r in ``r_bounds`` by branch and bound on log r, which proves the result global
 (up to the stated gap): for r in [r1, r2] and every T,

@@ -1,6 +1,6 @@
 """NbAFL optimal designs: rounds T (Theorem 2), clients per round K and joint (T, K) (Theorem 3).
 
-Seed 002, Remarks 4-5; spec 002 F21, F36, F37.  Every function takes the setting as a mapping of the spec's
+NbAFL, Remarks 4-5; spec 002 F21, F36, F37.  Every function takes the setting as a mapping of the spec's
 notation names (scalars or broadcastable arrays: one call solves a whole grid of settings) and returns a
 certificate (:class:`~fedbound.scheduling.integer_search.Optimum` or :class:`JointOptimum`).
 
@@ -33,7 +33,7 @@ from fedbound.scheduling.results import Optimum, Plan, Recommendation, Row
 __all__ = ["optimal_T", "optimal_T_linear", "optimal_K", "optimal_T_k", "optimal_TK", "exhaustive_T",
            "T_STAR", "CLAIMS", "plan"]
 
-F21_PROOF = ("spec 002 F21: h'(T) = P^T phi(T) with phi strictly increasing, phi(0) < 0, so h is strictly "
+F21_PROOF = ("h'(T) = P^T phi(T) with phi strictly increasing, phi(0) < 0, so h is strictly "
              "quasi-convex and T* < T_Theta")
 
 
@@ -183,7 +183,7 @@ def _t_star(values: Mapping[str, Any], variant: str) -> np.ndarray:
     return np.asarray(optimal_T(values, variant).x_continuous, dtype=float)
 
 
-T_STAR = Computed("T_star", _t_star, "continuous minimiser of Theorem 2's bound (spec 002 F21)")
+T_STAR = Computed("T_star", _t_star, "continuous minimiser of Theorem 2's bound")
 
 
 def _integer_optimum_is_exact(values: Mapping[str, Any], variant: str) -> tuple[bool, str]:
@@ -556,7 +556,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     """What a designer deploys for one NbAFL setting: the recommendation, then the paper's own answer.
 
     ``settings``: the [nbafl] keys (N, m, C, eps, delta, L and the loss constants; T and K optional).
-    Recommendation: T* of Theorem 2 (seed 002, eq. (14)) under exact accounting, the tight sigma's calibrated
+    Recommendation: T* of Theorem 2 (NbAFL, eq. (14)) under exact accounting, the tight sigma's calibrated
     at that T (:func:`fedbound.bounds.nbafl.noise`, method "tight"), and the bound it predicts.  The paper's
     answer: its sigma's at the setting's T (else at its T*), T*, the bound, K* over 1..N at that T (always)
     and the joint (T, K) optimum.  ``Plan.data`` keeps every key of the earlier ``plan nbafl --json``.

@@ -1,6 +1,6 @@
 """The NbAFL design a designer deploys: the bound that applies, evaluated with the noise the design deploys.
 
-Seed 002 (Wei et al. 2020); spec 002 F18, F32, E8.  A design is (T, K): T rounds, K of N clients a round
+NbAFL (Wei et al. 2020); spec 002 F18, F32, E8.  A design is (T, K): T rounds, K of N clients a round
 (K = N: all).  Its noise is the tight calibration (:func:`fedbound.bounds.nbafl.noise`, method "tight"): each
 client's upload std sigma_U = sqrt(L) z 2C/m (z: analytic Gaussian of one (eps, delta) release), and the
 server tops the aggregate up to what the T broadcasts need.  The aggregate therefore never falls below the
@@ -85,7 +85,7 @@ def _uplink(s: Mapping[str, Any]) -> float:
 
 
 def deployed_bound_full(s: Mapping[str, Any], T: np.ndarray) -> np.ndarray:
-    """Theorem 2 (seed 002, eq. (14), recursive form F18) at every T with the noise K = N deploys."""
+    """Theorem 2 (NbAFL, eq. (14), recursive form F18) at every T with the noise K = N deploys."""
     P, lam1, lam0 = _thm2(s)
     T = np.asarray(T, dtype=float)
     agg = np.asarray(nb.sigma_aggregate_tight(s["eps"], s["delta"], s["C"], s["m"], s["N"], T,
@@ -238,7 +238,7 @@ def _k_aggregate(s: Mapping[str, Any], K: int, z: np.ndarray) -> np.ndarray:
 
 
 def deployed_bound_k(s: Mapping[str, Any], K: int, T: int, z: float) -> float:
-    """Theorem 3 (seed 002, eq. (17)) at (T, K) with the deployed aggregate noise of multiplier ``z``."""
+    """Theorem 3 (NbAFL, eq. (17)) at (T, K) with the deployed aggregate noise of multiplier ``z``."""
     th = _thm3(s, K)
     if th is None:
         return math.inf

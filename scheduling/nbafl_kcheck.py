@@ -1,6 +1,6 @@
 """An independent check over every K of an NbAFL design with K open (``fedbound plan nbafl --check``).
 
-Seed 002 (Wei et al. 2020): K = N is read by Theorem 2 (eq. (14)), K < N by Theorem 3 (eq. (17)) with the
+NbAFL (Wei et al. 2020): K = N is read by Theorem 2 (eq. (14)), K < N by Theorem 3 (eq. (17)) with the
 aggregate std max(z_K(T) 2C/(mK), sigma_U/sqrt(K)), z_K(T) the RDP calibration of T rounds of K-of-N
 sampling (:mod:`fedbound.scheduling.nbafl_design`).  :func:`check_every_k` proves, for every K in 1..N and
 every T >= 1, that no design beats the recommended bound ``best`` (to a relative ``rtol``), without the

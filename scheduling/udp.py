@@ -1,4 +1,4 @@
-"""UDP's optimal number of rounds and the plan a designer reads (seed 003, Theorems 1-3; Algorithm 2's CRD).
+"""UDP's optimal number of rounds and the plan a designer reads (UDP, Theorems 1-3; Algorithm 2's CRD).
 
 * :func:`optimal_T`: Theorem 3's integer optimum of eq. (22) with a certificate (closed form with the Wright
   omega function, unimodality, both integer neighbours evaluated).

@@ -1,6 +1,6 @@
-"""Seed 004's OFDMA channel model and its client/subchannel scheduling (min-max fair, Kuhn-Munkres).
+"""WPFL's OFDMA channel model and its client/subchannel scheduling (min-max fair, Kuhn-Munkres).
 
-Channel (seed 004 Sec. III-B, eqs. (10)-(14); spec 004 F7-F10 and Sec. 6.1, whose reading of the unstated
+Channel (WPFL Sec. III-B, eqs. (10)-(14); spec 004 F7-F10 and Sec. 6.1, whose reading of the unstated
 parts is E16): client ``n`` sits at distance ``d_n ~ U[d_min, d_max]`` (fixed for a run); every round each
 (client, subchannel) pair gets an independent Rayleigh block-fading power gain ``|h|^2 = PL(d_n) Exp(1)``
 with path loss ``PL(d) = -30 - 28 log10(d / 1 m)`` dB, and each client an independent downlink gain of the
@@ -8,7 +8,7 @@ same law.  The noise power on a ``B``-wide channel is ``N0 B``.  SNR ``gamma = P
 ``B log2(1 + gamma)`` (11), 256-QAM bit error rate (13) as printed, element error probability
 ``rho = 1 - (1 - e)^R`` (14).  The downlink uses the BS power on one ``B``-wide channel.
 
-Scheduling, one round (seed 004 Alg. 2 lines 5-8; spec 004 Sec. 4.3-4.4, 6.3):
+Scheduling, one round (WPFL Alg. 2 lines 5-8; spec 004 Sec. 4.3-4.4, 6.3):
 
 * power control: ``P_n = P_th`` for every selected client (closed form, spec Sec. 4.3);
 * ``"km"``: the clients still allowed to upload (fewer than ``T0`` uploads, C7) are matched to subchannels
@@ -54,14 +54,14 @@ def dbm_to_watt(dbm: ArrayLike) -> float | np.ndarray:
 
 
 def path_loss_gain(distance: ArrayLike, at_1m_db: float = -30.0, exponent: float = 2.8) -> float | np.ndarray:
-    """Linear power gain of the path loss ``at_1m_db - 10 exponent log10(d / 1 m)`` dB (seed 004 Table I:
+    """Linear power gain of the path loss ``at_1m_db - 10 exponent log10(d / 1 m)`` dB (WPFL Table I:
     -30 dB at 1 m, exponent 2.8; spec 004 Sec. 6.1)."""
     d = check_real("distance", distance, 0.0, low_open=True)
     return scalar_or_array(10.0 ** ((at_1m_db - 10.0 * exponent * np.log10(d)) / 10.0))
 
 
 def snr(power_w: ArrayLike, gain: ArrayLike, noise_w: ArrayLike) -> float | np.ndarray:
-    """``gamma = P |h|^2 / sigma_0^2`` (seed 004 eq. (12); spec 004 F8)."""
+    """``gamma = P |h|^2 / sigma_0^2`` (WPFL eq. (12); spec 004 F8)."""
     p = check_real("power_w", power_w, 0.0)
     g = check_real("gain", gain, 0.0)
     n = check_real("noise_w", noise_w, 0.0, low_open=True)
@@ -69,14 +69,14 @@ def snr(power_w: ArrayLike, gain: ArrayLike, noise_w: ArrayLike) -> float | np.n
 
 
 def uplink_rate(bandwidth: ArrayLike, gamma: ArrayLike) -> float | np.ndarray:
-    """``r = B log2(1 + gamma)`` bit/s (seed 004 eq. (11); spec 004 F8)."""
+    """``r = B log2(1 + gamma)`` bit/s (WPFL eq. (11); spec 004 F8)."""
     b = check_real("bandwidth", bandwidth, 0.0, low_open=True)
     g = check_real("gamma", gamma, 0.0)
     return scalar_or_array(b * np.log1p(g) / math.log(2.0))
 
 
 def min_rate(n_params: ArrayLike, R: ArrayLike, tau_max: ArrayLike) -> float | np.ndarray:
-    """``r_min = |omega| R / tau_max`` (seed 004 eq. (10); spec 004 F7)."""
+    """``r_min = |omega| R / tau_max`` (WPFL eq. (10); spec 004 F7)."""
     n = check_int("n_params", n_params, 1)
     r = check_int("R", R, 1)
     t = check_real("tau_max", tau_max, 0.0, low_open=True)
@@ -84,7 +84,7 @@ def min_rate(n_params: ArrayLike, R: ArrayLike, tau_max: ArrayLike) -> float | n
 
 
 def ber_mqam(gamma: ArrayLike, M: int = 256) -> float | np.ndarray:
-    """Bit error rate of Gray-coded M-QAM, Cho-Yoon approximation as printed (seed 004 eq. (13); spec F9):
+    """Bit error rate of Gray-coded M-QAM, Cho-Yoon approximation as printed (WPFL eq. (13); spec F9):
     ``(2 sqrt(M) - 2)/(sqrt(M) log2 sqrt(M)) Q(sqrt(3 gamma log2(M) / (M - 1)))``; for 256-QAM
     ``0.46875 Q(sqrt(24 gamma / 255))``.  gamma is used as printed (a per-bit SNR convention, spec E16)."""
     g = check_real("gamma", gamma, 0.0, allow_inf=True)
@@ -97,7 +97,7 @@ def ber_mqam(gamma: ArrayLike, M: int = 256) -> float | np.ndarray:
 
 
 def element_error_prob(ber: ArrayLike, R: ArrayLike) -> float | np.ndarray:
-    """``rho = 1 - (1 - e)^R``: an R-bit element is wrong if any bit is (seed 004 eq. (14); spec F10),
+    """``rho = 1 - (1 - e)^R``: an R-bit element is wrong if any bit is (WPFL eq. (14); spec F10),
     as ``-expm1(R log1p(-e))`` (no cancellation at e ~ 1e-12)."""
     e = check_probability("ber", ber, allow_zero=True, allow_one=True)
     r = check_int("R", R, 1)
@@ -107,7 +107,7 @@ def element_error_prob(ber: ArrayLike, R: ArrayLike) -> float | np.ndarray:
 
 def assign_channels(rho: ArrayLike, feasible: ArrayLike, allowed: ArrayLike | None = None
                     ) -> list[tuple[int, int]]:
-    """Client/subchannel pairs of P3 (seed 004 eq. (33), Kuhn-Munkres; spec 004 Sec. 4.4): a maximum-
+    """Client/subchannel pairs of P3 (WPFL eq. (33), Kuhn-Munkres; spec 004 Sec. 4.4): a maximum-
     cardinality matching of the ``allowed`` clients over the ``feasible`` pairs with the smallest ``sum rho``.
 
     ``rho``, ``feasible``: ``(N, K)``; ``allowed``: ``(N,)`` bool (default all).  Solved by
@@ -136,7 +136,7 @@ def assign_channels(rho: ArrayLike, feasible: ArrayLike, allowed: ArrayLike | No
 
 def power_control(pairs: Sequence[tuple[int, int]], num_clients: int, P_th_w: float) -> np.ndarray:
     """Step 1 of the decomposition: ``P_n = P_th`` for every selected client and 0 otherwise.  Closed form:
-    the rate increases and rho decreases in P (seed 004 Sec. VI-A; spec 004 Sec. 4.3, S6)."""
+    the rate increases and rho decreases in P (WPFL Sec. VI-A; spec 004 Sec. 4.3, S6)."""
     power = np.zeros(int(check_int("num_clients", num_clients, 1)))
     p = float(check_real("P_th_w", P_th_w, 0.0))
     for client, _ in pairs:
@@ -146,7 +146,7 @@ def power_control(pairs: Sequence[tuple[int, int]], num_clients: int, P_th_w: fl
 
 @dataclass(frozen=True)
 class WirelessSetting:
-    """The radio side of seed 004's system (Table I defaults; spec 004 Sec. 2, 7).
+    """The radio side of WPFL's system (Table I defaults; spec 004 Sec. 2, 7).
 
     ``n_params`` (|omega|) and ``R`` set the minimum rate ``r_min = |omega| R / tau_max`` (C5).
     """
@@ -241,7 +241,7 @@ def _baseline_pairs(scheduler: str, allowed: np.ndarray, k: int, cursor: int, rn
 def schedule_round(uplink_gain: ArrayLike, downlink_gain: ArrayLike, uploads: ArrayLike, T0: int,
                    setting: WirelessSetting, scheduler: str = "km", *, cursor: int = 0,
                    rng: np.random.Generator | None = None) -> tuple[RoundSchedule, int]:
-    """Seed 004 Alg. 2 lines 5-8 for one round (spec 004 Sec. 6.3 without the P4-P7 configuration).
+    """WPFL Alg. 2 lines 5-8 for one round (spec 004 Sec. 6.3 without the P4-P7 configuration).
 
     ``uplink_gain`` ``(N, K)`` and ``downlink_gain`` ``(N,)``: channel power gains ``|h|^2``; ``uploads``
     ``(N,)``: uploads so far (clients with ``T0`` are not allowed, C7).  ``cursor`` is the round-robin
@@ -309,7 +309,7 @@ class WirelessSchedule:
 
 def schedule_run(setting: WirelessSetting, T0: int, scheduler: str = "km", seed: int = 0, *,
                  max_rounds: int | None = None, channel_errors: bool = True) -> WirelessSchedule:
-    """Rounds of :func:`schedule_round` until every client has uploaded ``T0`` times (seed 004 Alg. 2's
+    """Rounds of :func:`schedule_round` until every client has uploaded ``T0`` times (WPFL Alg. 2's
     loop with the ``< T0`` condition of spec E10), channels drawn as in spec 004 Sec. 6.1 from ``seed``.
 
     The channel draws come from their own stream, so every scheduler sees the same channels for one seed;

@@ -1,4 +1,4 @@
-"""WPFL's per-round min-max fair schedule (seed 004 Sec. VI, Alg. 2; spec 004 Sec. 4) and its plan.
+"""WPFL's per-round min-max fair schedule (WPFL Sec. VI, Alg. 2; spec 004 Sec. 4) and its plan.
 
 Problem P (32): minimise max_n Phi_n^{t+1} over selection, subchannels, power, eta_F, eta_P and lambda.
 Because Theta_L^t and the mean eps_F raise every Phi_n (spec Sec. 4.2), P splits into steps, each its own
@@ -132,7 +132,7 @@ def _golden(f, lo: np.ndarray, hi: np.ndarray, iters: int) -> np.ndarray:
 
 def solve_P7(eps_P: float, mu: float, Gamma_n: Any, eps_F_mean: Any, G0: float, M: float,
              variant: str = "paper", method: str = "golden", xi: float = 1e-9, iters: int = 80) -> P7Solution:
-    """P7 (seed 004 eq. (39), Theorem 5; spec 004 F31, Sec. 4.6) for every client at once.
+    """P7 (WPFL eq. (39), Theorem 5; spec 004 F31, Sec. 4.6) for every client at once.
 
     ``Gamma_n`` (any shape) is Gamma_{n,t+1} (F22) per client, ``eps_F_mean`` the mean FL contraction factor
     (broadcastable).  Each non-empty interval (l, r) of (38) is searched on [l + xi (r-l), r - xi (r-l)]
@@ -197,7 +197,7 @@ def solve_P7(eps_P: float, mu: float, Gamma_n: Any, eps_F_mean: Any, G0: float, 
 def assign_and_theta(rho: np.ndarray, feasible: np.ndarray, allowed: np.ndarray, C: float, sigma_dp: float,
                      R: int, n_params: int) -> tuple[list[tuple[int, int]], float]:
     """Step 2: the Kuhn-Munkres pairs of P3 (:func:`fedbound.scheduling.wireless.assign_channels`) and
-    Theta_L,min = F19 over them (seed 004 eqs. (26), (33); spec 004 Sec. 4.4).  0 for an empty round."""
+    Theta_L,min = F19 over them (WPFL eqs. (26), (33); spec 004 Sec. 4.4).  0 for an empty round."""
     from fedbound.scheduling.wireless import assign_channels
 
     pairs = assign_channels(rho, feasible, allowed)
@@ -207,7 +207,7 @@ def assign_and_theta(rho: np.ndarray, feasible: np.ndarray, allowed: np.ndarray,
 def schedule_round_minmax(uplink_gain: Any, downlink_gain: Any, uploads: Any, radio: Any,
                           settings: Mapping[str, Any], sigma_dp: float, variant: str = "paper"
                           ) -> dict[str, Any]:
-    """Seed 004 Alg. 2 for one round, composed from its steps: power (closed form), KM + Theta_L,min,
+    """WPFL Alg. 2 for one round, composed from its steps: power (closed form), KM + Theta_L,min,
     eta_F* (F28), P7 per client (vectorised), the min-max value.  ``uplink_gain`` ``(N, K)``,
     ``downlink_gain`` ``(N,)`` are |h|^2; ``uploads`` ``(N,)`` the uploads so far (C7 with T0 =
     ``settings["T"]``).  Returns ``pairs``, ``power``, ``theta_L_min``, ``eta_F``, ``eps_F``, ``Gamma``,
@@ -329,7 +329,7 @@ def _schedule_key(radio: Any, settings: Mapping[str, Any], sigma_dp: float, poli
 
 def schedule_rounds(radio: Any, settings: Mapping[str, Any], sigma_dp: float, policy: str = "proposed",
                     variant: str = "paper", seed: int = 0, max_rounds: int | None = None) -> RoundsSchedule:
-    """Seed 004 Alg. 2 for a whole run (every client uploads T0 = ``settings["T"]`` times), in one call.
+    """WPFL Alg. 2 for a whole run (every client uploads T0 = ``settings["T"]`` times), in one call.
 
     Kept per process (the last ``SCHEDULE_CACHE_SIZE``), keyed by every input it reads
     (:func:`_schedule_key`): a repeated call returns the same (read-only) schedule, which equals a fresh
@@ -524,7 +524,7 @@ def _check_plan_size(s: Mapping[str, Any]) -> None:
 
 
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Any:
-    """Seed 004 design for one [wpfl] setting: sigma_DP under proven accounting, the min-max schedule it
+    """WPFL design for one [wpfl] setting: sigma_DP under proven accounting, the min-max schedule it
     implies, and the PL bound it predicts (Theorem 4, eq. (31)); the paper's Theorem 1 sigma beside it.
     The recommendation's T is the number of communication rounds the schedule (and the run) takes for
     every client to upload T0 = ``settings["T"]`` times; ``check``: the certificate re-solves P7 for every
@@ -760,30 +760,30 @@ def _minmax_beats_every_assignment(v: Mapping[str, Any], variant: str) -> tuple[
 CLAIMS: tuple[Claim, ...] = (
     Claim("S6a", "the M-QAM bit error rate decreases in the SNR", BER, "decreasing",
           Region({"gamma": (1e-2, 1e3, "log"), "M_qam": (256, 256)}), wrt="gamma",
-          source="eq. (13); spec S6"),
+          source="eq. (13)"),
     Claim("S6b", "the element error probability increases in the BER", RHO, "increasing",
           Region({"ber": (1e-12, 0.5, "log"), "R": (1, 32)}, integers=frozenset({"R"})), wrt="ber",
-          source="eq. (14); spec S6"),
+          source="eq. (14)"),
     Claim("S6c", "the element error probability increases in R", RHO, "increasing",
           Region({"ber": (1e-12, 0.5, "log"), "R": (1, 32)}, integers=frozenset({"R"})), wrt="R",
-          source="eq. (14); spec S6"),
+          source="eq. (14)"),
     Claim("S6d", "the rate increases in the transmit power, so P = P_th is optimal", RATE, "increasing",
           Region({"P": (1e-3, 1.0, "log"), "h2": (1e-14, 1e-9, "log")}), wrt="P",
           source="eqs. (11)-(12); S6"),
     Claim("S17", "P7's minimiser is interior, in Omega_0, and no grid point beats it", P7_OPT, "predicate",
-          _P7_REGION, other=_p7_interior_and_grid, source="Theorem 5; spec S17"),
+          _P7_REGION, other=_p7_interior_and_grid, source="Theorem 5"),
     Claim("S17b", "Phi grows without bound at eta2- and eta3+ (lambda -> 0)", P7_OPT, "predicate", _P7_REGION,
-          other=_blow_up, source="spec S17"),
+          other=_blow_up, source="derived"),
     Claim("S18", "Kuhn-Munkres returns the brute-force optimum of P3 (max cardinality, then min sum rho)",
           BER, "predicate", Region({"seed": (0, 10**6), "n": (1, 5), "k": (1, 4), "p_infeasible": (0.0, 0.6)},
                                    integers=frozenset({"seed", "n", "k"})),
-          other=_km_is_optimal, source="P3 (33), Sec. VI-B; spec S18, E13"),
+          other=_km_is_optimal, source="P3 (33), Sec. VI-B"),
     Claim("S22", "Phi* is increasing in the client's downlink error probability rho_G", PHI_STAR,
           "increasing",
           Region({"rho_G": (1e-12, 0.9, "log"), **{k: (v, v) for k, v in _TV3_G.items()}}), wrt="rho_G",
-          source="F32; spec S22"),
+          source="F32"),
     Claim("P1", "the decomposed schedule (KM, then P7 per client) is min-max optimal over the assignments",
           BER, "predicate", Region({"seed": (0, 10**6)}, integers=frozenset({"seed"})),
           other=_minmax_beats_every_assignment, source="Sec. VI-D (optimality for P1); spec Sec. 4.7"),
 )
-"""The optimiser claims of seed 004 (fedbound.bounds.wpfl.CLAIMS has the formula claims)."""
+"""The optimiser claims of WPFL (fedbound.bounds.wpfl.CLAIMS has the formula claims)."""

@@ -136,7 +136,8 @@ def test_latex_and_description():
     assert nb.BOUND._repr_latex_().startswith("$")
     assert "T" in nb.BOUND.latex(expand=True)
     desc = nb.K_BOUND.describe()
-    assert "(60)" in desc and "seed 002" in desc and "two_sided" in desc
+    assert "(60)" in desc and "NbAFL (Wei et al. 2020), eq. (17)" in desc and "two_sided" in desc
+    assert "seed 0" not in desc and "spec" not in desc  # cited as a reader cites it, no internal ids
 
 
 def test_parameters_follow_the_variant():

@@ -1,9 +1,9 @@
-"""PADPFL: personalized, possibly adaptive impact factors with client- and server-side DP (seed 001,
+"""PADPFL: personalized, possibly adaptive impact factors with client- and server-side DP (PADPFL,
 Sec. III-V; spec 001 Sec. 5), including the time-varying impact factors of Sec. V (spec 001 Sec. 3.11).
 
-It is NbAFL (seed 002, ``nbafl.py``) with non-uniform aggregation weights; what differs:
+It is NbAFL (Wei et al. 2020, ``nbafl.py``) with non-uniform aggregation weights; what differs:
 
-* aggregation: the server's impact factors ``p^(t)`` (seed 001 eq. (3)), given as data: one simplex vector
+* aggregation: the server's impact factors ``p^(t)`` (PADPFL eq. (3)), given as data: one simplex vector
   per round (``(N,)`` for fixed p, ``(T, N)`` for an adaptive schedule, e.g. scenario 4's switch
   ``(0, 1/60, 1/30) -> (1/30, 1/60, 0)`` per part after round 10); rounds past the schedule keep its
   last row, as the noise plan keeps its last sigma;
@@ -49,7 +49,7 @@ SIMPLEX_ATOL = 1e-9
 
 
 def check_impact_factors(impact_factors: Any) -> np.ndarray:
-    """``impact_factors`` as a read-only ``(rounds, N)`` array whose rows lie on the simplex (seed 001
+    """``impact_factors`` as a read-only ``(rounds, N)`` array whose rows lie on the simplex (PADPFL
     eq. (2), spec 001 F2: ``0 <= p_i <= 1``, ``sum_i p_i = 1`` to within 1e-9); ParameterError otherwise."""
     p = np.array(impact_factors, dtype=np.float64)
     if p.ndim == 1:
@@ -57,21 +57,21 @@ def check_impact_factors(impact_factors: Any) -> np.ndarray:
     if p.ndim != 2 or p.size == 0:
         raise ParameterError("impact_factors shape", p.shape, "(N,) or (rounds, N), non-empty")
     if not np.all(np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ParameterError("impact_factors", p, "values in [0, 1] (spec 001 F2)")
+        raise ParameterError("impact_factors", p, "values in [0, 1] (PADPFL eq. (2))")
     sums = p.sum(axis=1)
     bad = np.flatnonzero(np.abs(sums - 1.0) > SIMPLEX_ATOL)
     if len(bad):
         raise ParameterError(
             f"sum of impact_factors in round {int(bad[0]) + 1}",
             float(sums[bad[0]]),
-            "1 (to within 1e-9; spec 001 F2)",
+            "1 (to within 1e-9; PADPFL eq. (2))",
         )
     p.setflags(write=False)
     return p
 
 
 class PADPFL(NbAFL):
-    """Seed 001's PADPFL: NbAFL with the impact factors ``p^(t)`` as aggregation weights (module docstring).
+    """PADPFL's: NbAFL with the impact factors ``p^(t)`` as aggregation weights (module docstring).
 
     ``local.prox_mu`` is the paper's mu; ``clip_norm`` its B.
     """
@@ -108,7 +108,7 @@ class PADPFL(NbAFL):
     ) -> PADPFL:
         """From the [adaptive] setting (C, the paper's B; mu; ``sensitivity = "provable"``: C_g), [train]
         (local_steps, lr: default the paper's
-        0.02, seed 001 Sec. VI) and the impact-factor schedule (validation.train_adaptive)."""
+        0.02, PADPFL Sec. VI) and the impact-factor schedule (validation.train_adaptive)."""
         from fedbound.training.config import local_sgd
 
         if impact_factors is None:
@@ -186,7 +186,7 @@ def inexactness(
     weight_decay: float = 0.0,
 ) -> torch.Tensor:
     """Measured gamma_i of each client's local solve: ``||grad h_i(x_i; x~)|| / ||grad l_i(x~)||`` on the
-    client's full local data (seed 001 eq. (38), spec 001 F5: the solve is gamma-inexact for every gamma at
+    client's full local data (PADPFL eq. (38), spec 001 F5: the solve is gamma-inexact for every gamma at
     least this).  ``h_i = l_i + mu/2 ||x - x~||^2`` (+ the weight decay in l_i when used)."""
     with torch.enable_grad():
         g_anchor = batch_gradient(model, anchor, batch.x, batch.y, batch.weight)

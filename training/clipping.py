@@ -1,6 +1,6 @@
 """Clipping: whole model vectors (NbAFL, adaptive DP, WPFL) and per-sample gradients (UDP, DP-PFL).
 
-``clip_rows``: ``x / max(1, ||x||_2 / C)`` row by row (seed 002 Alg. 1 line 7, spec 002 Sec. 5.1; seed 003
+``clip_rows``: ``x / max(1, ||x||_2 / C)`` row by row (NbAFL Alg. 1 line 7, spec 002 Sec. 5.1; UDP
 Alg. 1 uses the same rule for each per-sample gradient, eq. before (13)).
 
 Per-sample clipping (DP-SGD, Abadi et al. 2016, Alg. 1) computes ``sum_b w_b * clip_C(g_b)`` for every

@@ -76,7 +76,7 @@ TRAIN_SECTION = Section("train", (
           optional=True),
     Field("group_samples", str, None, "partition = groups: samples per client in each group, e.g. "
           "\"50,120,271\"", optional=True),
-    Field("group_noise", str, None, "salt-and-pepper density per group, e.g. \"0.3,0.1,0\" (seed 001)",
+    Field("group_noise", str, None, "salt-and-pepper density per group, e.g. \"0.3,0.1,0\" (PADPFL)",
           optional=True),
     Field("model", str, "mlp", "model architecture", choices=MODEL_NAMES),
     Field("hidden", int, 256, "hidden units of the mlp", low=1, high=MAX_WIDTH),

@@ -11,7 +11,7 @@ Everything is local; nothing is downloaded.
 * ``idx``: MNIST / Fashion-MNIST IDX files (``train-images-idx3-ubyte`` etc., gzipped or not) in a folder.
 * ``cifar10``: CIFAR-10's python batches (``data_batch_1`` ... ``data_batch_5``, ``test_batch``) in a folder.
 * ``csv``: a table of numeric (or integer-coded) columns with a header row, e.g. an IPUMS-US extract for
-  seed 003's SVM (:func:`read_csv_table`).
+  UDP's SVM (:func:`read_csv_table`).
 
 Features are stored flat (``(n, d)`` float32); image datasets carry ``image_shape`` for the CNNs.
 """
@@ -252,7 +252,7 @@ CSV_LABEL = "label"
 
 def read_csv_table(path: str | Path, test_fraction: float = 0.2, seed: int = 0) -> Dataset:
     """A classification task from a CSV file: a header row, one row per record, numeric or integer-coded
-    columns (e.g. IPUMS-US with categoricals integer-coded, seed 003 Sec. 5), the label in the column named
+    columns (e.g. IPUMS-US with categoricals integer-coded, UDP Sec. 5), the label in the column named
     ``label`` (else the last column); its distinct values, sorted, become the classes 0, 1, ... (0/1 stay
     0/1; for the SVM, two values, the smaller one class 0).  Features are standardised with the training
     split's mean and standard deviation (constant columns become 0), so that one clipping threshold suits
@@ -316,7 +316,7 @@ def load_dataset(name: str, *, data_path: str | None = None, test_fraction: floa
 
 def salt_and_pepper(x: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
     """Images with a fraction ``density`` of pixels set to 0 or 1 (half each): the data-quality noise of
-    seed 001 Sec. VI (densities not stated in the paper)."""
+    PADPFL Sec. VI (densities not stated in the paper)."""
     if not 0.0 <= density <= 1.0:
         raise ParameterError("noise density", density, "[0, 1]")
     out = x.copy()
@@ -364,9 +364,9 @@ def convex_objective(kind: str, x: np.ndarray, y: np.ndarray, l2: float, theta: 
 class ConvexConstants:
     """Exact constants of ``F`` (:func:`convex_objective`) on one dataset.
 
-    ``smoothness``: the Lipschitz constant of ``grad F`` (``rho`` in seed 002, ``L`` in seed 003);
-    ``strong_convexity``: the strong-convexity modulus, hence also a PL constant (``l`` in seed 002,
-    ``mu`` in seed 003); ``optimum`` / ``optimal_loss``: ``theta*`` and ``F(theta*)``.
+    ``smoothness``: the Lipschitz constant of ``grad F`` (``rho`` in NbAFL, ``L`` in UDP);
+    ``strong_convexity``: the strong-convexity modulus, hence also a PL constant (``l`` in NbAFL,
+    ``mu`` in UDP); ``optimum`` / ``optimal_loss``: ``theta*`` and ``F(theta*)``.
     """
 
     kind: str
@@ -379,7 +379,7 @@ class ConvexConstants:
     target_max: float
 
     def lipschitz(self, radius: float) -> float:
-        """A bound on ``||grad F||`` over the ball ``||theta|| <= radius`` (``beta`` in seed 002)."""
+        """A bound on ``||grad F||`` over the ball ``||theta|| <= radius`` (``beta`` in NbAFL)."""
         if radius < 0:
             raise ParameterError("radius", radius, "[0, inf)")
         r = self.feature_norm_max

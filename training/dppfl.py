@@ -1,9 +1,9 @@
-"""DP-PFL / RDP-PFL: meta-learning personalised FL with Renyi DP (seed 000, Algorithm 1; spec 000 Sec. 5).
+"""DP-PFL / RDP-PFL: meta-learning personalised FL with Renyi DP (DP-PFL, Algorithm 1; spec 000 Sec. 5).
 
 What differs from FedAvg:
 
 * data: each client's samples are split once, at random, into a query set ``D_i^Q`` and a support set
-  ``D_i^S`` (seed 000 Sec. V-A: 50 % each): every record joins the query set on its own, with probability
+  ``D_i^S`` (DP-PFL Sec. V-A: 50 % each): every record joins the query set on its own, with probability
   ``query_fraction``, by a uniform keyed to that record (client, position) alone
   (:func:`split_query_support`), so adding, removing or replacing one record never changes another
   record's role and each stage's noised sum moves by at most ``C`` (the sensitivity Theorem 1's
@@ -188,7 +188,7 @@ def _loss_and_hits(model: Model, params: torch.Tensor, batch: ClientBatch) -> tu
 
 def personalize(model: Model, params: torch.Tensor, targets: ClientData, streams: Streams, eta: float,
                 fraction: float) -> dict[str, float]:
-    """Fast adaptation on target clients (seed 000 eq. (4)): ``theta_j = w - eta grad F_j(w, D_j^Q)`` on
+    """Fast adaptation on target clients (DP-PFL eq. (4)): ``theta_j = w - eta grad F_j(w, D_j^Q)`` on
     each target's query share, tested on the rest; also the meta-model ``w`` on the same test shares.
 
     Returns ``personalized_test_loss``/``_accuracy`` and ``target_test_loss``/``_accuracy`` (means over all
@@ -212,7 +212,7 @@ def personalize(model: Model, params: torch.Tensor, targets: ClientData, streams
 
 
 class DPPFL(Algorithm):
-    """Seed 000 Algorithm 1 (RDP-PFL), variants V1/V2 and g1 options (module docstring).
+    """DP-PFL Algorithm 1 (RDP-PFL), variants V1/V2 and g1 options (module docstring).
 
     ``local_epochs`` is tau0, ``inner_lr`` eta, ``outer_lr`` beta, ``clip_norm`` C, ``q_in``/``q_out`` the
     Poisson sampling rates of the query and support sets.  ``targets``: held-out target clients for the
@@ -258,7 +258,7 @@ class DPPFL(Algorithm):
                    "local_steps": (train["local_steps"], 1, "local epochs are [dppfl] tau0"),
                    "batch_size": (train["batch_size"], 0, "mini-batches are Poisson samples at rates [dppfl] "
                                   "q_in, q_out (what Theorem 1 accounts for)"),
-                   "weight_decay": (train["weight_decay"], 0.0, "seed 000's local objective has no L2 term")}
+                   "weight_decay": (train["weight_decay"], 0.0, "DP-PFL's local objective has no L2 term")}
         for key, (value, default, why) in clashes.items():
             if value != default:
                 raise ConfigError(f"[train] {key} = {value!r}: DP-PFL does not use it ({why}); drop it")

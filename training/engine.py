@@ -43,7 +43,7 @@ is, plain average).  Hooks:
 * ``server_update(ctx, aggregate)``: e.g. ``ctx.add_noise("server", aggregate)``.
 * ``after_round(ctx, new_global)`` and ``end_of_round(ctx, metrics)``: bookkeeping; ``end_of_round`` may
   return a new :class:`~fedbound.training.plan.NoisePlan` (and set ``ctx.state.rounds``) to change the
-  remaining rounds' noise and their number (seed 003's CRD does).
+  remaining rounds' noise and their number (UDP's CRD does).
 * ``init_client_state(ctx) -> dict[str, Tensor (N, d)]`` and ``init_algo_state(ctx) -> dict``: extra state
   that is checkpointed (``ctx.client_state``, ``ctx.algo_state``; keep ``algo_state`` to plain Python and
   numpy values).

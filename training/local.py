@@ -2,11 +2,11 @@
 
 :class:`LocalSGD` covers the local updates of the seed papers that are plain gradient steps:
 
-* NbAFL (seed 002 Alg. 1, spec 002 Sec. 5.1): ``steps`` full-batch steps on
+* NbAFL (Alg. 1, spec 002 Sec. 5.1): ``steps`` full-batch steps on
   ``F_i(w) + mu/2 ||w - w_anchor||^2`` (FedProx proximal term, ``prox_mu``; anchor = the received model).
-* UDP (seed 003 Alg. 1, spec 003 Sec. 5.1): one full-batch step with every per-sample gradient clipped to
+* UDP (Alg. 1, spec 003 Sec. 5.1): one full-batch step with every per-sample gradient clipped to
   ``C`` (``per_sample_clip``); ``w - eta * mean_b clip_C(g_b)``.
-* adaptive DP (seed 001 Sec. 5): the NbAFL step with its own ``prox_mu``; WPFL (seed 004 (20a)): one
+* adaptive DP (PADPFL Sec. 5): the NbAFL step with its own ``prox_mu``; WPFL (eq. (20a)): one
   mini-batch step (``sample_rate`` = the paper's q).
 
 Mini-batches (``batch_size`` B: B samples per client uniformly without replacement; ``sample_rate`` q:

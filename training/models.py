@@ -15,20 +15,20 @@ record each layer's input and output on a ``tape`` for that purpose.
 Architectures (all from the seed papers' experiment sections):
 
 * ``logreg``: multinomial logistic regression (a linear layer; with squared loss on regression tasks,
-  linear/ridge regression).  Seed 004 Sec. VII "MLR".
-* ``mlp``: one hidden ReLU layer of ``hidden`` units: 784-256-10 in seed 002 Sec. VI (NbAFL) and seed 003
-  Sec. 5, 784-200-10 in spec 000 Sec. 6 (DP-PFL; width assumed there), 784-100-10 in seed 004 ("DNN").
-* ``cnn_1conv``: one 5x5 convolution (padding 4), ReLU, a linear softmax layer.  Seed 003 Sec. 5 (CIFAR-10).
-* ``cnn_2conv``: conv5(32)-ReLU-pool2-conv5(64)-ReLU-pool2-FC(512)-ReLU-FC.  Seed 004 Sec. VII (the FC
+  linear/ridge regression).  WPFL Sec. VII "MLR".
+* ``mlp``: one hidden ReLU layer of ``hidden`` units: 784-256-10 in NbAFL Sec. VI and UDP
+  Sec. 5, 784-200-10 in spec 000 Sec. 6 (DP-PFL; width assumed there), 784-100-10 in WPFL ("DNN").
+* ``cnn_1conv``: one 5x5 convolution (padding 4), ReLU, a linear softmax layer.  UDP Sec. 5 (CIFAR-10).
+* ``cnn_2conv``: conv5(32)-ReLU-pool2-conv5(64)-ReLU-pool2-FC(512)-ReLU-FC.  WPFL Sec. VII (the FC
   input widths 1024 on 28x28 and 1600 on 32x32 inputs match the paper).
 * ``cnn_3conv``: three 3x3 convolutions (64, 128, 256; padding 1) each followed by 2x2 max-pooling and
   ReLU, then FC 128, FC 256 (ReLU) and the output layer.  Spec 000 Sec. 6 (DP-PFL, 930,826 parameters on
   CIFAR-10).
 * ``svm``: a linear support vector machine for a 2-class task: one output ``f(x) = w.x + b`` and the hinge
   loss ``max(0, 1 - y f(x))`` with ``y = +-1`` (class 1 is +1); the paper's kappa/2 ||w||^2 is ``[train]
-  weight_decay``.  Seed 003 Sec. 5, eq. (32) read as the standard hinge (spec 003 E20) (:func:`svm_model`).
+  weight_decay``.  UDP Sec. 5, eq. (32) read as the standard hinge (spec 003 E20) (:func:`svm_model`).
 * ``resnet18``: the CIFAR variant of ResNet-18 with parameter-free group normalisation (per-sample, unlike
-  batch normalisation).  Seed 000 Sec. V, Fig. 4 (the paper's "33.16 M parameters" is not a ResNet-18 count,
+  batch normalisation).  DP-PFL Sec. V, Fig. 4 (the paper's "33.16 M parameters" is not a ResNet-18 count,
   spec 000 E28; S is the count of the model built).
 """
 
@@ -315,7 +315,7 @@ class BasicBlock:
 
 def resnet18_layers(image_shape: Sequence[int], n_outputs: int, width: int = 64) -> list:
     """ResNet-18, CIFAR variant (3x3 stem, no max-pool; He et al. 2016): 17 convolutions in a stem and 8 basic
-    blocks of widths (1, 2, 4, 8) x ``width``, global average pooling and one dense layer (seed 000 Sec. V,
+    blocks of widths (1, 2, 4, 8) x ``width``, global average pooling and one dense layer (DP-PFL Sec. V,
     Fig. 4).  Group normalisation without parameters replaces batch normalisation (per-sample, so DP-SGD
     clipping holds); convolutions carry biases, so S differs from the usual 11,173,962."""
     c = int(image_shape[0])
@@ -419,7 +419,7 @@ def build_model(name: str, input_shape: Sequence[int], n_outputs: int, *,
     """One of :data:`MODEL_NAMES` for inputs of ``input_shape`` (flat features) and ``n_outputs`` outputs.
 
     CNNs need ``image_shape`` (channels, height, width) of the dataset.  ``last_hidden``: width of the CNNs'
-    last hidden (fully connected) layer (default: cnn_2conv 512, cnn_3conv 256 as in the papers); seed 000
+    last hidden (fully connected) layer (default: cnn_2conv 512, cnn_3conv 256 as in the papers); DP-PFL
     Fig. 6(b) sweeps it: cnn_3conv on CIFAR-10 has S(n) = 895,242 + 139 n parameters (spec 000 Sec. 6).
     ``width``: resnet18's first stage width (64 as in the paper; smaller for tests).
     """
@@ -476,12 +476,12 @@ def build_model(name: str, input_shape: Sequence[int], n_outputs: int, *,
 
 def hinge(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Per-sample hinge loss ``max(0, 1 - s f)`` with ``s = 2 y - 1`` (class index 0 -> -1, 1 -> +1): the
-    data term of the SVM loss of seed 003 eq. (32), read as the standard hinge (spec 003 E20)."""
+    data term of the SVM loss of UDP eq. (32), read as the standard hinge (spec 003 E20)."""
     return torch.relu(1.0 - (2.0 * y.to(f.dtype) - 1.0) * f)
 
 
 def svm_model(input_shape: Sequence[int], n_outputs: int) -> Model:
-    """The linear SVM of seed 003 Sec. 5 (its IPUMS-US experiment, eq. (32)): one linear output, hinge loss.
+    """The linear SVM of UDP Sec. 5 (its IPUMS-US experiment, eq. (32)): one linear output, hinge loss.
     ``n_outputs`` is the dataset's number of classes, which must be 2."""
     if n_outputs != 2:
         raise ConfigError(f"model svm: the dataset has {n_outputs} classes; svm needs exactly 2 (a binary "

@@ -1,5 +1,5 @@
-"""NbAFL: noise before model aggregation (seed 002, Algorithm 1; spec 002 Sec. 5.1) and its K-client
-random scheduling variant (seed 002 Sec. V; spec 002 Sec. 5.2).
+"""NbAFL: noise before model aggregation (NbAFL, Algorithm 1; spec 002 Sec. 5.1) and its K-client
+random scheduling variant (NbAFL Sec. V; spec 002 Sec. 5.2).
 
 What differs from FedAvg:
 
@@ -49,7 +49,7 @@ def provable_feature_clip(setting: Mapping[str, Any]) -> float | None:
 
 
 class NbAFL(Algorithm):
-    """Seed 002 Alg. 1 with optional K-of-N scheduling; ``local.prox_mu`` is the paper's mu."""
+    """NbAFL Alg. 1 with optional K-of-N scheduling; ``local.prox_mu`` is the paper's mu."""
 
     name = "nbafl"
     local_update_is_plain = True  # the default LocalSGD step, anchored at the received model

@@ -1,15 +1,15 @@
 """Partitions of a training set over clients: each returns one index array per client (disjoint).
 
 * :func:`iid`: a random split into equal parts (or ``samples_per_client`` each): NbAFL's 100 samples per
-  client (seed 002 Sec. VI), UDP's 800 (seed 003 Sec. 5).
+  client (NbAFL Sec. VI), UDP's 800 (UDP Sec. 5).
 * :func:`shards`: sort by label, cut into ``num_clients * shards_per_client`` shards, deal them out
   (McMahan et al. 2017's pathological non-IID split).
 * :func:`dirichlet`: per class, client shares ~ Dirichlet(alpha) (Hsu et al. 2019).
 * :func:`quantity_skew`: IID labels, client sizes ~ Dirichlet(alpha) x n (at least ``min_size``).
 * :func:`classes_per_client`: every client gets its own distinct set of ``classes_per_client`` classes with
-  ``samples_per_class`` samples of each: DP-PFL's 50 clients x 3 classes x 200 (spec 000 Sec. 6); seed 003's
+  ``samples_per_class`` samples of each: DP-PFL's 50 clients x 3 classes x 200 (spec 000 Sec. 6); UDP's
   non-IID MNIST (4 classes per MT).
-* :func:`groups`: consecutive groups of clients with their own sizes: the quality/size splits of seed 001
+* :func:`groups`: consecutive groups of clients with their own sizes: the quality/size splits of PADPFL
   Table I (e.g. 20 x 50, 20 x 120, 20 x 271 samples; quality noise is applied by the caller with
   :func:`fedbound.training.data.salt_and_pepper`).
 
@@ -133,7 +133,7 @@ def classes_per_client(labels: np.ndarray, num_clients: int, classes: int, sampl
 def groups(n: int, clients_per_group: Sequence[int], samples_per_client: Sequence[int],
            rng: np.random.Generator) -> list[np.ndarray]:
     """Consecutive client groups, group ``g`` having ``clients_per_group[g]`` clients of
-    ``samples_per_client[g]`` IID samples each (seed 001 Table I, scenario 3: 20/20/20 x 50/120/271)."""
+    ``samples_per_client[g]`` IID samples each (PADPFL Table I, scenario 3: 20/20/20 x 50/120/271)."""
     if len(clients_per_group) != len(samples_per_client) or not clients_per_group:
         raise ConfigError("partition groups: group_clients and group_samples need the same, non-zero length")
     sizes = [s for c, s in zip(clients_per_group, samples_per_client, strict=True) for _ in range(c)]

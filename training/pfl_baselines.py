@@ -1,5 +1,5 @@
-"""Personalization rules of the WPFL simulator: WPFL's own (seed 004 eq. (20b)) and the four PFL baselines of
-seed 004 Figs. 5-7 (pFedMe, APPLE, FedAMP, FedALA), chosen by ``[wpfl] personalization``.
+"""Personalization rules of the WPFL simulator: WPFL's own (eq. (20b)) and the four PFL baselines of
+WPFL Figs. 5-7 (pFedMe, APPLE, FedAMP, FedALA), chosen by ``[wpfl] personalization``.
 
 As the paper runs them (spec 004 Sec. 6.4), every baseline uses WPFL's DP mechanism (clip to ``C``, Gaussian
 noise, ``R``-bit quantization, bit errors) and WPFL's client selection and channel allocation, but fixed rates
@@ -147,7 +147,7 @@ def pl_gradient(alg: WPFL, ctx: RoundContext, clients: np.ndarray, batch: Client
 
 # --- the rules ------------------------------------------------------------------------------------------
 class Rule:
-    """WPFL's personalization (seed 004 eq. (20b)): a selected client uploads an SGD step from the global
+    """WPFL's personalization (WPFL eq. (20b)): a selected client uploads an SGD step from the global
     model it received; the server broadcasts one global model; every client steps its PL model on
     ``(1 - lambda/2) grad F_n + lambda (pl - received)`` (``WPFL._personalize``)."""
 

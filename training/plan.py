@@ -52,23 +52,23 @@ class View:
       ``sigma[stage][t, i] / sensitivity[stage][i]``; only participants release.
     * ``"broadcast"``: the aggregate ``sum_i p_i w_i`` plus the ``"server"`` stage's noise.  Its noise std
       is ``sqrt(sigma_server^2 + sum_i p_i^2 sigma_stage,i^2)`` and its sensitivity ``max_i p_i Delta_i``
-      (seed 002 Lemma 1, Thm 1 eq. (24)), both from the round's actual weights.
+      (NbAFL Lemma 1, Thm 1 eq. (24)), both from the round's actual weights.
     * ``"steps"``: ``releases_per_round`` noised local steps of each participant (DP-SGD), each with noise
       multiplier ``sigma[stage][t, i] / sensitivity[stage][i]``.
 
     ``sample_rate`` q and ``hidden_sampling``: when the adversary cannot see who was sampled
-    (``hidden_sampling=True``: the downlink eavesdropper of seed 002 Lemma 4, Poisson-sampled records in
+    (``hidden_sampling=True``: the downlink eavesdropper of NbAFL Lemma 4, Poisson-sampled records in
     DP-SGD) every client accrues a q-subsampled release each round; otherwise only the actual participants
-    accrue an unsampled release (the server of seed 003 sees who uploads, spec 003 E9).  The paper
-    accountant may still use q (seed 003 eq. (16) does).  ``max_releases``: the adversary sees at most this
-    many releases per client (seed 002's L).  ``group``: views in one group are seen by one adversary and
+    accrue an unsampled release (the server of UDP sees who uploads, spec 003 E9).  The paper
+    accountant may still use q (UDP eq. (16) does).  ``max_releases``: the adversary sees at most this
+    many releases per client (NbAFL's L).  ``group``: views in one group are seen by one adversary and
     compose; the reported epsilon is the maximum over groups.  ``paper_amplification``: ``"lemma4"`` uses
-    seed 002 Lemma 4's one-sided amplification in the paper accountant.  ``sampling``: how the tight
+    NbAFL Lemma 4's one-sided amplification in the paper accountant.  ``sampling``: how the tight
     accountant models the sampling of a hidden view: ``"poisson"`` (each independently with probability q)
     or ``"without_replacement"`` (a uniform fixed-size subset, K of N).  ``hidden_scope``: who accrues a
     hidden view's q-subsampled release each round: ``"every_client"`` (the sampling of clients is hidden,
     as above) or ``"participants"`` (records are sampled inside each upload and the adversary sees who
-    uploads: only the round's participants accrue; seed 004 Thm 1's mini-batch rate q).
+    uploads: only the round's participants accrue; WPFL Thm 1's mini-batch rate q).
     """
 
     name: str

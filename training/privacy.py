@@ -35,13 +35,13 @@ Tight (column ``epsilon_spent``), through ``fedbound.accounting``:
 Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
 
 * ``"classic_linear"``: each release costs the classic Gaussian mechanism's ``eps = c(delta) / z`` with
-  ``c = sqrt(2 ln(1.25/delta))`` (Dwork & Roth Thm A.1; seed 002 F4), summed linearly (seed 002 F10, F11;
+  ``c = sqrt(2 ln(1.25/delta))`` (Dwork & Roth Thm A.1; NbAFL F4), summed linearly (NbAFL F10, F11;
   ``max_releases`` keeps the ``L`` largest).  With ``paper_amplification="lemma4"`` a q-sampled release
-  costs ``-ln(1 - q + q e^{-eps})`` (seed 002 Lemma 4, eq. (56); one-sided, spec 002 E9).
-* ``"udp_moments"``: seed 003's moments accountant, eq. (16) with the (reversed, spec 003 E5) last step
+  costs ``-ln(1 - q + q e^{-eps})`` (NbAFL Lemma 4, eq. (56); one-sided, spec 002 E9).
+* ``"udp_moments"``: UDP's moments accountant, eq. (16) with the (reversed, spec 003 E5) last step
   of Thm 1: ``eps = sqrt(2 q ln(1/delta) sum_t 1/z_t^2)``, accrued by every client every round.
 * ``"rdp"``: RDP of the (Poisson-)subsampled Gaussian for every release, as Opacus does (spec 000 App. A).
-* ``"quantized_gaussian"``: seed 004 Theorem 1 per upload, composed by basic composition: a client with
+* ``"quantized_gaussian"``: WPFL Theorem 1 per upload, composed by basic composition: a client with
   ``n`` uploads spends ``n eps_1`` with ``eps_1`` the smallest eps of one release's bound (46) at
   ``delta_Q / n`` (``fedbound.accounting.qa_gaussian_epsilon`` with ``T0 = 1``, at the client's smallest
   sigma), so the ``n`` uploads together are ``(eps, delta_Q)``; at ``n = T0`` this is Theorem 1 itself.

@@ -1,6 +1,6 @@
-"""Seed 004's R-bit quantizer and its bit-error channel, for ``k`` model vectors at once.
+"""WPFL's R-bit quantizer and its bit-error channel, for ``k`` model vectors at once.
 
-* :func:`quantize_index`: nearest of ``2^R`` uniform levels on ``[-A, A]``, saturating outside (seed 004
+* :func:`quantize_index`: nearest of ``2^R`` uniform levels on ``[-A, A]``, saturating outside (WPFL
   eqs. (6)-(8), (19); spec 004 F3-F4): index ``clip(round((x + A)/Delta), 0, 2^R - 1)``, ``Delta = 2A /
   (2^R - 1)``; deterministic, no dither.  :func:`index_value` maps an index back to ``-A + index Delta``.
   Both work in float64 whatever the model dtype, so the level of an element does not depend on it.
@@ -11,7 +11,7 @@
   Sec. 6.1 draws the same law bit by bit).
 * :func:`transmit`: quantize, send over a channel with the given BER, return the received values (eqs.
   (8) + (15) on the uplink, (19) + (18) on the downlink).
-* :func:`coded_bits`: the bits an upload costs with seed 004's bit-length coding (Sec. VII-1, Table III).
+* :func:`coded_bits`: the bits an upload costs with WPFL's bit-length coding (Sec. VII-1, Table III).
 
 Randomness: one numpy Generator per row (per client), so a client's errors do not depend on which other
 clients share its chunk.
@@ -50,7 +50,7 @@ def _check_bits(bits: int) -> int:
 
 
 def quantize_index(x: torch.Tensor, half_range: torch.Tensor | float, bits: int) -> torch.Tensor:
-    """Level indices (int64) of ``x`` ``(k, d)`` on ``[-A_j, A_j]`` per row (seed 004 eq. (8); spec F4)."""
+    """Level indices (int64) of ``x`` ``(k, d)`` on ``[-A_j, A_j]`` per row (WPFL eq. (8); spec F4)."""
     levels = 2.0 ** _check_bits(bits) - 1.0
     half = _rows(half_range, x.shape[0], x.device)
     step = 2.0 * half / levels
@@ -66,13 +66,13 @@ def index_value(index: torch.Tensor, half_range: torch.Tensor | float, bits: int
 
 
 def quantize(x: torch.Tensor, half_range: torch.Tensor | float, bits: int) -> torch.Tensor:
-    """``Q_A(x)``: the nearest level of every element (seed 004 eqs. (8), (19)), in ``x``'s dtype."""
+    """``Q_A(x)``: the nearest level of every element (WPFL eqs. (8), (19)), in ``x``'s dtype."""
     return index_value(quantize_index(x, half_range, bits), half_range, bits, x.dtype)
 
 
 def coded_bits(index: torch.Tensor, bits: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row of level indices ``(k, d)``: the mean quantization bits ``B_q`` and overhead bits ``B_o`` per
-    parameter under seed 004's coding (Sec. VII-1, Table III: "only the effectively utilized bits, along with
+    parameter under WPFL's coding (Sec. VII-1, Table III: "only the effectively utilized bits, along with
     the sign bit", and "an index list" of the runs of consecutive parameters with the same number of
     effective bits).
 
@@ -137,7 +137,7 @@ def dithered_gaussian(x: torch.Tensor, sigma: torch.Tensor | Sequence[float], bi
                       ber: Sequence[float] | np.ndarray, rngs: Sequence[np.random.Generator]
                       ) -> tuple[torch.Tensor, int, float]:
     """Rows of ``x`` through subtractive dithered quantization with random steps (the "dithering" DP
-    baseline of seed 004 Fig. 2, after Hasircioglu & Gunduz's P2CEFL): per element a half-step
+    baseline of WPFL Fig. 2, after Hasircioglu & Gunduz's P2CEFL): per element a half-step
     ``s = sigma chi_3``, step ``2 s``, a dither ``u ~ U(-s, s)`` shared with the server, the index
     ``k = round((x + u) / 2s)`` sent as an ``R``-bit word (offset binary, saturating) over the row's
     channel, and ``2 s k - u`` received.

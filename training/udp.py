@@ -1,5 +1,5 @@
-"""UDP: user-level DP federated learning (seed 003, Algorithm 1; spec 003 Sec. 5.1), with CRD,
-communication-rounds discounting (seed 003, Algorithm 2; spec 003 Sec. 5.2).
+"""UDP: user-level DP federated learning (UDP, Algorithm 1; spec 003 Sec. 5.1), with CRD,
+communication-rounds discounting (UDP, Algorithm 2; spec 003 Sec. 5.2).
 
 What differs from FedAvg:
 
@@ -42,7 +42,7 @@ __all__ = ["UDP", "CRDRule"]
 
 
 class CRDRule(Protocol):
-    """What the simulator needs from a CRD policy (seed 003 Alg. 2, Theorem 4)."""
+    """What the simulator needs from a CRD policy (UDP Alg. 2, Theorem 4)."""
 
     def next_T(self, T: int, t: int, v_prev: float, v_new: float) -> int: ...
 
@@ -50,7 +50,7 @@ class CRDRule(Protocol):
 
 
 class UDP(Algorithm):
-    """Seed 003 Alg. 1 (and Alg. 2 with ``crd``)."""
+    """UDP Alg. 1 (and Alg. 2 with ``crd``)."""
 
     name = "udp"
     local_update_is_plain = True  # the default LocalSGD step, anchored at the received model
@@ -88,7 +88,7 @@ class UDP(Algorithm):
             )
         if train["batch_size"]:
             raise ConfigError(
-                "[train] batch_size must be 0 for UDP: its sensitivity (seed 003 eq. (13)) "
+                "[train] batch_size must be 0 for UDP: its sensitivity (UDP eq. (13)) "
                 "is for full-batch local steps"
             )
         return cls(

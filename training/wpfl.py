@@ -1,4 +1,4 @@
-"""WPFL: wireless personalized FL with the quantization-assisted Gaussian mechanism (seed 004, Algorithms 1
+"""WPFL: wireless personalized FL with the quantization-assisted Gaussian mechanism (WPFL, Algorithms 1
 and 2; spec 004 Sec. 6.2).
 
 What differs from FedAvg:
@@ -71,7 +71,7 @@ PL_CLIENTS = ("all", "selected")
 
 
 def jain_index(x: Sequence[float] | np.ndarray) -> float:
-    """Jain's fairness index ``(sum x)^2 / (N sum x^2)`` in ``[1/N, 1]`` (seed 004 Sec. VII; spec 004 F33,
+    """Jain's fairness index ``(sum x)^2 / (N sum x^2)`` in ``[1/N, 1]`` (WPFL Sec. VII; spec 004 F33,
     denominator N per E12b)."""
     arr = np.asarray(x, dtype=np.float64)
     square = float(np.sum(arr**2))
@@ -113,7 +113,7 @@ class WPFLSchedule:
     ``downlink_ber`` ``(rounds + 1, N)`` (row 0: the initial broadcast; row ``t + 1``: the broadcast ending
     round ``t``); ``n_params``: the model size the channel was planned for (checked at the start);
     optional ``pl_lr`` and ``pl_weight`` ``(rounds, N)``: eta_P and lambda of every client's PL step at the
-    end of round ``t`` (seed 004 eq. (20b)); None: the algorithm's scalars."""
+    end of round ``t`` (WPFL eq. (20b)); None: the algorithm's scalars."""
 
     clients: tuple[np.ndarray, ...]
     uplink_ber: tuple[np.ndarray, ...]
@@ -169,7 +169,7 @@ class WPFLSchedule:
 
 
 class WPFL(Algorithm):
-    """Seed 004 Alg. 1 with a given schedule (module docstring); ``local.lr`` is eta_F, ``local.sample_rate``
+    """WPFL Alg. 1 with a given schedule (module docstring); ``local.lr`` is eta_F, ``local.sample_rate``
     the paper's q."""
 
     name = "wpfl"

@@ -13,6 +13,10 @@ site builds (``mkdocs build --strict``), so what the site shows is what the code
   each with its date, machine and command.
 
 A directive whose input is missing fails the build (a KeyError or a message), it never leaves a gap.
+
+Two more passes: a Sphinx role left in a docstring (``:class:`X```) becomes code, linked when the page
+documents ``X`` (:func:`sphinx_roles`); and MathJax is copied into the built site from the pinned package of
+the ``docs`` extra (:func:`copy_mathjax`), so no page loads anything from another host.
 """
 
 from __future__ import annotations
@@ -113,13 +117,18 @@ def cli_reference() -> str:
     return "\n\n".join(out)
 
 
+# The CLI reference's help boxes are drawn this wide: a code block of Material's content column holds about 84
+# monospace characters next to both sidebars, so a 100-column box was cut off at its right edge.
+HELP_COLUMNS = 80
+
+
 def _plain_help(command, ctx) -> str:
     """What ``--help`` prints (Typer prints it through rich and returns nothing), without colour codes."""
     import os
 
     buffer = io.StringIO()
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
+    os.environ["COLUMNS"] = str(HELP_COLUMNS)
     try:
         with contextlib.redirect_stdout(buffer):
             text = command.get_help(ctx)
@@ -201,3 +210,56 @@ def on_config(config):
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (MkDocs' hook signature)
     return expand(markdown)
+
+
+# A Sphinx cross-reference role left in a docstring: mkdocstrings renders `:class:`X`` as
+# ":class:<code>X</code>"
+ROLE = re.compile(r":(?:py:)?(?:class|mod|func|meth|attr|data|exc|obj|const):<code>(~?)([^<]*)</code>")
+
+
+def sphinx_roles(html: str) -> str:
+    """Each role as its code, linked to the object's entry when the page documents it (``~`` shows the last
+    dotted part only, as in Sphinx)."""
+    ids = set(re.findall(r'id="([^"]+)"', html))
+
+    def one(match: re.Match) -> str:
+        target = match.group(2).strip().removesuffix("()")
+        shown = match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
+        code = f"<code>{shown}</code>"
+        return f'<a href="#{target}">{code}</a>' if target in ids else code
+
+    return ROLE.sub(one, html)
+
+
+def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 (MkDocs' hook signature)
+    return sphinx_roles(html)
+
+
+MATHJAX_SKIP = ("output/svg", "output/svg.js")  # the site renders with CommonHTML (tex-mml-chtml.js)
+
+
+def copy_mathjax(site_dir: Path) -> Path:
+    """MathJax's es5 build from the pinned ``django-static-mathjax`` wheel into ``site/javascripts/mathjax``:
+    the combined ``tex-mml-chtml.js`` and what it loads on demand (TeX extensions, CommonHTML fonts, menu),
+    so formulas render with no network.  The other combined builds (SVG, full, speech) are left out."""
+    import shutil
+
+    try:
+        import mathjax
+    except ImportError as error:
+        raise RuntimeError("the docs need MathJax from the docs extra: pip install -e '.[docs]'") from error
+    source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    target = Path(site_dir) / "javascripts" / "mathjax"
+    shutil.rmtree(target, ignore_errors=True)
+
+    def skip(folder: str, names: list[str]) -> list[str]:
+        relative = Path(folder).relative_to(source)
+        return [n for n in names if (relative / n).as_posix() in MATHJAX_SKIP
+                or (relative == Path(".") and n.endswith(".js") and n != "tex-mml-chtml.js")]
+
+    shutil.copytree(source, target, ignore=skip)
+    return target
+
+
+def on_post_build(config) -> None:
+    copy_mathjax(config["site_dir"])

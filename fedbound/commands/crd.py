@@ -1,4 +1,4 @@
-"""``fedbound crd replay LOSSES.csv CONFIG``: communication-rounds discounting (seed 003, Alg. 2) replayed
+"""``fedbound crd replay LOSSES.csv CONFIG``: communication-rounds discounting (UDP, Alg. 2) replayed
 on a loss curve of your own: CSV in, decisions out (the T in force, the discounts and the noise std round by
 round, and what that noise spends)."""
 

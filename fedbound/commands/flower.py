@@ -44,8 +44,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         config: ConfigArg,
         set_: SetOverrides = None,
         out: Annotated[str | None, typer.Option("--out", help="The app directory to write (default "
-                                                 "flower_<paper>_<config>); with --run the run directory "
-                                                 "(default runs/<paper>_<config>_flower).")] = None,
+                                                 "flower_PAPER_CONFIG); with --run the run directory "
+                                                 "(default PAPER_CONFIG_flower under runs/).")] = None,
         run: Annotated[bool, typer.Option("--run", help="Run the app locally on Flower's simulation engine "
                                           "(one virtual SuperNode per client).")] = False,
         supernodes: Annotated[int | None, typer.Option("--supernodes", help="SuperNodes of the simulation "

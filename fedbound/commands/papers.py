@@ -65,8 +65,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         if json_out:
             print_json({"papers": [p.describe() for p in entries.values()]})
             return
-        rows = [[p.name, p.seed, p.short, ", ".join(p.supports)] for p in entries.values()]
-        print_table("Registered papers", ["name", "seed", "paper", "supports"], rows,
+        rows = [[p.name, p.short, p.venue, ", ".join(p.supports)] for p in entries.values()]
+        print_table("Registered papers", ["name", "paper", "venue", "supports"], rows,
                     caption="titles, citations, config keys with domains and meanings: "
                             "fedbound papers --json")
 

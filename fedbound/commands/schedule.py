@@ -1,4 +1,4 @@
-"""``fedbound schedule PAPER CONFIG``: a paper's per-round schedule (seed 004, WPFL: the min-max fair
+"""``fedbound schedule PAPER CONFIG``: a paper's per-round schedule (WPFL: the min-max fair
 schedule of Alg. 2 -- selection, subchannel, power, eta_F, and eta_P, lambda per client -- with the min-max
 bound and Jain's index per round).  ``--compare-training`` trains the proposed policy next to the
 baselines and prints the paper's three metrics with its reported improvements beside ours.

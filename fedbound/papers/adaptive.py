@@ -1,4 +1,5 @@
-"""Registration of PADPFL (seed 001): priority-based aggregation with adaptive client- and server-side DP."""
+"""Registration of PADPFL (Talaei and Izadi 2024): priority-based aggregation with adaptive client- and
+server-side DP."""
 
 from __future__ import annotations
 

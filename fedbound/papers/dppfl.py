@@ -1,4 +1,5 @@
-"""Registration of DP-PFL / RDP-PFL (seed 000): personalised meta-learning FL with Renyi DP in both local
+"""Registration of DP-PFL / RDP-PFL (Wei et al. 2023): personalised meta-learning FL with Renyi DP in both
+local
 stages, its convergence bounds, optimal T, clipping threshold, model size and inner/outer budget split."""
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def section():
         Field("kappa", float, None, "model-size extension: approximation-error exponent", low=0.0,
               low_open=True, optional=True),
         Field("S_base", int, None, "admissible model sizes S(n) = S_base + S_per_neuron n (e.g. 895242 for "
-                                   "the CIFAR-10 CNN, spec 000 Sec. 6)", low=0, optional=True),
+                                   "the paper's CIFAR-10 CNN)", low=0, optional=True),
         Field("S_per_neuron", int, None, "parameters per last-hidden-layer neuron (e.g. 139 for the CNN)",
               low=1, optional=True),
         Field("neurons_max", int, None, "largest last-hidden-layer width searched", low=1, optional=True),

@@ -1,4 +1,4 @@
-"""Registration of NbAFL (seed 002): noise before model aggregation FL with K-client scheduling."""
+"""Registration of NbAFL (Wei et al. 2020): noise before model aggregation FL with K-client scheduling."""
 
 from __future__ import annotations
 

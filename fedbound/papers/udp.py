@@ -1,4 +1,5 @@
-"""Registration of UDP (seed 003): user-level DP federated learning with K-of-N scheduling, Theorems 1-4, the
+"""Registration of UDP (Wei et al. 2021): user-level DP federated learning with K-of-N scheduling, Theorems
+1-4, the
 optimal number of rounds, and communication-rounds discounting (CRD)."""
 
 from __future__ import annotations

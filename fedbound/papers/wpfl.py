@@ -1,5 +1,6 @@
-"""Registration of WPFL (seed 004): wireless personalized FL with the quantization-assisted Gaussian mechanism
-and the min-max fair OFDMA schedule (Zhao et al. 2025).
+"""Registration of WPFL (Zhao et al. 2025): wireless personalized FL with the quantization-assisted Gaussian
+mechanism
+and the min-max fair OFDMA schedule.
 
 Config section ``[wpfl]`` in the shared vocabulary: ``T`` is the number of uploads per client (the paper's
 ``T0``, the privacy cap; a run lasts until every client has used them, about N T / K rounds), ``eps`` and
@@ -83,7 +84,7 @@ def section():
         const("eps_P", "; the common PL contraction target of C1"),
         Field("D0", float, None, f"initial PL distance E||w0 - w*||^2 of Theorem 4 (default "
               f"{BOUND_DEFAULTS['D0']:g}, assumed)", low=0.0, optional=True),
-    ), doc="WPFL setting (seed 004; Table I defaults)")
+    ), doc="WPFL setting (Table I defaults)")
 
 
 PAPER = Paper(

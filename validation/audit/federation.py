@@ -1,7 +1,7 @@
 """The audited federation: the recipe's data, plan and algorithm, round 1's participants, the real run's
 trajectory on D (global models and the plan in force each round), and what the ledger reports.
 
-A plan can change mid-run (UDP's CRD recomputes sigma after every round, seed 003 Alg. 2): the trajectory
+A plan can change mid-run (UDP's CRD recomputes sigma after every round, UDP Alg. 2): the trajectory
 records the plan the engine holds at each audited round, :func:`realized_plan` puts each round's sigma's
 into one plan (what the trials add and the independent epsilon counts), and :func:`reported` replays the
 ledger exactly as the engine drives it (``ledger.plan`` set to each round's plan before its releases).

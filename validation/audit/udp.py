@@ -1,4 +1,4 @@
-"""UDP's audit (``fedbound audit udp``): the uplink view of seed 003's Algorithm 1 (per-sample clipped local
+"""UDP's audit (``fedbound audit udp``): the uplink view of UDP's Algorithm 1 (per-sample clipped local
 step, then the client's Gaussian noise).
 
 Levels.  ``record`` (the default): the paper's own neighbouring relation.  Despite the name "user-level",

@@ -1,6 +1,6 @@
-"""``fedbound train adaptive``: seed 001's PADPFL noise plan and algorithm (recipe for validation.runner).
+"""``fedbound train adaptive``: PADPFL's noise plan and algorithm (recipe for validation.runner).
 
-Seed 001 (Talaei & Izadi, arXiv 2406.18491) is NbAFL with impact factors ``p_i`` as aggregation weights.
+PADPFL (Talaei & Izadi, arXiv 2406.18491) is NbAFL with impact factors ``p_i`` as aggregation weights.
 Which sigma is decided in one place, :func:`fedbound.bounds.adaptive.noise` (the planner calls it too):
 
 * ``[train] noise = "paper"``: client noise ``sigma_C = 2 C R c / (min_i m_i eps)`` on every upload (eq. (8))
@@ -21,7 +21,7 @@ The impact factors come from the ``[adaptive]`` section as data: ``parts`` (clie
 ``dropout`` (> 0): each client is absent from a round with that probability (seeded by ``[train] seed``)
 and its weight is redistributed over the present clients
 (:func:`fedbound.bounds.adaptive.redistribute_impact`; the server noise follows the round's p).
-``salt_pepper`` (per part and phase) gives scenario 4's quality swap (seed 001 Table I).
+``salt_pepper`` (per part and phase) gives scenario 4's quality swap (PADPFL Table I).
 """
 
 from __future__ import annotations
@@ -141,9 +141,9 @@ def adaptive_plan(
     )
     threshold = np.atleast_1d(server_noise_threshold(R, p))
     source = (
-        "seed 001: sigma_C eq. (8), sigma_S Theorem 1 eq. (13) with each round's p"
+        "PADPFL: sigma_C eq. (8), sigma_S Theorem 1 eq. (13) with each round's p"
         if noise_method == "paper"
-        else "tight counterparts of seed 001 eq. (8) / (13): sqrt(R) z 2C/m and sqrt(T) z Delta f "
+        else "tight counterparts of PADPFL eq. (8) / (13): sqrt(R) z 2C/m and sqrt(T) z Delta f "
         "(analytic Gaussian, exact composition)"
     )
     info = {
@@ -309,5 +309,5 @@ RECIPE = Recipe(
     summary=_summary,
     adopt=adopt_design,
     planner_setting=_setting,
-    doc="PADPFL (seed 001): personalized / adaptive impact factors with client and server noise",
+    doc="PADPFL (Talaei and Izadi 2024): personalized / adaptive impact factors with client and server noise",
 )

@@ -1,7 +1,7 @@
-"""``fedbound train dppfl``: seed 000's noise plan (Theorem 1) and the DP-PFL algorithm (recipe for
+"""``fedbound train dppfl``: DP-PFL's noise plan (Theorem 1) and the DP-PFL algorithm (recipe for
 validation.runner).
 
-Which sigma: ``[train] noise = "paper"``: ``fedbound.bounds.dppfl.noise``, Theorem 1 (seed 000 eq. (12)) on
+Which sigma: ``[train] noise = "paper"``: ``fedbound.bounds.dppfl.noise``, Theorem 1 (DP-PFL eq. (12)) on
 Opacus' 151 orders (spec 000 Sec. 3.4 / E7); ``"tight"``: the planner's own sigma,
 ``fedbound.scheduling.dppfl_sigma.exact_sigma`` (the exact calibration of the ``2 T tau0`` releases: analytic
 Gaussian at ``q_in = q_out = 1``, dp-accounting's PLD otherwise; the ledger must then account by PLD too).
@@ -19,7 +19,7 @@ is the same exact RDP for sampled stages and composes the Gaussian releases exac
 
 Target clients (``[dppfl] targets``, the paper's K) come from the held-out split (``[train] test_fraction``),
 partitioned like the source clients (``partition = "classes"``: ``classes_per_client`` classes of
-``target_samples_per_class`` samples each; otherwise an equal random split): seed 000 Sec. V-A's 40 % of
+``target_samples_per_class`` samples each; otherwise an equal random split): DP-PFL Sec. V-A's 40 % of
 the clients that only evaluate fast adaptation.
 """
 
@@ -76,12 +76,12 @@ def dppfl_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: int
                   + " (fedbound.scheduling.dppfl_sigma.exact_sigma: the planner's tight sigma)")
     elif ratio != 1.0:
         std = noise({**setting, "sigma_ratio": ratio}, rounds, "split")
-        source = (f"seed 000 Theorem 1, eq. (12), with sigma_out = {ratio:.6g} sigma_in (inner/outer budget "
+        source = (f"DP-PFL Theorem 1, eq. (12), with sigma_out = {ratio:.6g} sigma_in (inner/outer budget "
                   f"split,"
                   " fedbound.bounds.dppfl.noise method 'split')")
     else:
         std = noise(setting, rounds, noise_method)
-        source = ("seed 000 Theorem 1, eq. (12): RDP of both sampled Gaussian stages over T tau0 epochs "
+        source = ("DP-PFL Theorem 1, eq. (12): RDP of both sampled Gaussian stages over T tau0 epochs "
                   f"(fedbound.bounds.dppfl.noise, {noise_method})")
     sigma, sigma_out = std["inner"] / C, std["outer"] / C
     orders = TIGHT_ORDERS if noise_method == "tight" else OPACUS_ORDERS
@@ -162,5 +162,5 @@ RECIPE = Recipe(
     summary=lambda setting: {"variant": setting["variant"], "g1": setting["g1"],
                              "target_clients": setting["targets"],
                              "sigma_ratio": setting["sigma_ratio"], "split": setting["split"]},
-    doc="DP-PFL / RDP-PFL (seed 000): MAML-style personalised FL with Renyi DP in both local stages",
+    doc="DP-PFL / RDP-PFL (Wei et al. 2023): MAML-style personalised FL with Renyi DP in both local stages",
 )

@@ -1,4 +1,4 @@
-"""``fedbound train nbafl``: seed 002's noise plan and the NbAFL algorithm (recipe for validation.runner).
+"""``fedbound train nbafl``: NbAFL's noise plan and the NbAFL algorithm (recipe for validation.runner).
 
 :func:`nbafl_plan`: ``sigma_U`` (spec 002 F10) on every upload, ``sigma_D`` (Theorem 1, F11; under K-client
 scheduling Lemma 4's F27) on the server; the sensitivity is the provable one of the configured local training
@@ -111,5 +111,5 @@ RECIPE = Recipe(
     min_client_size=lambda setting: int(setting["m"]),
     summary=_summary,
     planner_setting=_setting,
-    doc="NbAFL (seed 002), optionally with K-client random scheduling",
+    doc="NbAFL (Wei et al. 2020), optionally with K-client random scheduling",
 )

@@ -1,4 +1,4 @@
-"""``fedbound train udp``: seed 003's noise plan and the UDP algorithm (recipe for validation.runner).
+"""``fedbound train udp``: UDP's noise plan and the UDP algorithm (recipe for validation.runner).
 
 :func:`udp_plan` asks :func:`fedbound.bounds.udp.noise` for each client's sigma (no formula here):
 
@@ -12,7 +12,7 @@
 ``[train] noise`` picks any of them; ``[udp] calibration``, when set, overrides it.
 With ``crd = true`` the algorithm receives :class:`fedbound.scheduling.crd.CRDPolicy` as data.
 
-With ``lei = true`` (Lei et al.'s baseline, seed 003 Sec. 5; spec 003 Sec. 3.10) the plan's sigma decays
+With ``lei = true`` (Lei et al.'s baseline, UDP Sec. 5; spec 003 Sec. 3.10) the plan's sigma decays
 linearly, ``sigma_i^t = sigma_i^0 max(1 - k t, 0.01)`` with ``k = lei_decay / T`` and ``sigma_i^0`` the
 constant sigma of original UDP at ``T`` (:func:`lei_multipliers`), and the run stops before the first round
 that would spend more than original UDP does.  Every accountant the ledger runs for UDP depends on the
@@ -43,7 +43,7 @@ LEI_FLOOR = 0.01
 
 
 def lei_multipliers(T: int, decay: float) -> np.ndarray:
-    """``sigma_t / sigma_0`` of Lei's approach (seed 003 Sec. 5, "noise reduced linearly"; spec 003 Sec.
+    """``sigma_t / sigma_0`` of Lei's approach (UDP Sec. 5, "noise reduced linearly"; spec 003 Sec.
     3.10): ``max(1 - (decay / T) t, LEI_FLOOR)`` for t = 0, 1, ... while ``sum_t (sigma_t / sigma_0)^-2 <=
     T``, i.e. while the run spends no more than original UDP's T rounds at sigma_0 (module docstring).  Never
     empty: the first round is sigma_0 itself."""
@@ -158,5 +158,5 @@ RECIPE = Recipe(
     plan=_plan,
     algorithm=_algorithm,
     min_client_size=lambda setting: int(setting["m"]),
-    doc="UDP (seed 003), optionally with communication-rounds discounting",
+    doc="UDP (Wei et al. 2021), optionally with communication-rounds discounting",
 )

@@ -1,4 +1,4 @@
-"""``fedbound train wpfl``: seed 004's schedule, noise plan and the WPFL algorithm (recipe for
+"""``fedbound train wpfl``: WPFL's schedule, noise plan and the WPFL algorithm (recipe for
 validation.runner), and the policy comparison of Sec. VII (:func:`compare_policies`).
 
 The schedule (:func:`wpfl_schedule`): ``fedbound.scheduling.wpfl.schedule_rounds`` on the ``[wpfl]`` setting
@@ -46,7 +46,7 @@ __all__ = ["full_setting", "wpfl_schedule", "training_schedule", "wpfl_plan", "s
            "PAPER_IMPROVEMENTS", "RECIPE"]
 
 PAPER_IMPROVEMENTS = {"accuracy": 87.08, "max_test_loss": 16.21, "jain_index": 38.37}
-"""Seed 004 Sec. VII, CNN: the proposed schedule against the best of round-robin, random and non-adjustment
+"""WPFL Sec. VII, CNN: the proposed schedule against the best of round-robin, random and non-adjustment
 (accuracy +87.08 %, maximum test loss of the participating clients 16.21 % lower, Jain's index +38.37 %
 against round-robin); the paper does not say whether relative or absolute (spec 004 E20)."""
 
@@ -118,7 +118,7 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
     notes: list[str] = []
     if local_steps > 1:
         notes.append(f"local_steps = {local_steps}: a record is in some mini-batch with probability "
-                     f"1 - (1 - q)^{local_steps} = {q_eff:.4g}, the rate both accountants use; seed 004's "
+                     f"1 - (1 - q)^{local_steps} = {q_eff:.4g}, the rate both accountants use; WPFL's "
                      "Theorem 1 is stated for one local step")
     sigma_paper = capture(sigma_for, s, "paper", local_steps, notes=notes)
     sigma_tight = capture(sigma_for, {**s, "mechanism": "quantized"}, "tight", local_steps, notes=notes)
@@ -143,13 +143,13 @@ def wpfl_plan(setting: Mapping[str, Any], rounds: int, local_steps: int = 1, noi
         tight_eps = math.inf
         notes.append(f"the tight accountant cannot bound sigma_DP = {sigma:.4g} over T0 uploads ({exc})")
     if mechanism == "dithering":
-        source = ("dithering baseline of seed 004 Fig. 2: subtractive dithered quantization with random "
+        source = ("dithering baseline of WPFL Fig. 2: subtractive dithered quantization with random "
                   "steps makes exactly Gaussian noise; sigma from the exact calibration, "
                   "fedbound.bounds.wpfl.tight_calibration")
     elif mechanism not in ("quantized", "perfect_gaussian"):
-        source = f"DP baseline of seed 004 Fig. 2 ({mechanism}), fedbound.bounds.wpfl.noise"
+        source = f"DP baseline of WPFL Fig. 2 ({mechanism}), fedbound.bounds.wpfl.noise"
     elif noise == "paper":
-        source = ("seed 004 Theorem 1 (eqs. (23)-(24)): sigma_DP = calibrate_sigma_dp(eps_Q, delta_Q, C, R, "
+        source = ("WPFL Theorem 1 (eqs. (23)-(24)): sigma_DP = calibrate_sigma_dp(eps_Q, delta_Q, C, R, "
                   "q, T0), fedbound.bounds.wpfl.noise")
     else:
         source = ("tight: Poisson-subsampled Gaussian with sensitivity 2C over T0 uploads, calibrated "
@@ -188,7 +188,7 @@ def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int
         s["eta_F"] = float(sched.eta_F[0])  # eta_F* (F28): the same for every client and round
         if train["lr"] is not None:
             raise ConfigError("[train] lr must stay unset for the proposed policy: its local rate is eta_F* "
-                              f"= {s['eta_F']:.6g} (seed 004 Sec. VI-C1)")
+                              f"= {s['eta_F']:.6g} (WPFL Sec. VI-C1)")
     return WPFL.from_config(s, train, training_schedule(sched, configured))
 
 
@@ -239,7 +239,8 @@ def compare_policies(config: Any, overrides: list[str] | None = None, out: Any =
                 "jain_index": 100 * (mine["jain_index"] - best_jain) / best_jain}
     return {"policies": rows, "improvement_percent": ours, "paper_improvement_percent": PAPER_IMPROVEMENTS,
             "note": "improvement of the proposed policy over the best baseline per metric, relative (%); the "
-                    "paper's numbers are for the CNN on FMNIST/CIFAR10 (spec 004 Sec. 7, E20)"}
+                    "paper's numbers are for the CNN on FMNIST/CIFAR10 (Sec. VII; the paper does not say "
+                    "whether its percentages are relative or absolute)"}
 
 
 RECIPE = Recipe(
@@ -248,6 +249,6 @@ RECIPE = Recipe(
     algorithm=_algorithm,
     rounds=lambda setting: wpfl_schedule(setting).rounds,
     summary=_summary,
-    doc="WPFL (seed 004): quantization-assisted Gaussian mechanism, bit errors, min-max fair schedule, PL "
-        "models",
+    doc="WPFL (Zhao et al. 2025): quantization-assisted Gaussian mechanism, bit errors, min-max fair "
+        "schedule, PL models",
 )

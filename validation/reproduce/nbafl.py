@@ -102,8 +102,8 @@ FIG10 = Target(
     DEMO, TINY, PAPER_SCALE, x="K", seconds=10)
 
 FIG7 = BoundFigure(
-    PAPER, "fig7", "the bound (14) vs T for eps in {50, 60, 80, 100} (the paper's setting, spec 002 TV1 "
-                   "constants)",
+    PAPER, "fig7", "the bound (14) vs T for eps in {50, 60, 80, 100} (the paper's setting, the constants "
+                   "of fedbound.bounds.nbafl.TV1)",
     ("S13", "S15a"), "fedbound.bounds.nbafl:TV1", "T", tuple(float(t) for t in range(1, 101)),
     (Series("bound (14)", "fedbound.bounds.nbafl:BOUND"),), "bound",
     curves=tuple({"eps": e} for e in (50.0, 60.0, 80.0, 100.0)), seconds=2)

@@ -1,4 +1,5 @@
-"""PADPFL (seed 001) figures for ``fedbound plot adaptive --vs T|eps|p``: labelled lines on a matplotlib axis.
+"""PADPFL (Talaei and Izadi 2024) figures for ``fedbound plot adaptive --vs T|eps|p``: labelled lines on a
+matplotlib axis.
 
 Each ``draw(ax, settings, variant) -> title`` draws Theorem 2's bound (eq. (46)) as printed and corrected
 (E1-E4), and the bound under the tight calibration actually planned (Theta + T x Lemma 2's increment with the

@@ -1,4 +1,5 @@
-"""DP-PFL (seed 000) figures: the bound against T (Remark 1), eps (Figs. 2-3 in shape), C (Table II / Fig. 7)
+"""DP-PFL (Wei et al. 2023) figures: the bound against T (Remark 1), eps (Figs. 2-3 in shape), C (Table II /
+Fig. 7)
 and the model size S (Remark 3, Fig. 6), each drawn on a matplotlib axis for ``fedbound plot dppfl``.
 
 ``PLOTS = {vs: draw}`` with ``draw(ax, settings, variant) -> title`` (the generic command makes the figure,

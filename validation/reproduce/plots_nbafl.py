@@ -1,6 +1,6 @@
 """NbAFL's figures: the bound against T, eps, N and K, optimum marked (``PLOTS``, drawn by validation.plots).
 
-Seed 002's figures 7-10 in shape: Theorem 2's bound against T (one curve per eps, T* marked), against eps
+NbAFL's figures 7-10 in shape: Theorem 2's bound against T (one curve per eps, T* marked), against eps
 or N (at the setting's T and at the optimal T), and Theorem 3's bound against K (K* marked, the paper's
 one-sided amplification next to the two-sided variant).  Curves: the setting's eps times each of
 ``FACTORS`` (for ``vs="eps"``: N times the factors).

@@ -1,4 +1,4 @@
-"""``fedbound plot udp --vs T|eps|K|q``: seed 003's bound and noise, the paper's reading beside the tight one.
+"""``fedbound plot udp --vs T|eps|K|q``: UDP's bound and noise, the paper's reading beside the tight one.
 
 Each ``draw(ax, settings, variant)`` draws labelled lines on a matplotlib axis and returns the title; the
 generic command makes the figure, the legend, PNG/SVG and the ``--json`` curves from the lines.

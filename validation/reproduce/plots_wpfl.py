@@ -1,4 +1,4 @@
-"""Figures of seed 004 for ``fedbound plot wpfl CONFIG --vs X`` (``PLOTS = {vs: draw}``).
+"""Figures of WPFL for ``fedbound plot wpfl CONFIG --vs X`` (``PLOTS = {vs: draw}``).
 
 * ``lam``: the P7 objective Phi_n(eta(lambda), lambda) along the constraint eps_P,n = eps_P (eqs. (37),
   (39)) against lambda, one line per client of the first scheduled round (the Omega_0 branch, where the
