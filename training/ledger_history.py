@@ -90,6 +90,27 @@ def _local_keys(event: RoundEvent, n: int) -> tuple[np.ndarray, np.ndarray] | No
     return keys, ids
 
 
+_SMALL = 64  # keys merged in Python below this many (numpy's unique over rows costs more for a few)
+
+
+def _merge_keys(old: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted distinct rows of ``old`` and ``new`` (lexicographic, by value) and where each row of
+    ``old`` and of ``new`` went."""
+    if len(old) + len(new) > _SMALL:
+        keys, where = np.unique(np.concatenate([old, new]), axis=0, return_inverse=True)
+        where = np.asarray(where).ravel()
+        return keys, where[:len(old)], where[len(old):]
+    rows = [tuple(r) for r in old.tolist()] + [tuple(r) for r in new.tolist()]
+    distinct = sorted(set(rows))
+    if len(distinct) == len(old) and rows[:len(old)] == distinct:  # nothing new: the old keys as they are
+        keys = old
+    else:
+        keys = np.array(distinct, dtype=np.float64).reshape(-1, old.shape[1])
+    position = {row: i for i, row in enumerate(distinct)}
+    where = np.fromiter((position[row] for row in rows), dtype=np.int64, count=len(rows))
+    return keys, where[:len(old)], where[len(old):]
+
+
 def _pairs(columns: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of the per-client columns (group, then each view's round key id or -1): the rows
     ``(P, columns)`` and each client's row index."""
@@ -165,9 +186,7 @@ class History:
                 views[name] = ViewHistory(vh.keys, ent, cnt)
                 continue
             ev, (keys_round, _), col = rounds[name]
-            keys, where = np.unique(np.concatenate([vh.keys, keys_round]), axis=0, return_inverse=True)
-            where = np.asarray(where).ravel()
-            old, new = where[:len(vh.keys)], where[len(vh.keys):]
+            keys, old, new = _merge_keys(vh.keys, keys_round)
             ent = np.where(ent >= 0, old[np.maximum(ent, 0)], _PAD) if len(vh.keys) else ent
             key = np.where(pairs[:, col] >= 0, new[np.maximum(pairs[:, col], 0)], _PAD)
             ent, cnt = _insert(ent, cnt, key, ev.count)
