@@ -31,8 +31,8 @@ def _reference(rows: list[dict]) -> pd.DataFrame:
 def test_the_table_equals_pandas_coercion_of_the_rows():
     _, _, data, model = tiny_setup()
     result = run(NbAFL(3, 3.0, LocalSGD(steps=2, lr=0.2)), model, data, options=RunOptions(eval_clients=True))
-    odd = [{"round": 4, "client": None, "loss": float("inf"), "note": "text", "flag": True, "participated": None,
-            "half": np.float32(2.5), "count": np.int64(3)},
+    odd = [{"round": 4, "client": None, "loss": float("inf"), "note": "text", "flag": True,
+            "participated": None, "half": np.float32(2.5), "count": np.int64(3)},
            {"round": 5, "client": 2, "loss": None, "note": 1.5, "participated": False, "nan": float("nan")}]
     rows = result.state.rows + odd
     got = to_frame(rows)
