@@ -33,8 +33,9 @@ CASES = {"logreg": ("digits", 1000, 20, 5, 0), "mlp": ("digits", 1000, 20, 5, 32
          "mlp_mnist": ("mnist", 50, 100, 10, 256)}
 """name: (dataset, clients, samples per client, local steps, hidden width; 0: logistic regression)."""
 TARGETS = {"logreg": 0.1, "mlp": 0.5, "mlp_mnist": 0.5}
-HEADLINE = ("A FedAvg + DP round against Apple's pfl {pfl}, CPU time, 1 thread / 2 threads: logistic regression "
-            "(1,000 clients x 20 samples) {threads[1_thread][logreg][fedbound_over_pfl][median]:.3f}x / "
+HEADLINE = ("A FedAvg + DP round against Apple's pfl {pfl}, CPU time, 1 thread / 2 threads: logistic "
+            "regression (1,000 clients x 20 samples) "
+            "{threads[1_thread][logreg][fedbound_over_pfl][median]:.3f}x / "
             "{threads[2_threads][logreg][fedbound_over_pfl][median]:.3f}x pfl's, MLP 64-32-10 "
             "{threads[1_thread][mlp][fedbound_over_pfl][median]:.3f}x / "
             "{threads[2_threads][mlp][fedbound_over_pfl][median]:.3f}x, MLP 784-256-10 (50 clients x 100 "
@@ -95,8 +96,8 @@ def _pfl(x, y, clients: int, samples: int, steps: int, hidden: int):
         def __init__(self):
             super().__init__()
             dim = x.shape[1]
-            self.net = (torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.ReLU(),
-                                            torch.nn.Linear(hidden, 10)) if hidden else torch.nn.Linear(dim, 10))
+            self.net = torch.nn.Linear(dim, 10) if not hidden else torch.nn.Sequential(
+                torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
 
         def forward(self, inputs):
             return self.net(inputs)
@@ -162,8 +163,8 @@ def main() -> dict:
         res = json.loads(out.stdout.strip().splitlines()[-1])
         payload["threads"][f"{threads}_thread{'s' if threads > 1 else ''}"] = res
         for name in TARGETS:
-            print(f"{threads} thread(s), {name}: fedbound / pfl = {fmt(res[name]['fedbound_over_pfl'], 3)} CPU s "
-                  f"(target <= {TARGETS[name]}x)", flush=True)
+            print(f"{threads} thread(s), {name}: fedbound / pfl = {fmt(res[name]['fedbound_over_pfl'], 3)} "
+                  f"CPU s (target <= {TARGETS[name]}x)", flush=True)
     payload["load_after"] = load()
     payload["met"] = all(r[name]["met"] for r in payload["threads"].values() for name in TARGETS)
     write_result("pfl_round", payload)

@@ -2,7 +2,8 @@
 < 0.3 s, the explorer live), in CPU seconds, each figure beside the floor measured in the same run.
 
 * ``cli``: ``fedbound plan PAPER CONFIG --json`` in a fresh process, its second run (the plan and the
-  compiled formulas come from the cache, the modules' bytecode from ``__pycache__``), interleaved with ``python -c 'import numpy'`` (A B A B ...): the
+  compiled formulas come from the cache, the modules' bytecode from ``__pycache__``), interleaved
+  with ``python -c 'import numpy'`` (A B A B ...): the
   ratio to that floor per repetition, median and range;
 * ``replan``: in one process, after a first plan, the planner called again (not the plan cache) on the same
   setting (``same``) and with eps changed by 2-6 % (``eps``): the minimum CPU over the repetitions;
