@@ -14,6 +14,10 @@ SHOWN = ("loss", "test_accuracy", "accuracy", "epsilon_spent", "epsilon_spent_pa
 HEADERS = {"epsilon_spent": "eps (tight)", "epsilon_spent_paper": "eps, the paper's claim"}
 
 
+MAX_RUNS = 10_000
+"""The most runs one sweep trains (values x seeds): each is a run directory."""
+
+
 def _budget(summary: dict) -> dict:
     """A run's binding epsilon against its budget (``fedbound.training.metrics.summary``)."""
     keys = ("binding_accountant", "epsilon_binding", "eps_budget", "privacy")
@@ -72,7 +76,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         config: ConfigArg,
         vs: Annotated[str, typer.Option("--vs", help="The swept key, e.g. T, eps, K or train.lr.")],
         values: Annotated[str, typer.Option("--values", help="Comma-separated values, e.g. 5,10,20.")],
-        seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 0..S-1 per value.")] = 1,
+        seeds: Annotated[int, typer.Option("--seeds", min=1, max=MAX_RUNS, help="Seeds 0..S-1 per value.")
+                         ] = 1,
         set_: SetOverrides = None,
         out: Annotated[str, typer.Option("--out", metavar="DIR", help="Sweep folder (re-running resumes it).")
                        ] = "runs/sweep",
@@ -86,6 +91,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Sweep KEY over VALUES x SEEDS for PAPER's CONFIG; one line per run, the tidy table in OUT."""
+        from fedbound.errors import ConfigError
         from fedbound.extras import require
 
         require("train", "sweep")
@@ -100,8 +106,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         vs = _check_vs(paper, vs)
         folder = out_folder("--out", out)
         base = tuple(set_ or [])
+        swept = _values(vs, values)
+        if len(swept) * seeds > MAX_RUNS:
+            raise ConfigError(f"--values x --seeds = {len(swept)} x {seeds} = {len(swept) * seeds} runs is "
+                              f"outside the valid range [1, {MAX_RUNS}]: split the sweep")
         specs = [RunSpec(paper, config, (*base, f"{vs}={v!r}" if isinstance(v, str) else f"{vs}={v}"), seed,
-                         {vs: v}) for v in _values(vs, values) for seed in range(seeds)]
+                         {vs: v}) for v in swept for seed in range(seeds)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # each run's warnings are in its summary.json
             done = run_sweep(specs, folder, executor=executor, workers=workers, address=address, batch=batch,
