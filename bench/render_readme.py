@@ -86,7 +86,9 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"Last `make bench` run {result['date']} ({m['cpu_model']}, {m['cores']} cores"
              + (f", {threads} thread{'s' if threads > 1 else ''} (OpenMP, MKL, torch)" if threads else "")
              + f", load {result['load_before'][0]:g} → {result['load_after'][0]:g}"
-             f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
+             + (": a shared machine, other jobs ran" if max(result["load_before"][0], result["load_after"][0])
+                > m["cores"] else "")
+             + f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
              "each ratio is against a baseline timed in the same run, interleaved. Every figure, with each "
              "benchmark's own date, commit and load: `bench/results/all.json`; how each is measured: "
              "[bench/README.md](bench/README.md).", ""]
