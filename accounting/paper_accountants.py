@@ -2,14 +2,20 @@
 
 A run's privacy ledger (fedbound.training.privacy) counts every release twice: by a tight accountant and by
 the accountant the paper itself uses.  Each paper accountant is an object with a ``name``, a sentence on what
-it ``supports``, ``record`` (add one round's releases of one adversary view to per-client running sums),
-``writes`` (the fields ``record`` updates: the ledger's trial of a round copies only those), ``reads`` (the
-``ctx.info`` keys it uses: runs that agree on them may be accounted together) and ``epsilon``
-(compose the sums of the views of one adversary into eps per client).  The running sums live in a view account
-the ledger owns (fields ``paper_sum``, ``paper_max``, ``paper_count``, ``paper_rdp``); ``ctx`` is the ledger
-(``delta``, ``orders``, ``info``, ``rdp_rows(sampling, q, z)``, ``stage_sensitivity(stage)``).
+it ``supports``, ``add`` (add one entry of a release history of one adversary view to the sums of a block
+of client groups), ``writes`` (the fields ``add`` updates), ``reads`` (the ``ctx.info`` keys it uses),
+``reads_z_all`` (whether it counts the multiplier of clients that sat out a round, so the ledger keeps it
+in their histories) and ``epsilon`` (compose the sums of the views of one adversary into eps per group).
 
-Adding an accountant: a class here with those six members and one line in :data:`PAPER_ACCOUNTANTS`;
+The ledger (``fedbound.training.privacy``) keeps each client's release history, the counts of its distinct
+releases (``fedbound.training.ledger_history``), and derives the sums when an epsilon is asked for: it calls
+``add`` once per entry column with an ``entry`` of per-group arrays (``q``, ``z``, ``z_all``, ``s``: the
+release key; ``count``: how many such releases, 0 where a group has no entry; ``live``: releases the tight
+accountant counts).  The sums live in a view account (fields ``paper_sum``, ``paper_max``, ``paper_count``,
+``paper_rdp``, and the ledger's own ``sens``, the groups' sensitivity); ``ctx`` is the ledger (``delta``,
+``orders``, ``info``, ``rdp_rows(sampling, q, z)``, ``rdp_to_dp(rdp)``).
+
+Adding an accountant: a class here with those seven members and one line in :data:`PAPER_ACCOUNTANTS`;
 ``NoisePlan.paper_accountant`` names it.
 """
 
@@ -58,21 +64,22 @@ class ClassicLinear:
 
     name = "classic_linear"
     reads: tuple[str, ...] = ()
+    reads_z_all = False
     writes = ("paper_sum", "paper_max", "paper_count")
     supports = "NbAFL and PADPFL: classic Gaussian per release, linear composition, Lemma 4 amplification"
 
-    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
-               sampled: bool, ctx: Any) -> None:
+    def add(self, acct: Any, view: Any, entry: Any, sampled: bool, ctx: Any) -> None:
+        live = entry.live
         with np.errstate(divide="ignore"):
-            per = _classic_constant(ctx.delta) / z[who]
+            per = np.where(live, _classic_constant(ctx.delta) / entry.z, 0.0)
         if view.paper_amplification == "lemma4" and sampled:
-            per = one_sided_amplification(per, view.sample_rate)
-        acct.paper_sum[who] += count * per
-        acct.paper_max[who] = np.maximum(acct.paper_max[who], per)
-        acct.paper_count[who] += count
+            per = one_sided_amplification(per, entry.q)
+        acct.paper_sum += np.where(live, entry.count * per, 0.0)
+        acct.paper_max = np.where(live, np.maximum(acct.paper_max, per), acct.paper_max)
+        acct.paper_count += np.where(live, entry.count, 0.0)
 
     def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
-        total = np.zeros(ctx.num_clients)
+        total = np.zeros(len(accounts[0].paper_sum))
         for a, view in zip(accounts, views, strict=True):
             capped = view.max_releases is not None
             total += np.minimum(a.paper_count, view.max_releases) * a.paper_max if capped else a.paper_sum
@@ -86,18 +93,20 @@ class UdpMoments:
 
     name = "udp_moments"
     reads: tuple[str, ...] = ()
+    reads_z_all = True
     writes = ("paper_sum",)
     supports = "UDP: moments accountant of Theorem 1, eq. (16), every client every round"
 
-    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
-               sampled: bool, ctx: Any) -> None:
-        acct.paper_sum += count * view.sample_rate * inverse_square(z_all)
+    def add(self, acct: Any, view: Any, entry: Any, sampled: bool, ctx: Any) -> None:
+        with np.errstate(invalid="ignore"):
+            per = entry.count * entry.q * inverse_square(entry.z_all)
+        acct.paper_sum += np.where(entry.count > 0, per, 0.0)
 
     def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
         from fedbound.accounting import udp_theorem1_epsilon
 
         total = sum(a.paper_sum for a in accounts)
-        out = np.zeros(ctx.num_clients)
+        out = np.zeros(len(total))
         live = total > 0
         if live.any():  # sum_t q/z_t^2 = q T / z_eff^2 with T = 1, q = 1: one folded release
             out[live] = udp_theorem1_epsilon(1.0 / np.sqrt(total[live]), ctx.delta, 1.0, 1)
@@ -111,13 +120,14 @@ class RenyiDP:
 
     name = "rdp"
     reads: tuple[str, ...] = ()
+    reads_z_all = False
     writes = ("paper_rdp",)
     supports = "DP-PFL: RDP of each subsampled Gaussian step, Opacus' conversion"
 
-    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
-               sampled: bool, ctx: Any) -> None:
-        rate = view.sample_rate if sampled else 1.0
-        acct.paper_rdp[who] += count * ctx.rdp_rows("poisson", rate, z[who])
+    def add(self, acct: Any, view: Any, entry: Any, sampled: bool, ctx: Any) -> None:
+        who = np.flatnonzero(entry.live)
+        rate = entry.q[who] if sampled else 1.0
+        acct.paper_rdp[who] += entry.count[who, None] * ctx.rdp_rows("poisson", rate, entry.z[who])
 
     def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
         return ctx.rdp_to_dp(sum(a.paper_rdp for a in accounts))
@@ -130,13 +140,14 @@ class QuantizedGaussian:
 
     name = "quantized_gaussian"
     reads: tuple[str, ...] = ("C", "R", "q")
+    reads_z_all = False
     writes = ("paper_count", "paper_max")
     supports = "WPFL: quantization-assisted Gaussian mechanism, Theorem 1, basic composition"
 
-    def record(self, acct: Any, view: Any, who: np.ndarray, z: np.ndarray, z_all: np.ndarray, count: int,
-               sampled: bool, ctx: Any) -> None:
-        acct.paper_count[who] += count
-        acct.paper_max[who] = np.maximum(acct.paper_max[who], inverse_square(z[who]))
+    def add(self, acct: Any, view: Any, entry: Any, sampled: bool, ctx: Any) -> None:
+        live = entry.live
+        acct.paper_count += np.where(live, entry.count, 0.0)
+        acct.paper_max = np.where(live, np.maximum(acct.paper_max, inverse_square(entry.z)), acct.paper_max)
 
     def epsilon(self, accounts: Sequence[Any], views: Sequence[Any], ctx: Any) -> np.ndarray:
         from fedbound.accounting import qa_gaussian_epsilon
@@ -146,11 +157,11 @@ class QuantizedGaussian:
         if not {"C", "R", "q"} <= set(info):
             raise ParameterError("plan.info", sorted(info), "keys C, R, q (quantized_gaussian accountant)")
         count = sum(a.paper_count for a in accounts)
-        sigma = np.full(ctx.num_clients, np.inf)
-        for a, view in zip(accounts, views, strict=True):
-            with np.errstate(divide="ignore"):
-                sigma = np.minimum(sigma, ctx.stage_sensitivity(view.stage) / np.sqrt(a.paper_max))
-        eps = np.zeros(ctx.num_clients)
+        sigma = np.full(len(count), np.inf)
+        for a in accounts:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sigma = np.minimum(sigma, np.where(a.paper_max > 0, a.sens / np.sqrt(a.paper_max), np.inf))
+        eps = np.zeros(len(count))
         eps[(count > 0) & (sigma == 0)] = np.inf
         live = (count > 0) & (sigma > 0) & np.isfinite(sigma)
         if live.any():

@@ -44,7 +44,11 @@ def _engine_line(scale: dict[str, Any]) -> str:
             f"{row['base_rss_bytes'] / gib:.2f} GiB base + {row['ratio_to_data']:.2f}x the float32 client "
             "data"
             + (f" ({marginal:.2f}x per added byte)" if marginal is not None else "")
-            + f"; setup {row['setup_s']:.0f} s.")
+            + f"; setup {row['setup_s']:.0f} s"
+            + (f"; {scale['per_client_overhead_bytes']:,.0f} bytes per added client beyond its data"
+               if scale.get("per_client_overhead_bytes") is not None else "")
+            + (f"; checkpoint {row['checkpoint_bytes'] / 2**20:.1f} MB" if "checkpoint_bytes" in row else "")
+            + ".")
 
 
 TEMPLATES = {
@@ -78,16 +82,22 @@ def headline(name: str, entry: dict[str, Any]) -> str | None:
 def render(result: dict[str, Any]) -> str:
     """The block's text (without the markers) for one all.json."""
     m = result["machine"]
-    lines = [f"Last `make bench` run {result['date']} ({m['cpu_model']}, {m['cores']} cores, load "
-             f"{result['load_before'][0]:g} → {result['load_after'][0]:g}"
-             f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
+    threads = result.get("threads")
+    lines = [f"Last `make bench` run {result['date']} ({m['cpu_model']}, {m['cores']} cores"
+             + (f", {threads} thread{'s' if threads > 1 else ''} (OpenMP, MKL, torch)" if threads else "")
+             + f", load {result['load_before'][0]:g} → {result['load_after'][0]:g}"
+             + (": a shared machine, other jobs ran" if max(result["load_before"][0], result["load_after"][0])
+                > m["cores"] else "")
+             + f"{', quick sizes' if result.get('quick') else ''}; commit {_short(result['git_commit'])}); "
              "each ratio is against a baseline timed in the same run, interleaved. Every figure, with each "
              "benchmark's own date, commit and load: `bench/results/all.json`; how each is measured: "
              "[bench/README.md](bench/README.md).", ""]
     for name, entry in result["benchmarks"].items():
         line = headline(name, entry)
         if line:
-            lines.append(f"- {line}")
+            own = entry.get("threads")
+            lines.append(f"- {line}" + (f" ({own} thread{'s' if own > 1 else ''})"
+                                        if own and own != threads else ""))
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 """Run the benchmark scripts of bench/ (``make bench``) and write ONE JSON, bench/results/all.json.
 
-Usage: ``python bench/run_all.py [--quick] [--only NAME ...] [--out PATH]``.
+Usage: ``python bench/run_all.py [--quick] [--threads N] [--only NAME ...] [--out PATH]``.
 
 A benchmark is any ``bench/NAME.py`` (not ``_*``, not this file, not ``render_readme.py``) with a ``main()``.
 Each runs in its own process (``python bench/run_all.py --child NAME``): its figures are what ``main()``
@@ -9,6 +9,10 @@ returns when that is a dict, else the ``bench/results/*.json`` files it wrote du
 ``QUICK_ARGS = [...]`` (a literal list), else ``--quick`` when the script reads that flag, else nothing.
 A module-level ``HEADLINE`` string (a ``str.format`` template over the figures) is kept with the figures;
 ``bench/render_readme.py`` turns the headlines into README's performance block.
+
+``--threads N`` (default 1) runs every benchmark with ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and torch's
+intra-op threads set to N, for ours and every baseline in the process alike (a script that compares thread
+counts itself, e.g. ``pfl_round.py``, sets them per child); the count is recorded per benchmark.
 
 all.json holds the date, the git commit, the machine (CPU model, cores), the load average before and after,
 and per benchmark its figures, CPU seconds, wall seconds and status.  A failing benchmark is recorded with
@@ -67,6 +71,11 @@ def quick_args(path: Path) -> list[str]:
 
 def _child(name: str, args: list[str], out: Path) -> None:
     """Run one benchmark's main() in this process; write its figures to ``out``."""
+    threads = os.environ.get("FEDBOUND_BENCH_THREADS")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
     sys.path.insert(0, str(HERE))
     sys.argv = [str(HERE / f"{name}.py"), *args]
     start = time.time()
@@ -109,19 +118,26 @@ def load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def run_one(name: str, path: Path, quick: bool) -> dict[str, Any]:
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment of a benchmark run at ``threads`` threads (OpenMP, MKL and torch's intra-op)."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "FEDBOUND_BENCH_THREADS": str(threads)}
+
+
+def run_one(name: str, path: Path, quick: bool, threads: int = 1) -> dict[str, Any]:
     args = quick_args(path) if quick else []
-    print(f"== {name} {' '.join(args)}".rstrip(), flush=True)
+    print(f"== {name} {' '.join(args)} ({threads} thread{'s' if threads > 1 else ''})", flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load_before, t0 = load(), time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "figures.json"
-        proc = subprocess.run([sys.executable, str(HERE / "run_all.py"), "--child", name, str(out), *args])
+        proc = subprocess.run([sys.executable, str(HERE / "run_all.py"), "--child", name, str(out), *args],
+                              env=thread_env(threads))
         figures = json.loads(out.read_text()) if proc.returncode == 0 and out.exists() else None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     entry: dict[str, Any] = {
         "status": "ok" if figures is not None else f"failed (exit status {proc.returncode})",
-        "args": args, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "args": args, "threads": threads, "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "git_commit": git_commit(),
         "wall_s": round(time.perf_counter() - t0, 3),
         "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3),
@@ -142,6 +158,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="each benchmark's quick size (QUICK_ARGS)")
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(found),
                         help=f"run only these (of {', '.join(found)})")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="OpenMP, MKL and torch threads of every benchmark (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS / "all.json")
     args = parser.parse_args()
     names = args.only or list(found)
@@ -149,12 +167,13 @@ def main() -> int:
     load_start = load()
     benchmarks = dict(previous.get("benchmarks", {}))
     for name in names:
-        benchmarks[name] = run_one(name, found[name], args.quick)
+        benchmarks[name] = run_one(name, found[name], args.quick, args.threads)
     result = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "git_commit": git_commit(),
         "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                     "system": f"{platform.system()} {platform.release()}"},
-        "load_before": load_start, "load_after": load(), "quick": args.quick, "ran": names,
+        "load_before": load_start, "load_after": load(), "quick": args.quick, "threads": args.threads,
+        "ran": names,
         "benchmarks": dict(sorted(benchmarks.items())),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

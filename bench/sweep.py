@@ -48,6 +48,7 @@ model = "logreg"
 local_steps = 5
 lr = 0.1
 eval_clients = false
+noise = "tight"
 """
 T_VALUES = (2, 4, 6, 8, 10, 12, 14, 16)
 SEEDS = (0, 1, 2, 3, 4)

@@ -91,6 +91,38 @@ def test_a_checkpoint_with_a_valid_checksum_but_code_inside_is_not_executed(setu
     assert not marker.exists()
 
 
+def test_a_checkpoint_of_an_older_format_is_refused_naming_it(setup, stopped_run):
+    """Format 2 held the ledger as per-client curves; it is refused in one line, not misread."""
+    head, body = stopped_run.read_bytes().split(b"\n", 1)
+    fields = head.split(b" ")
+    fields[1], fields[4] = b"2", str(len(body)).encode()
+    stopped_run.write_bytes(b" ".join(fields) + b"\n" + body)
+    with pytest.raises(ckpt.CheckpointError, match="older fedbound .checkpoint format 2") as info:
+        _resume(setup, stopped_run.parent)
+    assert "\n" not in str(info.value)
+
+
+def test_save_streams_the_body_without_copies_in_memory(tmp_path):
+    """A 40 MB model is written without a copy of it in Python memory (no buffer of the body, no joined
+    header); the file still verifies and loads to the same state."""
+    import tracemalloc
+
+    from fedbound.training.engine import RunState
+
+    params = torch.arange(10_000_000, dtype=torch.float32)
+    state = RunState(round=1, rounds=2, global_params=params, ledger={"groups": {"group_of": np.arange(5)}})
+    tracemalloc.start()
+    try:
+        ckpt.save(tmp_path, "k", state)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, peak  # the old save held three copies of the body (> 120 MB)
+    loaded = ckpt.load(tmp_path, "k")
+    assert torch.equal(loaded.global_params, params)
+    np.testing.assert_array_equal(loaded.ledger["groups"]["group_of"], np.arange(5))
+
+
 def test_deleting_a_damaged_checkpoint_restarts_from_round_zero(setup, stopped_run):
     stopped_run.write_bytes(b"")
     with pytest.raises(ckpt.CheckpointError):

@@ -10,6 +10,7 @@ import pytest
 from dp_accounting import dp_event, rdp
 from dp_accounting.pld import pld_privacy_accountant
 
+from fedbound.errors import CheckpointError
 from fedbound.training.plan import NoisePlan, View
 from fedbound.training.privacy import PrivacyLedger
 
@@ -128,8 +129,8 @@ def test_heterogeneous_history_and_without_replacement_keep_rdp():
 
 
 def test_resume_from_state_dict_gives_the_same_epsilon():
-    """Three rounds in one ledger equal two rounds, state_dict -> a fresh ledger, one more round; a checkpoint
-    written before the PLD column (no pld_* keys) resumes on RDP only, never below it."""
+    """Three rounds in one ledger equal two rounds, state_dict -> a fresh ledger, one more round, bit for bit;
+    a ledger state of an older fedbound (per-client curves, not release histories) is refused in one line."""
     plan = _plan(0.05, 1.1, 10, 2.0, 1e-5, rounds=3)
     full = _run(PrivacyLedger(plan), range(3))
     first = PrivacyLedger(plan)
@@ -138,12 +139,12 @@ def test_resume_from_state_dict_gives_the_same_epsilon():
     second = PrivacyLedger(plan)
     second.load_state_dict(state)
     np.testing.assert_array_equal(_run(second, range(2, 3)), full)
-    old = PrivacyLedger(plan)
-    old.load_state_dict({name: {k: v for k, v in acct.items() if not k.startswith("pld_")}
-                         for name, acct in state.items()})
-    by_rdp = _run(old, range(2, 3))
-    np.testing.assert_allclose(by_rdp, _dp_rdp([(0.05, 1.1, 30)], 1e-5, ORDERS), rtol=1e-6)
-    assert np.all(by_rdp > full)
+    n, orders = plan.num_clients, len(ORDERS)
+    legacy = {v.name: {"count": np.zeros(n), "inv_sum": np.zeros(n), "rdp": np.zeros((n, orders))}
+              for v in plan.views}
+    with pytest.raises(CheckpointError, match="older fedbound") as caught:
+        PrivacyLedger(plan).load_state_dict(legacy)
+    assert "\n" not in str(caught.value)
 
 
 def test_wpfl_trains_the_plans_exact_sigma_within_the_budget(tmp_path):

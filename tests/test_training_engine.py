@@ -132,6 +132,21 @@ def test_injected_noise_has_the_configured_std():
     assert abs(noise.mean()) < 4 * np.sqrt(var / n)
 
 
+def test_per_client_noise_is_each_clients_own_generator():
+    """Streams.normal (one generator reseeded per client, the key's hash prefix shared) draws exactly what
+    a fresh generator seeded by derive_seed(seed, "torch", *key, "client", i) draws for client i, for
+    string, integer and nested key parts and any order of clients."""
+    from fedbound.training.noise import derive_seed
+
+    streams = Streams(11)
+    for key in [("uplink", 3), ("local", 0, ("step", 2)), ("x",)]:
+        clients = np.array([7, 0, 123456, 7])
+        got = streams.normal(key, clients, (3, 2), torch.float64)
+        for row, client in zip(got, clients.tolist(), strict=True):
+            gen = torch.Generator().manual_seed(derive_seed(11, "torch", *key, "client", client))
+            assert torch.equal(row, torch.randn((3, 2), generator=gen, dtype=torch.float64))
+
+
 def test_k_of_n_sampling_is_uniform_chi_square():
     """All C(6, 2) = 15 subsets equally likely: chi-square goodness of fit, false-alarm rate 1e-3."""
     streams = Streams(3)

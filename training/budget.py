@@ -1,11 +1,12 @@
 """The budget check before training: the epsilon a plan spends over its rounds, and the noise that would
 meet the budget.
 
-:func:`planned_releases` plays the run's rounds without training: each round's participants and aggregation
+:func:`planned_history` plays the run's rounds without training: each round's participants and aggregation
 weights come from the algorithm's own hooks on the run's seeded streams (participation never reads a record,
-so these are the very participants the run will have), and the privacy ledger turns them into the round's
-releases.  :func:`planned_epsilon` counts them all with a fresh ledger: the tight epsilon (the least of the
-valid upper bounds, ``privacy.py``) and the paper's, as the run's ledger will after its last round.
+so these are the very participants the run will have), and the privacy ledger records the round's releases
+(:func:`planned_releases` returns them round by round instead).  :func:`planned_epsilon` derives from that
+history the tight epsilon (the least of the valid upper bounds, ``privacy.py``) and the paper's, as the
+run's ledger will after its last round; scaling every sigma scales every multiplier of the history.
 
 :func:`check_plan` refuses, before anything is trained or released, a plan whose tight epsilon over its
 rounds exceeds its budget, in one line naming that epsilon and the sigma that would meet the budget
@@ -18,16 +19,17 @@ as planned; the engine's check before each round stays the guard of what actuall
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from fedbound.errors import PrivacyBudgetExceeded
+from fedbound.training.ledger_history import History
 from fedbound.training.plan import NoisePlan
-from fedbound.training.privacy import PrivacyLedger, Release, epsilons_many
+from fedbound.training.privacy import PrivacyLedger, Release, group_epsilons_many
 
-__all__ = ["PlanCheck", "planned_releases", "planned_epsilon", "meeting_scale", "check_plan",
-           "privacy_statement", "TOLERANCE"]
+__all__ = ["PlanCheck", "planned_releases", "planned_history", "planned_epsilon", "meeting_scale",
+           "check_plan", "privacy_statement", "TOLERANCE"]
 
 TOLERANCE = 1e-9
 """Relative slack of ``eps <= budget`` (the ledger's own: float sums of a plan that spends exactly eps)."""
@@ -52,8 +54,8 @@ class PlanCheck:
         return self.epsilon <= self.eps * (1 + TOLERANCE)
 
 
-def planned_releases(algorithm, model, data, plan: NoisePlan, seed: int = 0) -> list[list[Release]]:
-    """The releases of each of the plan's rounds as the run will make them (module docstring)."""
+def _rounds(algorithm, model, data, plan: NoisePlan, seed: int):
+    """Each round's ``(ledger, releases)`` as the run will make them (module docstring)."""
     import torch
 
     from fedbound.training.engine import RoundContext, RunOptions, RunState
@@ -62,36 +64,57 @@ def planned_releases(algorithm, model, data, plan: NoisePlan, seed: int = 0) -> 
     options = RunOptions(seed=seed)
     streams = Streams(seed, torch.device("cpu"))
     ledger = PrivacyLedger(plan)
-    out = []
     for t in range(plan.rounds):
         state = RunState(round=t, rounds=plan.rounds, global_params=torch.zeros(0), plan=plan)
         ctx = RoundContext(t, state, model, data, streams, options, None)
         participants = np.asarray(algorithm.participants(ctx), dtype=np.int64)
         weights = np.asarray(algorithm.aggregation_weights(ctx, participants), dtype=np.float64)
-        out.append(ledger.releases(t, participants, weights))
-    return out
+        yield ledger, ledger.releases(t, participants, weights)
 
 
-def planned_epsilon(plan: NoisePlan, releases: list[list[Release]], scale: float = 1.0
+def planned_releases(algorithm, model, data, plan: NoisePlan, seed: int = 0) -> list[list[Release]]:
+    """The releases of each of the plan's rounds as the run will make them (module docstring)."""
+    return [releases for _, releases in _rounds(algorithm, model, data, plan, seed)]
+
+
+def planned_history(algorithm, model, data, plan: NoisePlan, seed: int = 0) -> History:
+    """Every client's release history after the plan's rounds as the run will make them (module
+    docstring), one round at a time (never every round's per-client releases at once)."""
+    history = PrivacyLedger(plan).history
+    for ledger, releases in _rounds(algorithm, model, data, plan, seed):
+        history = ledger._record(history, releases)
+    return history
+
+
+def _history(plan: NoisePlan, releases: History | list[list[Release]]) -> History:
+    if isinstance(releases, History):
+        return releases
+    ledger = PrivacyLedger(plan)
+    history = ledger.history
+    for rels in releases:
+        history = ledger._record(history, rels)
+    return history
+
+
+def planned_epsilon(plan: NoisePlan, releases: History | list[list[Release]], scale: float = 1.0
                     ) -> tuple[float, float | None]:
     """The tight and the paper's epsilon (max over clients and adversaries; the paper's None without one)
-    after every round's ``releases``, each noise multiplier times ``scale`` (every stage's sigma scaled)."""
-    ledger = PrivacyLedger(plan)
-    accounts = ledger.accounts
-    for rels in releases:
-        if scale != 1.0:
-            rels = [replace(r, z=r.z * scale, z_all=r.z_all * scale) for r in rels]
-        ledger._record(accounts, rels)
-    eps = epsilons_many([(ledger, accounts)], paper=scale == 1.0)[0]
+    after ``releases`` (a history, :func:`planned_history`, or every round's releases), each noise
+    multiplier times ``scale`` (every stage's sigma scaled)."""
+    history = _history(plan, releases)
+    if scale != 1.0:
+        history = history.scaled(scale)
+    eps = group_epsilons_many([(PrivacyLedger(plan), history)], paper=scale == 1.0)[0]
     tight = float(max(np.max(v) for v in eps["tight"].values())) if eps["tight"] else 0.0
     paper = float(max(np.max(v) for v in eps["paper"].values())) if eps.get("paper") else None
     return tight, paper
 
 
-def meeting_scale(plan: NoisePlan, releases: list[list[Release]]) -> float:
+def meeting_scale(plan: NoisePlan, releases: History | list[list[Release]]) -> float:
     """The least factor (to 0.1 %, rounded up) by which every sigma must be scaled for the tight epsilon to
     meet ``plan.eps``; inf where no factor does (a release without noise)."""
     budget = plan.eps * (1 + TOLERANCE)
+    releases = _history(plan, releases)
 
     def meets(s: float) -> bool:
         return planned_epsilon(plan, releases, s)[0] <= budget
@@ -137,7 +160,7 @@ def check_plan(algorithm, model, data, plan: NoisePlan, seed: int = 0, what: str
     """What ``plan`` spends over its rounds (:class:`PlanCheck`); PrivacyBudgetExceeded, one line naming the
     exact epsilon and the sigma that would meet the budget, when the tight epsilon exceeds it outside the
     paper-reproduction mode (module docstring).  ``what`` names the setting in that line."""
-    releases = planned_releases(algorithm, model, data, plan, seed)
+    releases = planned_history(algorithm, model, data, plan, seed)
     tight, paper = planned_epsilon(plan, releases)
     statement = privacy_statement(tight, plan.eps, plan.delta, plan.binding_accountant)
     check = PlanCheck(tight, paper, plan.eps, plan.delta, plan.rounds, statement)

@@ -12,6 +12,11 @@ refused with :class:`CheckpointError` before anything is unpickled; the body is 
 ``torch.load(weights_only=True)`` and only the few classes a run state holds allowed (no arbitrary code runs
 from a checkpoint).
 
+Size and memory: the privacy ledger is saved as its release histories (``fedbound.training.ledger_history``,
+a few bytes per client), its arrays as tensors (written as they are, not pickled); the body streams into
+the temporary file through the digest (:class:`_Digesting`), and the header, of fixed width, is written
+last: a save holds no copy of the body in memory.
+
 Run directories: :func:`prepare_run_dir` marks every directory fedbound creates with :data:`RUN_MARKER`
 (holding the run key); ``overwrite`` works only in a directory carrying that marker (or an empty one) and
 deletes only the files a run writes (:data:`RUN_FILES`): anything else the user put there stays.
@@ -36,8 +41,10 @@ RUN_MARKER = ".fedbound-run"
 RUN_FILES = (CHECKPOINT, CHECKPOINT + ".tmp", "metrics.csv", "metrics.parquet", "summary.json", "config.toml")
 """What a run writes into its directory (fedbound.training.metrics.write_outputs, :func:`save`): the only
 files ``overwrite`` deletes."""
-FORMAT = 2
+FORMAT = 3
+"""3: the ledger as release histories, tensors for its arrays, a fixed-width header (2: per-client curves)."""
 _MAGIC = b"FEDBOUND-CHECKPOINT"
+_LENGTH_DIGITS = 20
 
 
 def _safe_globals() -> list:
@@ -57,8 +64,48 @@ def _key_tag(run_key: str) -> str:
     return hashlib.blake2b(run_key.encode(), digest_size=16).hexdigest()
 
 
+class _Digesting:
+    """A binary file that digests and counts what is written to it (``torch.save`` streams into it)."""
+
+    def __init__(self, fh) -> None:
+        self.fh, self.size = fh, 0
+        self.hash = hashlib.blake2b(digest_size=32)
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        self.size += len(memoryview(data))
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def _header(run_key: str, digest: str, size: int) -> bytes:
+    return f"{_MAGIC.decode()} {FORMAT} {_key_tag(run_key)} {digest} {size:0{_LENGTH_DIGITS}d}\n".encode()
+
+
+def _tensors(value):
+    """Numpy arrays in nested dicts as tensors sharing their memory (``torch.save`` writes tensors as they
+    are, but pickles an array into an in-memory copy)."""
+    if isinstance(value, dict):
+        return {k: _tensors(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return torch.from_numpy(np.ascontiguousarray(value))
+    return value
+
+
+def _arrays(value):
+    """:func:`_tensors` undone."""
+    if isinstance(value, dict):
+        return {k: _arrays(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor):
+        return value.numpy()
+    return value
+
+
 def save(run_dir: str | Path, run_key: str, state) -> Path:
-    """Write ``state`` (an ``engine.RunState``) to ``run_dir/checkpoint.pt`` via a temporary file + rename."""
+    """Write ``state`` (an ``engine.RunState``) to ``run_dir/checkpoint.pt`` via a temporary file + rename,
+    streaming the body through its digest (module docstring)."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         prepare_run_dir(run_dir, run_key)
@@ -66,15 +113,16 @@ def save(run_dir: str | Path, run_key: str, state) -> Path:
                "global_params": state.global_params.detach().cpu(),
                "client_state": {k: v.detach().cpu() for k, v in state.client_state.items()},
                "algo_state": state.algo_state, "plan": state.plan, "rows": state.rows,
-               "warnings": state.warnings, "ledger": state.ledger, "initial": state.initial}
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    body = buffer.getvalue()
-    header = f"{_MAGIC.decode()} {FORMAT} {_key_tag(run_key)} {_digest(body)} {len(body)}\n".encode()
+               "warnings": state.warnings, "ledger": _tensors(state.ledger), "initial": state.initial}
     path = run_dir / CHECKPOINT
     tmp = run_dir / (CHECKPOINT + ".tmp")
+    placeholder = _header(run_key, "0" * 64, 0)
     with open(tmp, "wb") as fh:
-        fh.write(header + body)
+        fh.write(placeholder)
+        body = _Digesting(fh)
+        torch.save(payload, body)
+        fh.seek(0)
+        fh.write(_header(run_key, body.hash.hexdigest(), body.size))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -83,23 +131,31 @@ def save(run_dir: str | Path, run_key: str, state) -> Path:
 
 def _verified_body(path: Path, run_key: str) -> bytes:
     """The checkpoint body after the header's format, run key, length and digest are checked."""
-    raw = path.read_bytes()
     damaged = f"{path} is damaged ({{}}); delete it to restart the run from round 0, or use another --out"
-    if not raw:
+    with open(path, "rb") as fh:
+        head = fh.readline(len(_header(run_key, "0" * 64, 0)) + 64)
+        body = fh.read()
+    if not head:
         raise CheckpointError(damaged.format("the file is empty"))
-    head, newline, body = raw.partition(b"\n")
-    fields = head.split(b" ")
+    newline = head.endswith(b"\n")
+    fields = head.rstrip(b"\n").split(b" ")
     if not newline or len(fields) != 5 or fields[0] != _MAGIC:
         raise CheckpointError(damaged.format("no fedbound checkpoint header: from an older fedbound or "
                                              "another program"))
     if fields[1] != str(FORMAT).encode():
-        raise CheckpointError(damaged.format(f"unknown format {fields[1].decode(errors='replace')}"))
+        version = fields[1].decode(errors="replace")
+        if version.isdigit() and int(version) < FORMAT:
+            raise CheckpointError(f"{path} was written by an older fedbound (checkpoint format {version}, "
+                                  f"this one reads {FORMAT}); delete it to restart the run from round 0, or "
+                                  "use another --out")
+        raise CheckpointError(damaged.format(f"unknown format {version}"))
     if fields[2].decode(errors="replace") != _key_tag(run_key):
         raise ConfigError(f"{path} belongs to a different run (another config, algorithm or seed); "
                           "use another output folder or delete the checkpoint to start afresh")
-    if fields[4] != str(len(body)).encode():
-        raise CheckpointError(damaged.format(f"{len(body)} bytes of content, the header says "
-                                             f"{fields[4].decode(errors='replace')}: truncated or extended"))
+    if not fields[4].isdigit() or int(fields[4]) != len(body):
+        said = int(fields[4]) if fields[4].isdigit() else fields[4].decode(errors="replace")
+        raise CheckpointError(damaged.format(f"{len(body)} bytes of content, the header says {said}: "
+                                             "truncated or extended"))
     if fields[3].decode(errors="replace") != _digest(body):
         raise CheckpointError(damaged.format("its content does not match its checksum"))
     return body
@@ -128,7 +184,8 @@ def load(run_dir: str | Path, run_key: str, device: torch.device | str = "cpu"):
                     global_params=payload["global_params"].to(device),
                     client_state={k: v.to(device) for k, v in payload["client_state"].items()},
                     algo_state=payload["algo_state"], plan=payload["plan"], rows=payload["rows"],
-                    warnings=payload["warnings"], ledger=payload["ledger"], initial=payload["initial"])
+                    warnings=payload["warnings"], ledger=_arrays(payload["ledger"]),
+                    initial=payload["initial"])
 
 
 def _describe(entries: list[Path]) -> str:

@@ -346,9 +346,19 @@ Measured by ``bench/training.py`` (chunk sweep of the NbAFL round, 50 clients x 
 parameter-sized temporaries no longer stay in cache; many small models (1,000 x 650) still form one chunk."""
 
 
+DATA_PER_CHUNK_BYTES = 16 * 2**20
+"""Padded data bytes of one chunk (k x n_max x features x itemsize) the automatic chunking aims at.
+
+Measured (one thread, logistic regression, one local step, 20 samples per client): at 20,000 clients of
+784 features chunks of 128-256 clients (8-16 MB of data) trained a round in 1.6-1.9 CPU s, one chunk of
+2,671 clients in 2.8 s; at 10^5 clients of 20 features every chunk from 1,024 to 99,864 clients took
+1.4-1.7 s.  Beyond this size a chunk gains nothing and its gathered copy of the data only adds memory."""
+
+
 def auto_chunk_size(model: Model, data: ClientData, options: RunOptions) -> int:
-    """Clients per chunk: ``options.chunk_size`` if set, else the smaller of what keeps one chunk's models
-    near :data:`PARAMS_PER_CHUNK_BYTES` and what keeps its working set under ``memory_budget_mb``.
+    """Clients per chunk: ``options.chunk_size`` if set, else the smallest of what keeps one chunk's models
+    near :data:`PARAMS_PER_CHUNK_BYTES`, its data near :data:`DATA_PER_CHUNK_BYTES` and its working set
+    under ``memory_budget_mb``.
 
     The working-set estimate counts the chunk's data, ~6 parameter-sized tensors (models, gradients,
     noise) and the activations of the widest layer, forward and backward.
@@ -364,7 +374,8 @@ def auto_chunk_size(model: Model, data: ClientData, options: RunOptions) -> int:
     per_client = itemsize * (data.n_max * (feats + 4 * widest) + 6 * model.n_params)
     by_memory = int(options.memory_budget_mb * 2**20 // per_client)
     by_cache = int(PARAMS_PER_CHUNK_BYTES // (itemsize * max(model.n_params, 1)))
-    return max(1, min(by_memory, by_cache))
+    by_data = int(DATA_PER_CHUNK_BYTES // (itemsize * max(data.n_max * feats, 1)))
+    return max(1, min(by_memory, by_cache, by_data))
 
 
 def _check_diverged(values: torch.Tensor, round_: int, run_dir: Path | None, why: str) -> None:

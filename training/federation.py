@@ -111,20 +111,22 @@ class ClientData:
         training set: no copy); otherwise the clients' rows are copied once, in ``dtype``.  A NaN or
         infinite feature or label (in ``dtype``) is a ConfigError naming its row
         (``fedbound.training.finite.check_records``)."""
-        sizes = np.array([len(p) for p in parts], dtype=np.int64)
-        n_max = int(sizes.max())
-        index = np.zeros((len(parts), n_max), dtype=np.int64)
-        for i, p in enumerate(parts):
-            index[i, :len(p)] = p
+        if isinstance(parts, np.ndarray) and parts.ndim == 2:  # equal sizes: the array is the index
+            index = parts.astype(np.int64, copy=False)
+            sizes = np.full(len(parts), parts.shape[1], dtype=np.int64)
+        else:
+            sizes = np.array([len(p) for p in parts], dtype=np.int64)
+            index = np.zeros((len(parts), int(sizes.max())), dtype=np.int64)
+            for i, p in enumerate(parts):
+                index[i, :len(p)] = p
         staging = np.float64 if dtype == torch.float64 else np.float32
         keep = None  # the original row of each row of x (None: x is the original)
         if sizes.sum() * 3 < 2 * len(x):  # a small part of the rows is used: keep only those
-            used = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
-            keep, where = np.unique(used, return_inverse=True)
+            live = np.arange(index.shape[1])[None, :] < sizes[:, None]
+            keep, where = np.unique(index[live], return_inverse=True)
             x, y = np.asarray(x)[keep], np.asarray(y)[keep]
-            starts = np.concatenate([[0], np.cumsum(sizes)])
-            for i in range(len(parts)):
-                index[i, :sizes[i]] = where[starts[i]:starts[i + 1]]
+            index = np.zeros_like(index)
+            index[live] = np.asarray(where).ravel()
         ydtype = dtype if np.issubdtype(y.dtype, np.floating) else torch.long
         with np.errstate(over="ignore"):  # beyond the dtype's range: the infinity check_records refuses
             staged = np.asarray(x, dtype=staging)
@@ -148,6 +150,15 @@ class ClientData:
             return ClientData(x.to(device, dtype), y.to(device, ydtype), mask.to(device), self.sizes)
         return ClientData.from_rows(self.rows.to(device, dtype), self.row_y.to(device, ydtype), self.index,
                                     self.sizes)
+
+    def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Client ``i``'s samples ``(n_i, *features)`` and labels ``(n_i,)``, read from the rows (no other
+        client is padded or copied)."""
+        n = int(self.sizes[i])
+        if self._padded is not None:
+            return self._padded[0][i, :n], self._padded[1][i, :n]
+        idx = torch.as_tensor(self.index[i, :n], device=self.rows.device)
+        return self.rows.index_select(0, idx), self.row_y.index_select(0, idx)
 
     def gather(self, clients: Sequence[int] | np.ndarray) -> ClientBatch:
         """The batch of the given clients (in that order), padded to ``n_max`` with zeros."""

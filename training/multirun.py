@@ -269,7 +269,9 @@ def _evaluate_together(runners: list[Runner]) -> dict[int, tuple]:
     ``{id(runner): result}``.  Others are evaluated by the runner itself."""
     groups: dict[tuple, list[Runner]] = {}
     for r in runners:
-        if type(r.algorithm).eval_models is Algorithm.eval_models:
+        # runs larger than one pass evaluate alone, a chunk of clients at a time (never all padded at once)
+        small = r.data.num_clients * r.data.n_max * 2 <= EVAL_SAMPLES
+        if small and type(r.algorithm).eval_models is Algorithm.eval_models:
             test = None if r.test is None else tuple(r.test[0].shape)
             groups.setdefault((r.data.padded_shape, test), []).append(r)
     out: dict[int, tuple] = {}

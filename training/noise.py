@@ -30,10 +30,24 @@ import torch
 __all__ = ["derive_seed", "Streams", "add_gaussian_noise"]
 
 
+_MASK63 = (1 << 63) - 1
+
+
 def derive_seed(seed: int, *key: object) -> int:
     """A 63-bit seed derived from ``seed`` and a key tuple (stable across runs, platforms and processes)."""
     text = repr((int(seed), *key)).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") & ((1 << 63) - 1)
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") & _MASK63
+
+
+def _client_seeds(seed: int, key: tuple, clients: list[int]):
+    """``derive_seed(seed, *key, client)`` for each client: the key's part of the text hashed once (the hash
+    of ``repr`` of the whole tuple, continued per client: the same seeds, without re-hashing the prefix)."""
+    head = (int(seed), *key)
+    prefix = hashlib.blake2b(("(" + ", ".join(repr(v) for v in head) + ", ").encode(), digest_size=8)
+    for client in clients:
+        h = prefix.copy()
+        h.update(f"{client!r})".encode())
+        yield int.from_bytes(h.digest(), "little") & _MASK63
 
 
 class Streams:
@@ -58,9 +72,11 @@ class Streams:
         """Standard normal draws of ``shape`` for each client, stacked: ``(len(clients), *shape)``."""
         shape = tuple(int(s) for s in shape)
         out = torch.empty((len(clients), *shape), dtype=dtype, device=self.device)
-        for row, client in enumerate(np.asarray(clients).tolist()):
-            torch.randn(shape, generator=self.generator(*key, "client", client), dtype=dtype,
-                        device=self.device, out=out[row])
+        gen = torch.Generator(device=self.device)  # reseeded per client: the draws of generator(*key, ...)
+        seeds = _client_seeds(self.seed, ("torch", *key, "client"), np.asarray(clients).tolist())
+        for row, seed in zip(out, seeds, strict=True):
+            gen.manual_seed(seed)
+            torch.randn(shape, generator=gen, dtype=dtype, device=self.device, out=row)
         return out
 
     def uniform_population(self, key: tuple, num_clients: int, n: int, clients: Sequence[int] | np.ndarray,

@@ -1,4 +1,5 @@
-"""Partitions of a training set over clients: each returns one index array per client (disjoint).
+"""Partitions of a training set over clients: each returns one index array per client (disjoint): a list, or
+the rows of one 2-D array where every client has the same size.
 
 * :func:`iid`: a random split into equal parts (or ``samples_per_client`` each): NbAFL's 100 samples per
   client (NbAFL Sec. VI), UDP's 800 (UDP Sec. 5).
@@ -38,8 +39,11 @@ def _check_clients(num_clients: int, n: int) -> None:
 
 
 def iid(n: int, num_clients: int, rng: np.random.Generator, samples_per_client: int | None = None
-        ) -> list[np.ndarray]:
-    """Random equal split of ``n`` samples (the first ``num_clients * samples_per_client`` of a shuffle)."""
+        ) -> list[np.ndarray] | np.ndarray:
+    """Random equal split of ``n`` samples (the first ``num_clients * samples_per_client`` of a shuffle).
+
+    With ``samples_per_client`` the parts are the rows of one ``(num_clients, samples_per_client)`` array
+    (a sequence of index arrays like the others, without one Python object per client)."""
     _check_clients(num_clients, n)
     order = rng.permutation(n)
     if samples_per_client is None:
@@ -48,7 +52,7 @@ def iid(n: int, num_clients: int, rng: np.random.Generator, samples_per_client: 
     if samples_per_client < 1 or need > n:
         raise ConfigError(f"partition iid: {num_clients} clients x {samples_per_client} samples = {need} > "
                           f"{n} training samples available; lower samples_per_client or test_fraction")
-    return [np.sort(order[i * samples_per_client:(i + 1) * samples_per_client]) for i in range(num_clients)]
+    return np.sort(order[:need].reshape(num_clients, samples_per_client), axis=1)
 
 
 def shards(labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator

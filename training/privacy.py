@@ -76,11 +76,12 @@ import numpy as np
 from fedbound.accounting.calibrate import CALIBRATION_ORDERS as ORDERS
 from fedbound.accounting.paper_accountants import PAPER_ACCOUNTANTS as _REGISTERED
 from fedbound.accounting.paper_accountants import paper_accountant
-from fedbound.errors import PrivacyBudgetExceeded
+from fedbound.errors import CheckpointError, PrivacyBudgetExceeded
+from fedbound.training.ledger_history import History, RoundEvent, ViewHistory
 from fedbound.training.plan import NoisePlan, View
 
 __all__ = ["Release", "PrivacyLedger", "gaussian_epsilon", "group_pld_epsilon", "epsilons_many",
-           "check_budgets", "releases_many", "ORDERS", "PAPER_ACCOUNTANTS"]
+           "group_epsilons_many", "check_budgets", "releases_many", "ORDERS", "PAPER_ACCOUNTANTS"]
 
 PAPER_ACCOUNTANTS = (*_REGISTERED, "none")
 
@@ -163,27 +164,37 @@ class Release:
 
 
 class _ViewAccount:
-    """Running sums of one view, per client."""
+    """One view's sums for a block of client groups, derived from their history entries (:func:`_derive`):
+    what the accountants read.  ``rdp`` is None for a view that is not sampled; ``paper_rdp`` None unless
+    the paper accountant writes it."""
 
-    def __init__(self, n: int, n_orders: int = len(ORDERS)) -> None:
+    def __init__(self, n: int, n_orders: int, sampled: bool, paper_rdp: bool) -> None:
         self.count = np.zeros(n)
         self.inv_sum = np.zeros(n)
         self.inv_max = np.zeros(n)
-        self.rdp = np.zeros((n, n_orders))
+        self.rdp = np.zeros((n, n_orders)) if sampled else None
+        self.pld_z = np.zeros(n)  # the z of every sampled release (NaN: they differ; RDP only)
+        self.pld_q = np.zeros(n)  # their sampling rate
+        self.pld_count = np.zeros(n)  # how many
         self.paper_sum = np.zeros(n)
         self.paper_max = np.zeros(n)
         self.paper_count = np.zeros(n)
-        self.paper_rdp = np.zeros((n, n_orders))
-        self.pld_z = np.zeros(n)  # the z of every sampled release so far (NaN: they differ; RDP only)
-        self.pld_q = np.zeros(n)  # their sampling rate
-        self.pld_count = np.zeros(n)  # how many
+        self.paper_rdp = np.zeros((n, n_orders)) if paper_rdp else None
+        self.sens = np.zeros(n)  # the sensitivity of the group's releases (the largest)
 
-    def copy(self, fields: tuple[str, ...] | None = None) -> _ViewAccount:
-        """A copy; with ``fields`` only those arrays are copied and the others shared (for a trial that
-        writes ``fields`` only)."""
-        new = _ViewAccount.__new__(_ViewAccount)
-        new.__dict__ = {k: v.copy() if fields is None or k in fields else v for k, v in self.__dict__.items()}
-        return new
+
+@dataclass(frozen=True)
+class Entry:
+    """One column of a block's history entries, per group: the release key (rate ``q``, multipliers ``z``
+    and ``z_all``, sensitivity ``s``), how many releases ``count`` (0: no entry), and ``live``: releases the
+    tight accountant counts (``z`` finite, count > 0)."""
+
+    q: np.ndarray
+    z: np.ndarray
+    z_all: np.ndarray
+    s: np.ndarray
+    count: np.ndarray
+    live: np.ndarray
 
 
 def _is_sampled(view: View) -> bool:
@@ -192,26 +203,32 @@ def _is_sampled(view: View) -> bool:
 
 
 _CLIENT_0 = np.zeros(1, dtype=np.int64)
-_SAMPLED_FIELDS = ("rdp", "pld_z", "pld_q", "pld_count")  # what _record writes for a sampled view
-_GAUSSIAN_FIELDS = ("count", "inv_sum", "inv_max")  # and for an unsampled one
+_PAD_KEY = np.array([[1.0, np.inf, np.inf, 0.0]])  # the key of an empty entry slot: no release
+BLOCK_GROUPS = 4096
+"""Client groups whose RDP curves are derived at once (bounds the ledger's working set to a few MB)."""
+_RDP_CACHE_SIZE = 4096
 
 
 class PrivacyLedger:
-    """Per-client, per-view running privacy accounts of one run (see the module docstring)."""
+    """Every client's privacy history of one run, by view, and its epsilons (see the module docstring).
+
+    The state is :attr:`history` (``fedbound.training.ledger_history``): each client's release counts per
+    distinct release key, clients with identical histories grouped.  Everything per client is derived per
+    group when asked for."""
 
     def __init__(self, plan: NoisePlan) -> None:
         self.plan = plan
         self.orders = ORDERS if plan.orders is None else np.asarray(plan.orders, dtype=np.float64)
-        self.accounts = {v.name: _ViewAccount(plan.num_clients, len(self.orders)) for v in plan.views}
+        self.history = History.empty(plan.num_clients, [v.name for v in plan.views])
         self._rdp_cache: dict[tuple[str, float, float], np.ndarray] = {}
         self.paper = paper_accountant(plan.paper_accountant)
         self._forget()
 
     def _forget(self) -> None:
-        """No trial pending, nothing kept (what the ledger derives from its plan and accounts)."""
-        self._pending: tuple[list[Release], dict, dict] | None = None  # check_budget's trial: releases,
-        # its epsilons and the accounts with them recorded
-        self._current: tuple[NoisePlan, dict] | None = None  # epsilons() of self.accounts under a plan
+        """No trial pending, nothing kept (what the ledger derives from its plan and history)."""
+        self._pending: tuple[list[Release], dict, History] | None = None  # check_budget's trial: releases,
+        # its per-group epsilons and the history with them recorded
+        self._current: tuple[NoisePlan, History, dict] | None = None  # per-group epsilons of a history
         self._by_group: tuple[tuple[View, ...], dict[str, list[View]]] | None = None
         self._stack: tuple[NoisePlan, tuple | None] | None = None  # (plan, its _stack_key)
         self._sens: tuple[NoisePlan, dict[str, np.ndarray]] | None = None
@@ -257,6 +274,8 @@ class PrivacyLedger:
                 value = acc.rdp_sampled_without_replacement(self.orders, q, z)
             else:
                 value = acc.rdp_subsampled_gaussian(self.orders, q, z)
+            while len(self._rdp_cache) >= _RDP_CACHE_SIZE:
+                self._rdp_cache.pop(next(iter(self._rdp_cache)))
             self._rdp_cache[key] = np.asarray(value, dtype=np.float64)
         return self._rdp_cache[key]
 
@@ -265,50 +284,30 @@ class PrivacyLedger:
             return np.zeros((0, len(self.orders)))
         return np.stack([self._rdp(sampling, q, float(v)) for v in z])
 
-    def _record(self, accounts: dict[str, _ViewAccount], releases: list[Release]) -> None:
+    def _events(self, releases: list[Release]) -> list[RoundEvent]:
+        keep_all = bool(getattr(self.paper, "reads_z_all", False))
+        events = []
         for rel in releases:
-            acct, view = accounts[rel.view.name], rel.view
-            sampled = _is_sampled(view)
+            view = rel.view
             z_tight = rel.z_all if view.hidden_sampling and view.hidden_scope == "every_client" else rel.z
-            live = ~np.isinf(z_tight)
-            who = slice(None) if live.all() else np.flatnonzero(live)  # every client: no fancy indexing
-            if sampled:
-                acct.rdp[who] += rel.count * self._rdp_rows(view.sampling, view.sample_rate, z_tight[who])
-                z_new, first = z_tight[who], acct.pld_count[who] == 0
-                same = (acct.pld_z[who] == z_new) & (acct.pld_q[who] == view.sample_rate)
-                acct.pld_z[who] = np.where(first | same, z_new, np.nan)
-                acct.pld_q[who] = view.sample_rate
-                acct.pld_count[who] += rel.count
-            else:
-                with np.errstate(divide="ignore"):
-                    inv = 1.0 / np.square(z_tight[who])  # who: finite z only
-                acct.count[who] += rel.count
-                acct.inv_sum[who] += rel.count * inv
-                acct.inv_max[who] = np.maximum(acct.inv_max[who], inv)
-            if self.paper is not None:
-                self.paper.record(acct, view, who, z_tight, rel.z_all, rel.count, sampled, self)
+            events.append(RoundEvent(view.name, view.sample_rate, z_tight, rel.z_all,
+                                     self._sensitivity(self.plan, view.stage), rel.count, keep_all))
+        return events
 
-    def _trial(self, releases: list[Release]) -> dict[str, _ViewAccount]:
-        """The accounts as :meth:`_record` of ``releases`` may change them: the arrays it writes (its own
-        and the paper accountant's ``writes``) copied, the rest shared with :attr:`accounts`."""
-        paper = self.paper.writes if self.paper is not None else ()
-        writes = {rel.view.name: (_SAMPLED_FIELDS if _is_sampled(rel.view) else _GAUSSIAN_FIELDS) + paper
-                  for rel in releases}
-        trial = {name: a.copy(writes[name]) if name in writes else a for name, a in self.accounts.items()}
-        self._record(trial, releases)
-        return trial
+    def _record(self, history: History, releases: list[Release]) -> History:
+        """``history`` with ``releases`` recorded (a new history)."""
+        return history.record(self._events(releases))
 
     def commit(self, releases: list[Release]) -> None:
-        """Count ``releases``.  After :meth:`check_budget` of the same releases, its trial accounts (these
-        accounts with the releases recorded) and their epsilons become the ledger's, so a round's releases
-        are recorded once and its epsilons computed once."""
+        """Count ``releases``.  After :meth:`check_budget` of the same releases, its trial history and its
+        epsilons become the ledger's, so a round's releases are recorded once and its epsilons computed
+        once."""
         pending, self._pending = self._pending, None
         if pending is not None and pending[0] is releases:
-            self.accounts = pending[2]
-            self._current = (self.plan, pending[1])
+            self.history = pending[2]
+            self._current = (self.plan, self.history, pending[1])
             return
-        self._record(self.accounts, releases)
-        self._current = None
+        self.history = self._record(self.history, releases)
 
     # --- epsilons ------------------------------------------------------------------------------------
     def _groups(self) -> dict[str, list[View]]:
@@ -320,25 +319,31 @@ class PrivacyLedger:
             self._by_group = (self.plan.views, groups)
         return self._by_group[1]
 
+    def _blocks(self, history: History):
+        """Each block of client groups (:data:`BLOCK_GROUPS`) with its views' derived accounts."""
+        for lo in range(0, history.groups, BLOCK_GROUPS):
+            hi = min(lo + BLOCK_GROUPS, history.groups)
+            yield {view.name: _derive(self, view, history.views[view.name], lo, hi)
+                   for view in self.plan.views}
+
     def _tight_parts(self, accounts: dict[str, _ViewAccount]
                      ) -> tuple[dict[str, np.ndarray | None], dict[str, np.ndarray]]:
-        """Per group, its tight eps per client, or None for a group of unsampled releases only: their eps is
-        the analytic Gaussian one of the returned ``inv[group]``, left to one batched
+        """Per adversary group, its tight eps per client group, or None for a group of unsampled releases
+        only: their eps is the analytic Gaussian one of the returned ``inv[group]``, left to one batched
         :func:`gaussian_epsilon`."""
         out: dict[str, np.ndarray | None] = {}
         invs: dict[str, np.ndarray] = {}
         for group, views in self._groups().items():
-            inv = np.zeros(self.plan.num_clients)
+            inv = np.zeros(len(accounts[views[0].name].count))
             for view in views:
                 a = accounts[view.name]
-                if view.max_releases is not None:
-                    inv += np.minimum(a.count, view.max_releases) * a.inv_max
-                else:
-                    inv += a.inv_sum
-            if not any(accounts[view.name].rdp.any() for view in views):
+                capped = view.max_releases is not None
+                inv += np.minimum(a.count, view.max_releases) * a.inv_max if capped else a.inv_sum
+            rdps = [accounts[v.name].rdp for v in views if accounts[v.name].rdp is not None]
+            if not any(r.any() for r in rdps):
                 out[group], invs[group] = None, inv
                 continue
-            rdp = sum(accounts[view.name].rdp for view in views)
+            rdp = sum(rdps)
             with np.errstate(invalid="ignore"):
                 total = rdp + np.outer(inv, self.orders) / 2.0
             eps = _rdp_to_dp(np.nan_to_num(total, nan=np.inf), self.plan.delta, self.orders)
@@ -347,7 +352,8 @@ class PrivacyLedger:
 
     def _pld_min(self, eps: np.ndarray, views: list[tuple[View, _ViewAccount]], inv: np.ndarray
                  ) -> np.ndarray:
-        """``min(eps, PLD eps)`` per client of one group whose history PLD can account (module docstring)."""
+        """``min(eps, PLD eps)`` per client group of one adversary group whose history PLD can account
+        (module docstring)."""
         sampled = [a for v, a in views if a.pld_count.any()]
         if not sampled or any(v.sampling != "poisson" for v, a in views if a.pld_count.any()):
             return eps  # nothing sampled, or sampling without replacement (no PLD in dp-accounting): RDP
@@ -372,11 +378,8 @@ class PrivacyLedger:
         out[ok] = np.minimum(eps[ok], pld[np.asarray(where).ravel()])
         return out
 
-    def _tight(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray]:
-        return epsilons_many([(self, accounts)], paper=False)[0]["tight"]
-
     def _paper(self, accounts: dict[str, _ViewAccount]) -> dict[str, np.ndarray] | None:
-        """Per adversary group, the paper accountant's eps per client (None without one)."""
+        """Per adversary group, the paper accountant's eps per client group (None without one)."""
         if self.paper is None:
             return None
         return {group: self.paper.epsilon([accounts[v.name] for v in views], views, self)
@@ -395,22 +398,34 @@ class PrivacyLedger:
     def info(self) -> dict:
         return dict(self.plan.info)
 
-    def stage_sensitivity(self, stage: str) -> np.ndarray:
-        return self.plan.stage_sensitivity(stage)
-
-    def rdp_rows(self, sampling: str, q: float, z: np.ndarray) -> np.ndarray:
-        return self._rdp_rows(sampling, q, z)
+    def rdp_rows(self, sampling: str, q: np.ndarray | float, z: np.ndarray) -> np.ndarray:
+        """RDP curves ``(len(z), orders)`` of one release each at rates ``q`` and multipliers ``z`` (cached
+        per distinct pair)."""
+        q = np.broadcast_to(np.asarray(q, dtype=np.float64), np.shape(z))
+        if not len(z):
+            return np.zeros((0, len(self.orders)))
+        pairs, where = np.unique(np.column_stack([q, z]), axis=0, return_inverse=True)
+        table = np.stack([self._rdp(sampling, float(a), float(b)) for a, b in pairs])
+        return table[np.asarray(where).ravel()]
 
     def rdp_to_dp(self, rdp: np.ndarray) -> np.ndarray:
         return _rdp_to_dp(rdp, self.plan.delta, self.orders)
 
-    def epsilons(self, accounts: dict[str, _ViewAccount] | None = None) -> dict[str, dict[str, np.ndarray]]:
+    # -- per client ------------------------------------------------------------------------------------
+    def group_epsilons(self, history: History | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """:meth:`epsilons` per client group of ``history`` (default the ledger's): ``(groups,)`` arrays;
+        client ``i``'s are at ``history.group_of[i]``."""
+        if history is None:
+            history = self.history
+            if self._current is None or self._current[0] is not self.plan or self._current[1] is not history:
+                self._current = (self.plan, history, group_epsilons_many([(self, history)])[0])
+            return self._current[2]
+        return group_epsilons_many([(self, history)])[0]
+
+    def epsilons(self, history: History | None = None) -> dict[str, dict[str, np.ndarray]]:
         """``{"tight": {group: eps per client}, "paper": {...}}`` (``paper`` absent with ``"none"``)."""
-        if accounts is None:
-            if self._current is None or self._current[0] is not self.plan:
-                self._current = (self.plan, epsilons_many([(self, self.accounts)])[0])
-            return self._current[1]
-        return epsilons_many([(self, accounts)])[0]
+        history = self.history if history is None else history
+        return _per_client(self.group_epsilons(None if history is self.history else history), history)
 
     def check_budget(self, releases: list[Release], round_: int) -> None:
         """Raise PrivacyBudgetExceeded if committing ``releases`` would push the binding accountant's epsilon
@@ -421,78 +436,137 @@ class PrivacyLedger:
             raise error
 
     def state_dict(self) -> dict:
-        return {name: dict(a.__dict__) for name, a in self.accounts.items()}
+        """The history's arrays (``ledger_history.History.state_dict``)."""
+        return self.history.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        for name, values in state.items():
-            acct = self.accounts[name]
-            acct.__dict__.update({k: np.array(v) for k, v in values.items()})
-            if "pld_count" not in values:  # a checkpoint from before PLD: its sampled history is RDP only
-                acct.pld_z = np.where(acct.rdp.any(axis=1), np.nan, 0.0)
-                acct.pld_count = np.where(acct.rdp.any(axis=1), 1.0, 0.0)
+        """The state of :meth:`state_dict`; CheckpointError (one line) for a state of another form."""
+        history = History.from_state_dict(state, [v.name for v in self.plan.views], self.plan.num_clients)
+        if history is None:
+            raise CheckpointError("the privacy ledger in this checkpoint was written by an older fedbound "
+                                  "(per-client curves, not release histories): delete the checkpoint to "
+                                  "restart the run from round 0")
+        self.history = history
         self._pending = self._current = None
 
 
-def epsilons_many(jobs: list[tuple[PrivacyLedger, dict[str, _ViewAccount]]], paper: bool = True
-                  ) -> list[dict[str, dict[str, np.ndarray]]]:
-    """:meth:`PrivacyLedger.epsilons` of many ``(ledger, accounts)`` pairs (e.g. every run of a batched
-    sweep in one round): the analytic Gaussian epsilons of all their unsampled groups come from one
-    vectorised root search (:func:`gaussian_epsilon` over every run's clients and deltas at once)."""
-    split = [ledger._tight_parts(accounts) for ledger, accounts in jobs]
-    parts = [tight for tight, _ in split]
-    pending = [(j, group) for j, tight in enumerate(parts) for group, eps in tight.items() if eps is None]
+def _derive(ledger: PrivacyLedger, view: View, vh: ViewHistory, lo: int, hi: int) -> _ViewAccount:
+    """The sums every accountant reads, for client groups ``lo:hi`` of one view, from their entries
+    (summed in the order of the keys, so equal histories give equal sums bit for bit)."""
+    ent, cnt = vh.ent[lo:hi], vh.cnt[lo:hi]
+    keys = np.concatenate([vh.keys, _PAD_KEY])
+    idx = np.where(ent >= 0, ent, len(vh.keys))
+    sampled = _is_sampled(view)
+    paper = ledger.paper
+    paper_rdp = paper is not None and "paper_rdp" in paper.writes
+    acct = _ViewAccount(hi - lo, len(ledger.orders), sampled, paper_rdp)
+    live_key = ~np.isinf(keys[:, 1])
+    if sampled:
+        used, local = np.unique(idx, return_inverse=True)
+        table = np.zeros((len(used), len(ledger.orders)))
+        for j, k in enumerate(used):
+            if live_key[k]:
+                table[j] = ledger._rdp(view.sampling, float(keys[k, 0]), float(keys[k, 1]))
+        local = np.asarray(local).reshape(idx.shape)
+        n_live = np.zeros(hi - lo)
+    else:
+        with np.errstate(divide="ignore"):
+            inv_key = np.where(live_key, 1.0 / np.square(keys[:, 1]), 0.0)
+    for col in range(idx.shape[1]):
+        i, c = idx[:, col], cnt[:, col]
+        live = live_key[i] & (c > 0)
+        if sampled:
+            acct.rdp += c[:, None] * table[local[:, col]]
+            acct.pld_count += np.where(live, c, 0.0)
+            n_live += live
+            acct.pld_z = np.where(live, keys[i, 1], acct.pld_z)
+            acct.pld_q = np.where(live, keys[i, 0], acct.pld_q)
+        else:
+            acct.count += np.where(live, c, 0.0)
+            acct.inv_sum += c * inv_key[i]
+            acct.inv_max = np.maximum(acct.inv_max, inv_key[i])
+        acct.sens = np.where(live, np.maximum(acct.sens, keys[i, 3]), acct.sens)
+        if paper is not None:
+            paper.add(acct, view, Entry(keys[i, 0], keys[i, 1], keys[i, 2], keys[i, 3], c, live), sampled,
+                      ledger)
+    if sampled:
+        acct.pld_z = np.where(n_live > 1, np.nan, acct.pld_z)
+    return acct
+
+
+def group_epsilons_many(jobs: list[tuple[PrivacyLedger, History]], paper: bool = True
+                    ) -> list[dict[str, dict[str, np.ndarray]]]:
+    """Per-group epsilons of many ``(ledger, history)`` pairs: the analytic Gaussian epsilons of all their
+    unsampled adversary groups come from one vectorised root search (:func:`gaussian_epsilon`)."""
+    parts: list[dict[str, list]] = []
+    papers: list[dict[str, list]] = []
+    pending: list[tuple[int, str, int, np.ndarray]] = []  # (job, group, block, inv)
+    for j, (ledger, history) in enumerate(jobs):
+        tight: dict[str, list] = {}
+        by_paper: dict[str, list] = {}
+        for b, accounts in enumerate(ledger._blocks(history)):
+            eps, invs = ledger._tight_parts(accounts)
+            for group, values in eps.items():
+                tight.setdefault(group, []).append(values)
+                if values is None:
+                    pending.append((j, group, b, invs[group]))
+            if paper:
+                for group, values in (ledger._paper(accounts) or {}).items():
+                    by_paper.setdefault(group, []).append(values)
+        parts.append(tight)
+        papers.append(by_paper)
     if pending:
-        invs = [split[j][1][group] for j, group in pending]
-        deltas = [np.full(len(inv), jobs[j][0].plan.delta) for (j, _), inv in zip(pending, invs, strict=True)]
+        invs = [inv for _, _, _, inv in pending]
+        deltas = [np.full(len(inv), jobs[j][0].plan.delta) for j, _, _, inv in pending]
         flat = gaussian_epsilon(np.concatenate(invs), np.concatenate(deltas))
         bounds = np.cumsum([0, *(len(inv) for inv in invs)])
-        for (j, group), lo, hi in zip(pending, bounds[:-1], bounds[1:], strict=True):
-            parts[j][group] = flat[lo:hi]
+        for (j, group, b, _), lo, hi in zip(pending, bounds[:-1], bounds[1:], strict=True):
+            parts[j][group][b] = flat[lo:hi]
     out = []
-    for (ledger, accounts), tight in zip(jobs, parts, strict=True):
-        result: dict[str, dict[str, np.ndarray]] = {"tight": tight}
-        by_paper = ledger._paper(accounts) if paper else None
-        if by_paper is not None:
-            result["paper"] = by_paper
+    for tight, by_paper in zip(parts, papers, strict=True):
+        result = {"tight": {group: np.concatenate(blocks) for group, blocks in tight.items()}}
+        if by_paper:
+            result["paper"] = {group: np.concatenate(blocks) for group, blocks in by_paper.items()}
         out.append(result)
     return out
+
+
+def _per_client(eps: dict[str, dict[str, np.ndarray]], history: History) -> dict[str, dict[str, np.ndarray]]:
+    return {column: {group: values[history.group_of] for group, values in groups.items()}
+            for column, groups in eps.items()}
+
+
+def epsilons_many(jobs: list[tuple[PrivacyLedger, History | None]], paper: bool = True
+                  ) -> list[dict[str, dict[str, np.ndarray]]]:
+    """:meth:`PrivacyLedger.epsilons` of many ``(ledger, history)`` pairs (None: the ledger's own history;
+    e.g. every run of a batched sweep in one round), per client: the analytic Gaussian epsilons of all their
+    unsampled groups come from one vectorised root search (:func:`gaussian_epsilon`)."""
+    jobs = [(ledger, ledger.history if history is None else history) for ledger, history in jobs]
+    return [_per_client(eps, history)
+            for eps, (_, history) in zip(group_epsilons_many(jobs, paper), jobs, strict=True)]
+
+
+def _worst(eps: dict[str, np.ndarray] | None) -> float:
+    """The largest eps over every client group and adversary group; -inf without an accountant."""
+    if not eps:
+        return -np.inf
+    return float(max(np.max(v) for v in eps.values()))
 
 
 def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
                   ) -> list[PrivacyBudgetExceeded | None]:
     """:meth:`PrivacyLedger.check_budget` of many ledgers, ``(ledger, releases, round)`` each; each one's
-    PrivacyBudgetExceeded (returned, not raised) or None.  Each ledger keeps its trial accounts and epsilons
-    for :meth:`~PrivacyLedger.commit` of the same releases.
-
-    Vectorised over runs: ledgers of one shape (:func:`_stack_key`: a sweep's runs) are recorded and
-    accounted as one ledger over all their clients (:class:`_Stack`), and the analytic Gaussian epsilons of
-    every ledger come from one root search (:func:`epsilons_many`); per client this is the same arithmetic
-    as each ledger alone."""
-    jobs, stacks = [], []
-    for members in _by_shape([ledger for ledger, _, _ in items]):
-        if len(members) > 1:
-            stack = _Stack([items[i][0] for i in members], [items[i][1] for i in members])
-            stacks.append((members, stack))
-            jobs.append((stack.ledger, stack.ledger.accounts))
-        else:
-            stacks.append((members, None))
-            jobs.append((items[members[0]][0], items[members[0]][0]._trial(items[members[0]][1])))
-    trials: list[tuple[dict, dict, float] | None] = [None] * len(items)
-    for (members, stack), (_, accounts), eps_all in zip(stacks, jobs, epsilons_many(jobs), strict=True):
-        if stack is None:
-            ledger = items[members[0]][0]
-            worst_one = _worst(eps_all.get(ledger.plan.binding_accountant), 1)[0]
-            trials[members[0]] = (accounts, eps_all, worst_one)
-        else:
-            worst = {which: _worst(eps_all.get(which), len(members)) for which in
-                     {items[i][0].plan.binding_accountant for i in members}}
-            for j, i in enumerate(members):
-                trials[i] = (*stack.part(j, eps_all), worst[items[i][0].plan.binding_accountant][j])
+    PrivacyBudgetExceeded (returned, not raised) or None.  Each ledger keeps its trial history and epsilons
+    for :meth:`~PrivacyLedger.commit` of the same releases.  The analytic Gaussian epsilons of every ledger
+    come from one root search (:func:`group_epsilons_many`); per ledger this is the arithmetic of the ledger
+    alone."""
+    trials = [ledger._record(ledger.history, releases) for ledger, releases, _ in items]
+    all_eps = group_epsilons_many([(item[0], trial) for item, trial in zip(items, trials, strict=True)])
     errors: list[PrivacyBudgetExceeded | None] = []
-    for (ledger, releases, round_), trial in zip(items, trials, strict=True):
-        accounts, eps_all, worst = trial
-        ledger._pending = (releases, eps_all, accounts)
+    for (ledger, releases, round_), trial, eps_all in zip(items, trials, all_eps, strict=True):
+        ledger._pending = (releases, eps_all, trial)
         which = ledger.plan.binding_accountant
+        worst = _worst(eps_all.get(which))
         errors.append(None if worst <= ledger.plan.eps * (1 + 1e-9) else PrivacyBudgetExceeded(
             f"round {round_ + 1} would spend eps = {worst:.6g} > budget {ledger.plan.eps:g} under the "
             f"{which} accountant, which binds (the noise plan was computed for {ledger.plan.rounds} rounds)"))
@@ -555,14 +629,6 @@ def _broadcast_multiplier(plan: NoisePlan, round_: int, sigma: np.ndarray, sens:
     return total / sensitivity if sensitivity > 0 else np.inf
 
 
-def _worst(eps: dict[str, np.ndarray] | None, runs: int) -> list[float]:
-    """The largest eps of each of ``runs`` runs side by side (clients run-major), over every group; -inf
-    without an accountant."""
-    if eps is None:
-        return [-np.inf] * runs
-    return np.max([v.reshape(runs, -1).max(axis=1) for v in eps.values()], axis=0).tolist()
-
-
 def _by_shape(ledgers: list[PrivacyLedger]) -> list[list[int]]:
     """The positions of ``ledgers`` grouped by :func:`_stack_key` (a ledger without one alone)."""
     shapes: dict[tuple, list[int]] = {}
@@ -580,70 +646,7 @@ def _stack_key(ledger: PrivacyLedger) -> tuple | None:
 
 
 def _shape_of(ledger: PrivacyLedger) -> tuple | None:
-    plan = ledger.plan
-    info = tuple(plan.info.get(k) for k in ledger.paper.reads) if ledger.paper is not None else ()
-    try:
-        hash(info)
-    except TypeError:
-        return None
-    return (plan.views, plan.num_clients, ledger.orders.tobytes(), plan.delta, plan.eps,
-            plan.paper_accountant, info)
+    """Runs whose releases are computed together: the same views over the same number of clients."""
+    return (ledger.plan.views, ledger.plan.num_clients)
 
 
-class _StackedPlan:
-    """What a ledger reads of its plan, for the plans of a :class:`_Stack` side by side."""
-
-    def __init__(self, plans: list[NoisePlan]) -> None:
-        first = plans[0]
-        self.views, self.delta, self.eps, self.info = first.views, first.delta, first.eps, first.info
-        self.num_clients = first.num_clients * len(plans)
-        self._plans = plans
-
-    def stage_sensitivity(self, stage: str) -> np.ndarray:
-        return np.concatenate([plan.stage_sensitivity(stage) for plan in self._plans])
-
-
-class _Stack:
-    """Ledgers of one shape and their round's releases as one ledger over all their clients (run j's
-    clients are ``j n, ..., j n + n - 1``): its accounts are the runs' trial accounts, side by side."""
-
-    def __init__(self, ledgers: list[PrivacyLedger], releases: list[list[Release]]) -> None:
-        first = ledgers[0]
-        self.n = first.plan.num_clients
-        ledger = self.ledger = PrivacyLedger.__new__(PrivacyLedger)
-        ledger.plan = _StackedPlan([one.plan for one in ledgers])  # type: ignore[assignment]
-        ledger.orders, ledger.paper, ledger._rdp_cache = first.orders, first.paper, first._rdp_cache
-        ledger._forget()
-        ledger.accounts = {}
-        paper = set(first.paper.writes) if first.paper is not None else set()
-        sampled_now = {rel.view.name for rel in releases[0] if _is_sampled(rel.view)}
-        self.zeros: dict[str, dict[str, np.ndarray]] = {}
-        for name, acct in first.accounts.items():
-            # fields no run has written (and this round does not write) are zero in every run: one read-only
-            # zero for all, not a copy of each (the (n, orders) RDP arrays of unsampled views: most bytes)
-            sampled = name in sampled_now or any(one.accounts[name].pld_count.any() for one in ledgers)
-            self.zeros[name] = {k: np.broadcast_to(0.0, v.shape) for k, v in acct.__dict__.items()
-                                if (k in _SAMPLED_FIELDS and not sampled)
-                                or (k.startswith("paper_") and k not in paper)}
-            joined = _ViewAccount.__new__(_ViewAccount)
-            rows = len(ledgers) * self.n
-            joined.__dict__ = {k: np.broadcast_to(0.0, (rows, *v.shape[1:])) if k in self.zeros[name]
-                               else np.concatenate([one.accounts[name].__dict__[k] for one in ledgers])
-                               for k, v in acct.__dict__.items()}
-            ledger.accounts[name] = joined
-        together = [Release(rels[0].view, np.concatenate([r.z for r in rels]),
-                            np.concatenate([r.z_all for r in rels]), rels[0].count)
-                    for rels in zip(*releases, strict=True)]
-        ledger._record(ledger.accounts, together)
-
-    def part(self, j: int, eps_all: dict[str, dict[str, np.ndarray]]) -> tuple[dict, dict]:
-        """Run ``j``'s trial accounts and epsilons."""
-        rows = slice(j * self.n, (j + 1) * self.n)
-        accounts = {}
-        for name, joined in self.ledger.accounts.items():
-            acct = _ViewAccount.__new__(_ViewAccount)
-            zeros = self.zeros[name]
-            acct.__dict__ = {k: zeros[k] if k in zeros else v[rows] for k, v in joined.__dict__.items()}
-            accounts[name] = acct
-        return accounts, {column: {group: v[rows] for group, v in by_group.items()}
-                          for column, by_group in eps_all.items()}

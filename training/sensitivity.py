@@ -79,8 +79,9 @@ def neighbours(data: ClientData, client: int, replacements: Sequence[Neighbour])
     records replaced), as a federation."""
     n = int(data.sizes[client])
     k = len(replacements)
-    x = data.x[client, :n].unsqueeze(0).repeat(k, *([1] * (data.x.ndim - 1))).clone()
-    y = data.y[client, :n].unsqueeze(0).repeat(k, 1).clone()
+    own_x, own_y = data.client(client)  # this client's rows only: the others are never padded or copied
+    x = own_x.unsqueeze(0).repeat(k, *([1] * own_x.ndim)).clone()
+    y = own_y.unsqueeze(0).repeat(k, 1).clone()
     rows: dict[int, tuple[Neighbour, list[int]]] = {}  # copies that share one neighbour change together
     for row, rep in enumerate(replacements):
         if rep is not None:
@@ -91,7 +92,7 @@ def neighbours(data: ClientData, client: int, replacements: Sequence[Neighbour])
                 raise ParameterError("replaced record index", one.index, f"integer in [0, {n - 1}]")
             x[where, one.index] = torch.as_tensor(np.asarray(one.x), dtype=x.dtype, device=x.device)
             y[where, one.index] = torch.as_tensor(one.y, dtype=y.dtype, device=y.device)
-    mask = torch.ones((k, n), dtype=torch.bool, device=data.x.device)
+    mask = torch.ones((k, n), dtype=torch.bool, device=x.device)
     return ClientData(x, y, mask, np.full(k, n, dtype=np.int64))
 
 
@@ -279,8 +280,8 @@ def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, mod
     if records < 1:
         raise ParameterError("probe records", records, "integer in [1, inf)")
     picked = np.unique(np.linspace(0, n - 1, min(records, n)).round().astype(int))
-    xs = data.x[client, :n].cpu().numpy()
-    ys = data.y[client, :n].cpu().numpy()
+    own_x, own_y = data.client(client)
+    xs, ys = own_x.cpu().numpy(), own_y.cpu().numpy()
     n_classes = model.n_outputs if model.loss != "squared" else 1
     reps: list[Replacement] = []
     for i in picked:

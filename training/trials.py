@@ -148,8 +148,8 @@ def replicate(data: ClientData, clients: np.ndarray, target: int, changes: Seque
 
     clients = np.asarray(clients, dtype=np.int64)
     groups, width = len(changes), len(clients)
-    idx = torch.as_tensor(np.tile(clients, groups), device=data.x.device)
-    x, y, mask = data.x[idx].clone(), data.y[idx].clone(), data.mask[idx].clone()
+    batch = data.gather(np.tile(clients, groups))  # the trial federation's clients only, padded
+    x, y, mask = batch.x, batch.y, batch.mask > 0
     per_client: dict[int, list[tuple[int, Any]]] = {}
     for g, change in enumerate(changes):
         items = change.items() if isinstance(change, Mapping) else [(target, change)]
@@ -161,7 +161,7 @@ def replicate(data: ClientData, clients: np.ndarray, target: int, changes: Seque
             raise ParameterError("changed client", client, "one of the trial federation's participants")
         own = neighbours(data, client, [one for _, one in pairs])
         n = int(data.sizes[client])
-        rows = torch.as_tensor([g * width + int(pos[0]) for g, _ in pairs], device=data.x.device)
+        rows = torch.as_tensor([g * width + int(pos[0]) for g, _ in pairs], device=x.device)
         x[rows, :n], y[rows, :n] = own.x, own.y
     return ClientData(x, y, mask, np.tile(data.sizes[clients], groups).astype(np.int64))
 
@@ -261,7 +261,7 @@ def _drive(setup: TrialSetup, changes: Sequence[Change], seeds: Sequence[int], s
         fed = replicate(setup.data, setup.participants, setup.target, changes)
     else:  # uploads start from cached local models: the hooks read no training data (:func:`verify`)
         fed = ClientData(torch.zeros((groups * width, 1, *setup.data.feature_shape), dtype=dtype),
-                         torch.zeros((groups * width, 1), dtype=setup.data.y.dtype),
+                         torch.zeros((groups * width, 1), dtype=setup.data.row_y.dtype),
                          torch.ones((groups * width, 1), dtype=torch.bool),
                          np.tile(setup.data.sizes[setup.participants], groups).astype(np.int64))
     fed = fed.to(setup.options.device, dtype)

@@ -64,8 +64,8 @@ def record_canary(kind: str, s: Any, prepared: Any, starts: Any, probe_records: 
     from fedbound.training.sensitivity import Replacement, label_flips, probe
 
     client = s.target if client is None else client
-    x0 = s.data.x[client, 0].cpu().numpy()
-    y0 = s.data.y[client, 0].cpu().item()
+    own_x, own_y = s.data.client(client)
+    x0, y0 = own_x[0].cpu().numpy(), own_y[0].cpu().item()
     if kind == "flip":
         return Replacement(0, x0, label_flips(y0, classes(s.model))[0]), None
     if kind == "given":
@@ -88,7 +88,8 @@ def _client_candidates(s: Any, client: int, shared: list) -> list[tuple]:
     from fedbound.training.sensitivity import Replacement, label_flips
 
     n = int(s.data.sizes[client])
-    xs, ys = s.data.x[client, :n].cpu().numpy(), s.data.y[client, :n].cpu().numpy()
+    own_x, own_y = s.data.client(client)
+    xs, ys = own_x.cpu().numpy(), own_y.cpu().numpy()
     flips = tuple(Replacement(i, xs[i], label_flips(ys[i].item(), classes(s.model))[0]) for i in range(n))
     mirrored = [tuple(Replacement(i, -scale * xs[i], y) for i in range(n))
                 for scale in (1.0, 10.0) for y in _labels(ys, classes(s.model))]
