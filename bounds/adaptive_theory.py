@@ -14,11 +14,12 @@ import sympy as sp
 from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 
 SEED = "001"
+SHORT = "PADPFL (Talaei and Izadi 2024)"
 RADICAND_RTOL = 1e-12  # the same as fedbound.bounds.adaptive.RADICAND_RTOL (tests/test_bounds_lazy.py)
 
 
 def _src(eq: str, spec: str) -> Source:
-    return Source(SEED, eq, f"001 {spec}")
+    return Source(SEED, eq, f"001 {spec}", SHORT)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -186,19 +186,18 @@ class Variant:
 
 @dataclass(frozen=True)
 class Source:
-    """Where a formula comes from: the paper (its registry id), equation(s), and fedbound's internal handle
-    of the formula (``spec``, kept for cross-checks, never printed)."""
+    """Where a formula comes from: the paper (its registry id, and ``short``, the citation a reader knows,
+    set by the paper's theory module), equation(s), and fedbound's internal handle of the formula (``spec``,
+    kept for cross-checks, never printed)."""
 
     seed: str
     equation: str
     spec: str = ""
+    short: str = ""
 
     def __str__(self) -> str:
         """As a reader cites it: "NbAFL (Wei et al. 2020), Theorem 2, eq. (14)"."""
-        from fedbound.registry import papers
-
-        paper = next((p.short for p in papers().values() if p.seed == self.seed), f"paper {self.seed}")
-        return f"{paper}, {self.equation}"
+        return f"{self.short or 'paper ' + self.seed}, {self.equation}"
 
 
 class Notation:

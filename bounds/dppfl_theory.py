@@ -15,6 +15,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 
 SEED = "000"
+SHORT = "DP-PFL (Wei et al. 2023)"
 _POS = {"low": 0.0, "low_open": True}
 _NONNEG = {"low": 0.0}
 PARAMS = (
@@ -110,7 +111,7 @@ ZETA_RANGE = Condition("0<=zeta<1", sp.And(sp.Ge(zeta, 0), sp.Lt(zeta, 1)), "req
 
 
 def _src(eq: str) -> Source:
-    return Source(SEED, eq)
+    return Source(SEED, eq, short=SHORT)
 
 
 def _theorem(name: str, expr: sp.Expr, lhs: str, eq: str, doc: str,

@@ -17,10 +17,11 @@ from fedbound.bounds.core import Condition, Definition, Notation, Param, Source,
 from fedbound.errors import ClassicGaussianRangeWarning
 
 SEED = "002"
+SHORT = "NbAFL (Wei et al. 2020)"
 
 
 def _src(eq: str, spec: str) -> Source:
-    return Source(SEED, eq, f"002 {spec}")
+    return Source(SEED, eq, f"002 {spec}", SHORT)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ eps, delta, q, T, sens, N, K, L, mu, eta, div, theta0 = NOTATION.symbols(
 
 
 def _src(eq: str) -> Source:
-    return Source(SEED, eq)
+    return Source(SEED, eq, short=SHORT)
 
 
 def _define(name: str, expr: sp.Expr, doc: str, conditions: tuple[Condition, ...] = ()) -> sp.Symbol:

@@ -14,10 +14,11 @@ import sympy as sp
 from fedbound.bounds.core import Condition, Definition, Notation, Param, Source, Theorem, Variant
 
 SEED = "004"
+SHORT = "WPFL (Zhao et al. 2025)"
 
 
 def _src(eq: str, spec: str) -> Source:
-    return Source(SEED, eq, f"004 {spec}")
+    return Source(SEED, eq, f"004 {spec}", SHORT)
 
 
 _POS = {"low": 0.0, "low_open": True}

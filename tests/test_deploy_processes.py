@@ -62,9 +62,11 @@ def test_the_watchdog_stops_every_process_started_and_every_descendant(tmp_path)
         for name, argv in _tree(marker).items():
             assert sup.start(name, argv, os.environ, tmp_path / f"{name}.log") > 0
         deadline = time.monotonic() + 20
-        while len(_running(marker)) < 5 and time.monotonic() < deadline:
+        while len(_running(marker)) < 4 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(_running(marker)) >= 5  # sleep x2, the SIGTERM-proof python, the orphan (+ shells)
+        # sleep x2, the SIGTERM-proof python, the orphan (the shells may have exec'd or exited by now: a
+        # loaded machine let the orphaning shell finish before the first scan)
+        assert len(_running(marker)) >= 4
         while "orphaning" not in sup.exited() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sup.exited() == {"orphaning": 3}

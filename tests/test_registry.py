@@ -112,3 +112,17 @@ def test_every_paper_is_documented(name):
     assert f"`{name}`" in (docs / "papers.md").read_text(encoding="utf-8")
     section = (docs / "papers" / f"{name}.md").read_text(encoding="utf-8")
     assert registry.get(name).title.split(":")[0] in section.replace("\n", " ")
+
+
+def test_every_formula_cites_its_paper_as_the_registry_does():
+    """A formula's source prints the registry's short citation (bounds/*_theory.py keep their own copy, since
+    bounds may not import the registry): the two never drift apart."""
+    import importlib
+
+    from fedbound.registry import papers
+
+    for entry in papers().values():
+        theory = importlib.import_module(f"fedbound.bounds.{entry.name}_theory")
+        assert theory.SEED == entry.seed and theory.SHORT == entry.short, entry.name
+        source = next(t.source for t in vars(theory).values() if hasattr(t, "source") and hasattr(t, "lhs"))
+        assert str(source).startswith(entry.short + ", ")
