@@ -206,11 +206,13 @@ class Reproduction:
 
     def lines(self) -> list[str]:
         head = f"{self.target.paper} {self.target.figure}"
-        if self.needs is not None:
-            return [f"{head}: {claim}: needs {self.needs}, not run: {statement}"
-                    for claim, statement in self.target.statements()]
         out = [f"{head}: {v.line()}" for v in self.verdicts]
+        if self.needs is not None:
+            out = [f"{head}: {claim}: needs {self.needs}, not run: {statement}"
+                   for claim, statement in self.target.statements()]
         out += [f"{head}: {note}" for note in self.notes]
+        if self.needs is not None:
+            return out
         if self.failed:
             out.append(f"{head}: {len(self.failed)} run(s) failed; their tracebacks are in "
                        f"{self.files['verdicts']}")
@@ -349,7 +351,7 @@ def _missing(target: Any, scale: str, folder: Path, exc: MissingData) -> Reprodu
                                 "claims": [{"id": c, "statement": t} for c, t in target.statements()]},
                                indent=2) + "\n")
     (folder / "verdicts.json").unlink(missing_ok=True)  # an earlier run's verdicts are not this run's
-    return Reproduction(target, scale, [], {"needs": path}, needs=exc.what,
+    return Reproduction(target, scale, [], {"needs": path}, needs=exc.what, notes=[str(exc)],
                         assumptions=assumptions(target, scale))
 
 

@@ -110,8 +110,9 @@ def test_without_mnist_every_figure_says_what_it_needs(tmp_path, monkeypatch):
         assert doc["needs"] == r.needs and [c["id"] for c in doc["claims"]] == [i for i, _ in
                                                                                  r.target.statements()]
         lines = r.lines()
-        assert len(lines) == len(r.target.claims)
-        assert all(f"needs {r.needs}, not run" in line for line in lines)
+        assert len(lines) == len(r.target.claims) + 1
+        assert all(f"needs {r.needs}, not run" in line for line in lines[:-1])
+        assert "fedbound data" in lines[-1]  # how to get it
     assert "fedbound data mnist" in json.loads(results[0].files["needs"].read_text())["message"]
 
 
