@@ -52,9 +52,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         """The full datasets: list them, download MNIST (60,000 + 10,000 images, checked by sha256), import
         CIFAR-10 from a path (checked by md5).  Then [train] dataset = "mnist" (or "cifar10") uses them."""
         from fedbound.errors import ConfigError, ParameterError
+        from fedbound.extras import require
 
         if name not in NAMES:
             raise ParameterError("NAME", name, "one of " + ", ".join(NAMES))
+        require("train", "data")  # the datasets are the simulator's (fedbound.training)
         if name == "list":
             if from_ is not None:
                 raise ConfigError(f"--from {from_!r}: fedbound data list takes no --from (it is for mnist "
