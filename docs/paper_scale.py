@@ -251,12 +251,24 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
+def _shown(out: Path) -> str:
+    """``out`` as the page shows it: relative to the repository when inside it."""
+    try:
+        return str(out.relative_to(REPO))
+    except ValueError:
+        return str(out)
+
+
 def render(out: Path) -> Path:
     """docs/paper-scale.md from the results in ``out`` (module docstring)."""
     from fedbound.registry import get
 
-    timings = _load(out / "timings.json")
+    shown = _shown(out)
+    timings = {k: {**v, "command": v["command"].replace(str(out), shown)}
+               for k, v in _load(out / "timings.json").items()}
     prov = _load(out / "provenance.json")
+    if "command" in prov:
+        prov["command"] = prov["command"].replace(str(out), shown)
     IMAGES.mkdir(exist_ok=True)
     rows, sections, counts = [], {}, {"holds": 0, "does not hold": 0, "not comparable": 0}
     for t in _figures():

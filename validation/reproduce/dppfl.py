@@ -129,10 +129,13 @@ RIDGE = {
 setting, constants measured exactly)."""
 
 BOUND_VS_T = bound_vs_T(
-    PAPER, "Theorem 2, eq. (31)", RIDGE, (2.0, 5.0, 10.0, 20.0, 40.0),
-    _paper('bound="convex"', assumed=("Theorem 2 (the convex bound, eq. (31)) at eps = 2; T in {10, 25, 50, "
-                                      "100}",)),
+    PAPER, "Theorem 2, eq. (31) (paper scale: Theorem 3, eq. (32))", RIDGE, (2.0, 5.0, 10.0, 20.0, 40.0),
+    _paper('bound="nonconvex"', assumed=("the paper's bound for neural networks, Theorem 3 (eq. (32)), at "
+                                         "eps = 2; T in {10, 25, 50, 100}",)),
     BASE, (10.0, 25.0, 50.0, 100.0))
+"""At demo size Theorem 2 on ridge regression (its convex setting); at paper size the paper's own MLP, for
+which it proves Theorem 3: a bound on the meta objective's gradient norm, not on the gap validate measures,
+which the output says (and no constant is measured)."""
 
 FIGURES = (FIG2, FIG3, FIG4, FIG5, FIG6, FIG7, BOUND_VS_T)
 """The registry\'s ``reproduce`` entry: every figure claim of Sec. V, reproduced."""

@@ -164,3 +164,23 @@ def test_every_failed_premise_is_named():
                       ["needs 0 < P < 1", "needs mu > 2"], False)
     assert out["holds"]["text"] == ("the premises fail at the measured constants: needs 0 < P < 1; "
                                     "needs mu > 2")
+
+
+def test_a_premise_the_config_decides_is_reported_without_measuring_constants(tmp_path):
+    """DP-PFL's Theorem 3 (bound = "nonconvex") bounds a gradient norm, not the measured gap: validate says
+    so, evaluates no bound and measures only F* (an estimate of every constant would be wasted work)."""
+    from pathlib import Path
+
+    from fedbound.validation.estimate import entry
+    from fedbound.validation.estimate.validate import validate
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "dppfl_ridge.toml"
+    result = validate("dppfl", example, vs="T", values="1,2,3", seeds=1, out=tmp_path, rounds=2,
+                      overrides=['bound="nonconvex"'], cache=None, progress=False)
+    assert result.verdicts["holds"]["status"] == "not applicable"
+    assert "Theorem 3, eq. (32) bounds the average squared gradient norm" in result.verdicts["holds"]["text"]
+    assert result.estimation.constants == {}  # nothing measured but F* (Theta is not a config key here)
+    assert set(result.estimation.quantities) == {"initial_gap"}
+    assert all(v is None or not np.isfinite(v) for v in result.bound["paper"])
+    assert [p["seeds"] for p in result.measured] == [1, 1, 1]  # the gaps are still measured
+    assert entry(papers()["dppfl"]).applies({"bound": "convex"}) == []
