@@ -340,7 +340,13 @@ def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, fol
 
 def assumptions(target: Any, scale: str) -> tuple[str, ...]:
     """What ``target`` assumes at ``scale`` that its paper does not state (paper scale only)."""
-    return tuple(getattr(target.scale(scale), "assumptions", ())) if scale == "paper" else ()
+    if scale != "paper":
+        return ()
+    own = tuple(getattr(target.scale(scale), "assumptions", ()))
+    rounds = getattr(target, "paper_estimate_rounds", None)
+    if rounds and own:  # a predicted-vs-measured figure at the paper's own setting
+        own = (*own, f"the bound's constants measured along {rounds} non-private rounds")
+    return own
 
 
 def _missing(target: Any, scale: str, folder: Path, exc: MissingData) -> Reproduction:

@@ -86,7 +86,9 @@ class ValidateFigure:
     ``seconds``: demo run time on 2 idle cores.  ``paper_scale`` (a
     :class:`~fedbound.validation.reproduce.PaperScale`), ``paper_config`` and ``paper_values``: the paper's
     own setting (its model and data, where the theorem's premises need not hold: the output says which
-    fail); without them ``--scale paper`` runs the demo setting."""
+    fail), its constants measured along ``paper_estimate_rounds`` non-private rounds (a full-size model's
+    Hessian spectra cost minutes per trajectory point); without them ``--scale paper`` runs the demo
+    setting."""
 
     paper: str
     figure: str
@@ -103,6 +105,7 @@ class ValidateFigure:
     paper_scale: Any = None
     paper_config: Mapping[str, Mapping[str, Any]] | None = None
     paper_values: tuple[float, ...] | None = None
+    paper_estimate_rounds: int = 3
     kind: ClassVar[str] = "predicted vs measured"
 
     def scale(self, name: str) -> Any:
@@ -155,7 +158,7 @@ class ValidateFigure:
         result = validate(self.paper, config, vs=self.vs, values=list(values),
                           seeds=size.seeds if seeds is None else seeds, out=folder, executor=executor,
                           address=address, overrides=overrides, cache=folder / "cache",
-                          progress=progress)
+                          progress=progress, **({"rounds": self.paper_estimate_rounds} if own else {}))
         table = pd.read_csv(result.files["csv"])
         runs = table[table["kind"] == "run"]
         verdict = shape_verdict(self.claim, self.statement, self.vs, np.array([p[self.vs] for p in

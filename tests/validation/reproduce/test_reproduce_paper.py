@@ -163,6 +163,7 @@ def test_predicted_vs_measured_at_paper_scale_runs_the_papers_own_setting(target
     with pytest.raises(RuntimeError, match="recorded"):
         target.run(folder, "paper")
     assert seen["paper"] == target.paper and seen["values"] == list(target.paper_values)
+    assert seen["rounds"] == target.paper_estimate_rounds
     assert 'train.dataset="mnist"' in seen["overrides"] and seen["seeds"] >= 3
     assert target.paper_scale.assumptions
 
