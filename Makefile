@@ -89,6 +89,11 @@ demo: $(STAMP)
 	@echo "== 5. Sweeps: NbAFL over T x 2 seeds, batched in one engine call (re-running resumes; table in"
 	@echo "==    $(DEMO_OUT)/sweep_nbafl_T/table.csv)"
 	$(FEDBOUND) sweep nbafl examples/nbafl_mnist.toml --vs T --values 2,4 --seeds 2 --set train.model=logreg --out $(DEMO_OUT)/sweep_nbafl_T --no-progress
+	@echo "== 5b. One binding eps: the budget binds on the tight accountant. UDP + CRD with the paper's sigma at T = 2"
+	@echo "==     spends eps = 11.78 > 8 exactly: refused before training in one line (exit 2, as expected);"
+	@echo "==     [train] paper_reproduction = true runs it anyway, every output saying it is not (eps, delta)-DP"
+	! $(FEDBOUND) train udp examples/udp_crd_mnist.toml --set T=2 --set train.model=logreg --set train.noise=paper --out $(DEMO_OUT)/udp_refused
+	$(FEDBOUND) train udp examples/udp_crd_mnist.toml --set T=2 --set train.model=logreg --set train.noise=paper --set train.paper_reproduction=true --out $(DEMO_OUT)/udp_paper_reproduction --overwrite --no-progress | grep -E "binding|privacy|claims|tight accountant"
 	@echo "== 6. Privacy audit (1,000 trials per side through the engine, logistic regression): NbAFL as the paper"
 	@echo "==    trains it (10 weak-prox local steps) moves the clipped upload past 2C/m and the audit says LEAK;"
 	@echo "==    with sensitivity = provable (per-sample clipping C_g) it is consistent. Figures + JSON in $(DEMO_OUT)"
@@ -100,10 +105,16 @@ demo: $(STAMP)
 	@echo "== 6b. DP-PFL's audit: both DP-SGD releases (inner, outer) through the engine, each stage's noise std checked"
 	@echo "==     against the plan (a halved stage is LEAK: tests/validation/audit/test_audit_suite.py); consistent here"
 	$(FEDBOUND) audit dppfl examples/audit_dppfl.toml --trials 4000 --out $(DEMO_OUT)/audit_dppfl.png
+	@echo "==     Three rounds through the production noise streams: every participant's noise per round, streams"
+	@echo "==     independent across rounds/clients/trials, epsilon recomputed by dp-accounting beside the ledger's"
+	$(FEDBOUND) audit nbafl examples/audit_nbafl.toml --rounds 3 --trials 500 --no-control
 	@echo "== 6c. Deploy on Flower: the NbAFL plan as a Flower app, then run on Flower's simulation engine with"
 	@echo "==     fedbound's ledger accounting every round (run directory as fedbound train's)"
 	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --out $(DEMO_OUT)/flower_app
 	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --run --out $(DEMO_OUT)/flower_nbafl
+	@echo "==     and on Flower's deployment engine: a SuperLink and 4 SuperNodes as separate processes, TLS, each"
+	@echo "==     round's binding eps and time printed, every process stopped at the end (about a minute)"
+	$(FEDBOUND) flower nbafl examples/nbafl_logistic.toml --set T=2 --run --deployment local --out $(DEMO_OUT)/flower_deployed
 	@echo "== 7. The design explorer: fedbound serve [--open] starts a local page over every paper (docs/explorer.png)."
 	@echo "==    Here it starts on a free port and its API answers one live update for NbAFL: the plan (exactly the"
 	@echo "==    JSON of fedbound plan --json) and the bound against T"
@@ -112,9 +123,11 @@ demo: $(STAMP)
 	$(PY) -m fedbound.explorer.probe "$$(grep -o 'http://[0-9.:]*/' $(DEMO_OUT)/serve.log | head -1)" nbafl; \
 	status=$$?; kill $$pid; exit $$status
 	@echo "== 7b. Answers a designer can trust: PADPFL's p, T and mu chosen jointly and checked (--check exits"
-	@echo "==     non-zero if the certificate fails); a documented alias (B for C) and a bad value, answered in one line"
+	@echo "==     non-zero if the certificate fails); a documented alias (B for C) and a bad value, answered in one line;"
+	@echo "==     a value outside what the theorem admits, with the working range verified on both sides of its edge"
 	$(FEDBOUND) plan adaptive examples/adaptive_s3_plan.toml --check --set weights='"planned"' --set B=20.0 | grep -E "certificate|^  T ="
 	-$(FEDBOUND) plan adaptive examples/adaptive_mnist.toml --set mu=1e-308
+	-$(FEDBOUND) plan dppfl examples/dppfl_ridge.toml --set eta=0.37
 	@echo "== 7c. The exact noise, trained: WPFL's plan calibrates sigma_DP by PLD (the RDP calibration wastes ~30 %"
 	@echo "==     noise); train --design recommended deploys exactly it, and the ledger (min of RDP and PLD) spends"
 	@echo "==     eps within 1 % below the budget"

@@ -99,10 +99,17 @@ def log_a_minus_one(alpha: float, q: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 
 def _chunked(fn, alpha: float, q: np.ndarray, z: np.ndarray, width: int) -> np.ndarray:
+    from fedbound.budget import check
+
     step = max(1, _CHUNK // max(width, 1))
+    check("the exact RDP of the sampled Gaussian, a quadrature per order")
     if q.size <= step:
         return fn(alpha, q, z, width)
-    return np.concatenate([fn(alpha, q[i:i + step], z[i:i + step], width) for i in range(0, q.size, step)])
+    out = []
+    for i in range(0, q.size, step):
+        check("the exact RDP of the sampled Gaussian, a quadrature per order")
+        out.append(fn(alpha, q[i:i + step], z[i:i + step], width))
+    return np.concatenate(out)
 
 
 def _log_excess_integer(alpha: float, q: np.ndarray, z: np.ndarray, width: int) -> np.ndarray:

@@ -282,6 +282,8 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
     """
     import time
 
+    from fedbound.budget import check
+
     deadline = time.process_time() + cpu_seconds
     e = float(check_real("target_eps", target_eps, 0.0, low_open=True))
     t = int(check_int("steps", steps, 1))
@@ -290,7 +292,12 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
     seen: dict[float, tuple[float, float]] = {}  # log z -> (log eps - log target, eps)
 
     def f(x: float) -> float:
-        eps = float((evaluate or pld_epsilon)(math.exp(x), sample_rate, t, delta, discretization))
+        try:
+            eps = float((evaluate or pld_epsilon)(math.exp(x), sample_rate, t, delta, discretization))
+        except PldTooCostly:
+            raise
+        except DomainError:  # no finite eps at this delta (PLD's mass at infinite loss exceeds it): this z
+            eps = math.inf   # is too small, as a larger eps would be (issue 36: eps = 495 failed here)
         seen[x] = (math.log(max(eps, 1e-300)) - math.log(e), eps)
         return seen[x][0] - aim
 
@@ -325,6 +332,7 @@ def pld_calibrate(target_eps: float, delta: float, sample_rate: float, steps: in
             x2 = hi - 0.2
         elif math.isfinite(lo) and not x2 > lo:
             x2 = lo + 0.2
+        check("a PLD calibration of the noise")
         if time.process_time() > deadline:
             raise PldTooCostly("target_eps", e, "a target PLD calibrates in bounded time", f"no noise "
                                f"multiplier within {rtol:g} of eps = {e:g} found in {cpu_seconds:g} CPU s at "

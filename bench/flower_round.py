@@ -1,7 +1,8 @@
 """A Flower round against fedbound's batched round for the same plan (issue 22).
 
 The plan: examples/nbafl_mnist.toml (NbAFL, 50 clients, MLP 784-256-10, 10 local steps) cut to a few
-rounds.  Three ways to run the same rounds, with identical numbers (tests/test_deploy_flower*.py):
+rounds.  Three ways to run the same rounds (identical numbers with ``--reproducible-noise``,
+tests/test_deploy_flower*.py; the timed Flower runs draw their noise from OS entropy, as deployed):
 
 * ``batched``: ``fedbound train``'s engine: every round's clients as one batch (torch.func);
 * ``flower_inprocess``: fedbound's ServerApp and Flower's ClientApp, one message per client, called in this
@@ -13,7 +14,9 @@ Per-round wall times are the engine's own ``wall_time`` column (participants -> 
 -> ledger), so data loading and evaluation are outside them.  ``batched`` and ``flower_inprocess`` are run
 interleaved (A B A B, fresh run directories), the ratio taken per repetition.
 
-``--agreement``: the measurement behind "same numbers as fedbound's simulator" (README "Deploy on Flower").
+``--agreement``: the measurement behind "same numbers as fedbound's simulator" (README "Deploy on Flower"):
+the Flower runs with noise reproducible from the seed (simulation only), the noise std measured on uploads
+drawn from OS entropy (the deployed source).
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ def agreement(seeds: int = 3) -> None:
             trains.append(table[table.client.isna()].reset_index(drop=True))
         prep = prepare_run(paper, config, overrides)
         t0 = time.perf_counter()
-        run_app(run_config(prep, build_run(prep).plan, tmp / f"{name}_flower"))
+        run_app(run_config(prep, build_run(prep).plan, tmp / f"{name}_flower", reproducible_noise=True))
         wall = time.perf_counter() - t0
         table = pd.read_csv(tmp / f"{name}_flower" / "metrics.csv")
         flower = table[table.client.isna()].reset_index(drop=True)
@@ -165,7 +168,8 @@ def main() -> None:
         train_from_config("nbafl", CONFIG, overrides, out=out)
         batched = statistics.median(_round_walls(out))
         cfg = run_config(prep, plan, tmp / f"flower{rep}")
-        serve(InProcessGrid(client_app(), prep.num_clients, cfg), cfg)
+        clients = client_app(store=tmp / f"store{rep}", simulation=True)
+        serve(InProcessGrid(clients, prep.num_clients, cfg), cfg, simulation=True)
         flower = statistics.median(_round_walls(tmp / f"flower{rep}"))
         sides["batched"].append(batched)
         sides["flower_inprocess"].append(flower)

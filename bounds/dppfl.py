@@ -233,6 +233,22 @@ def _solve_per_order(lo: np.ndarray, hi: np.ndarray, T: np.ndarray, alpha: np.nd
     return out.reshape(alpha.shape)
 
 
+def _bisect_feasible(feasible: Any, lo: np.ndarray, hi: np.ndarray, idx: np.ndarray,
+                     rtol: float) -> np.ndarray:
+    """The feasible end of [lo, hi] (log sigma; ``feasible(hi)`` holds, ``feasible(lo)`` does not) bisected
+    to ``rtol``: the whole criterion of :func:`fedbound.accounting.rdp_to_dp`, for points that no single
+    order's equation reaches."""
+    lo, hi = lo.copy(), hi.copy()
+    for _ in range(200):
+        live = np.flatnonzero(hi - lo > rtol / 2)
+        if not live.size:
+            break
+        mid = 0.5 * (lo[live] + hi[live])
+        ok = feasible(mid, idx[live])
+        hi[live[ok]], lo[live[~ok]] = mid[ok], mid[~ok]
+    return hi
+
+
 def noise_multiplier_curve(eps: float, delta: float, T: Any, tau0: int, q_in: float, q_out: float,
                            ratio: float = 1.0, orders: np.ndarray = OPACUS_ORDERS,
                            rtol: float = 1e-10) -> np.ndarray:
@@ -289,7 +305,10 @@ def noise_multiplier_curve(eps: float, delta: float, T: Any, tau0: int, q_in: fl
     pos = np.searchsorted(o, np.atleast_1d(best))
     cols = np.clip(pos[:, None] + np.arange(-_WINDOW, _WINDOW + 1)[None, :], 0, o.size - 1)
     roots = _solve_per_order(lo, hi, Tf, o[cols], r, tau0, q_in, q_out, d, target, rtol)
-    hi = roots.min(axis=1)
+    bracket_hi, hi = hi, roots.min(axis=1)
+    kl = np.flatnonzero(~np.isfinite(hi))
+    if kl.size:  # feasible only through the (0, delta) route of the conversion (RDP below -ln(1 - delta^2),
+        hi[kl] = _bisect_feasible(feasible, lo[kl], bracket_hi[kl], kl, rtol)  # no order's root): bisection
     below = np.exp(hi - rtol)
     moved = np.flatnonzero(_eps_grid(below, r, Tf, tau0, q_in, q_out, d, o) <= target)
     if moved.size:
@@ -302,7 +321,13 @@ def noise_multiplier_curve(eps: float, delta: float, T: Any, tau0: int, q_in: fl
             break
         hi[bad] += rtol / 4
         bad = bad[_eps_grid(np.exp(hi[bad]), r, Tf[bad], tau0, q_in, q_out, d, o) > target]
-    return np.exp(hi).reshape(shape)
+    out = np.exp(hi)
+    if not np.all(np.isfinite(out)):  # never an infinite noise multiplier: say which input cannot be met
+        bad = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise InfeasibleError(f"eps = {target:g} at delta = {d:g} cannot be met by Theorem 1's RDP "
+                              f"accounting at any finite noise multiplier (T = {int(Tf[bad])}, tau0 = "
+                              f"{tau0})")
+    return out.reshape(shape)
 
 
 def rdp_pfl_noise_multiplier(eps: float, delta: float, T: int, tau0: int, q_in: float, q_out: float,

@@ -48,6 +48,7 @@ __all__ = [
     "log_moment_release",
     "log_delta_from_sigmas",
     "delta_from_sigmas",
+    "schedule_delta",
     "delta_achieved_paper",
     "sigma_numeric",
     "sigma_tight",
@@ -262,13 +263,36 @@ def sigma_numeric(
     log_target = math.log(d)
     if lam_max is None:
         lam_max = max(LAM_MAX, math.ceil(4.0 * -log_target / e))
-    lams = np.arange(1, int(check_int("lam_max", lam_max, 1)) + 1, dtype=float)
+    n = int(check_int("lam_max", lam_max, 1))
+    lams = np.arange(1, min(n, DENSE_ORDERS) + 1, dtype=float)
+
+    def objective(orders: np.ndarray, z: float) -> np.ndarray:
+        return t * _per_round(accountant, orders, qq, np.array([1.0 / z]))[0] - orders * e
 
     def gap(z: float) -> float:
-        per = _per_round(accountant, lams, qq, np.array([1.0 / z]))[0]
-        return float(np.min(t * per - lams * e)) - log_target
+        if n <= DENSE_ORDERS:
+            return float(np.min(objective(lams, z))) - log_target
+        return _convex_min(lambda orders: objective(orders, z), n) - log_target
 
     return _solve_z(gap, z0) * s
+
+
+DENSE_ORDERS = 4096
+"""Up to this many integer orders the minimum over lambda is taken on all of them; beyond (eps so small that
+lambda > ln(1/delta)/eps runs to millions), by :func:`_convex_min`."""
+
+
+def _convex_min(f: Any, n: int) -> float:
+    """min over the integers 1..n of ``f`` (vectorised over an array of orders), for f convex in lambda: the
+    first lambda where f(lambda + 1) - f(lambda) >= 0, by bisection (2 log2 n evaluations).  T x alpha(lambda)
+    - lambda eps is convex in lambda for the moments here: the approximate one is quadratic, and the exact
+    and the release's are log-moment-generating functions, convex in lambda (Hölder)."""
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        a, b = f(np.array([mid, mid + 1.0]))
+        lo, hi = (lo, mid) if b - a >= 0 else (mid + 1, hi)
+    return float(f(np.array([float(lo)]))[0])
 
 
 def tight_orders() -> np.ndarray:
@@ -296,6 +320,49 @@ def release_log_delta(eps: float, q: float, T: Any, z: Any) -> np.ndarray:
     terms = _release_terms(np.full(T_arr.size, float(q)), T_arr.ravel())
     rows = np.arange(T_arr.size)
     return _release_rows(terms, rows, np.full(T_arr.size, float(eps)), z_arr.ravel()).reshape(T_arr.shape)
+
+
+SCHEDULE_POINTS = 200_000
+"""Grid points of sum_t z_t^-2 in :func:`schedule_delta` (its bracket is within rounds / points of it)."""
+
+
+def schedule_delta(eps: float, q: float, inv_z2: Any, points: int = SCHEDULE_POINTS) -> tuple[float, float]:
+    """(lower, upper): a bracket of the exact delta(eps) of Algorithm 1's release over rounds whose noise
+    multipliers differ (CRD, seed 003 Theorem 4 eq. (25)), averaged over the random selection: the server
+    sees who uploads and a client uploads in round t with probability q, independently across rounds, so
+    delta = E_S[delta_G(eps; mu_S)] with mu_S^2 = sum_{t in S} z_t^-2 (Gaussian releases compose to one,
+    Dong, Roth & Su 2022, Cor. 3.3; delta_G the analytic Gaussian, Balle & Wang 2018, Thm 8).  The
+    distribution of mu_S^2 is built on a grid of ``points`` steps, once with every z_t^-2 rounded up (delta_G
+    grows with mu: an upper bound) and once rounded down (a lower bound).  q = 1: the one Gaussian, exact."""
+    from fedbound.accounting.analytic import analytic_gaussian_log_delta
+
+    e = float(check_real("eps", eps, 0.0))
+    qq = float(check_probability("q", q, allow_one=True))
+    a = check_real("inv_z2", np.atleast_1d(np.asarray(inv_z2, dtype=float)), 0.0)
+    total = float(a.sum())
+    if total == 0.0:
+        return 0.0, 0.0
+    if qq == 1.0:
+        d = float(np.exp(analytic_gaussian_log_delta(np.asarray(e), np.asarray(1.0 / math.sqrt(total)))))
+        return d, d
+    n = int(check_int("points", points, 16))
+    h = total / n
+    out = []
+    for steps in (np.floor(a / h), np.ceil(a / h)):
+        prob = np.zeros(int(steps.sum()) + 1)
+        prob[0] = 1.0
+        top = 0
+        for k in steps.astype(np.int64):  # each round: no upload (1 - q) or an upload adding k steps (q)
+            if k:
+                prob[k:top + k + 1] = (1 - qq) * prob[k:top + k + 1] + qq * prob[:top + 1]
+                prob[:k] *= 1 - qq
+                top += k
+        mu2 = np.arange(top + 1) * h
+        live = (prob[:top + 1] > 0) & (mu2 > 0)
+        with np.errstate(divide="ignore"):
+            log_d = analytic_gaussian_log_delta(np.full(int(live.sum()), e), 1.0 / np.sqrt(mu2[live]))
+        out.append(float(np.sum(prob[:top + 1][live] * np.exp(log_d))))
+    return out[0], out[1]
 
 
 def _release_terms(q: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

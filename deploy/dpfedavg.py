@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from fedbound.config import Field, Section
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, ParameterError
 from fedbound.validation.recipes.runner import Recipe
 
 __all__ = ["SECTION", "dpfedavg_sigma", "dpfedavg_plan", "RECIPE", "MECHANISM", "Mechanism"]
@@ -87,6 +87,12 @@ def dpfedavg_plan(setting: Mapping[str, Any], client_sizes: np.ndarray, rounds: 
     if len(client_sizes) != N:
         raise ConfigError(f"[dpfedavg] N = {N} but the partition made {len(client_sizes)} clients")
     sigma = dpfedavg_sigma(setting)
+    tiny = float(np.finfo(np.float32).tiny)
+    if not sigma >= tiny:  # C underflowing: the noise would vanish while the ledger counts eps
+        raise ParameterError("plan.sigma-server", sigma, f"[{tiny:.4g}, inf) (the smallest normal float32) "
+                             f"at eps = {float(setting['eps']):g}", hint="noise that vanishes would release "
+                             "the data unprotected while the ledger counts eps; it follows from [dpfedavg] C "
+                             f"= {C:g}: raise C")
     view = View("downlink", "broadcast", stage="uplink", sample_rate=K / N, hidden_sampling=K < N,
                 sampling="without_replacement")
     return NoisePlan(rounds=rounds, num_clients=N, sigma={"uplink": np.zeros(rounds),

@@ -1,5 +1,9 @@
 """``fedbound flower``: a plan as a Flower app directory, and that app run on Flower's simulation engine.
 
+:func:`flower` is the command itself (``fedbound flower PAPER CONFIG``; the CLI only prints what it
+returns): the plan through the paper's recipe, then the app written (:func:`write_app`) or run
+(:func:`run_app`).
+
 :func:`write_app` writes ``APP_DIR/pyproject.toml`` (``[tool.flwr.app.components]`` naming the ServerApp and
 ClientApp of :mod:`fedbound.deploy`; ``[tool.flwr.app.config]`` holding the run config of
 :mod:`fedbound.deploy.flower_session`: the plan's T, K, N, C, sigma per stage, seed, and the effective
@@ -8,7 +12,10 @@ fedbound configuration), ``APP_DIR/fedbound_app/{server_app,client_app}.py`` and
 
 :func:`run_app` runs the same ServerApp and ClientApp in this process on Flower's simulation runtime (Ray
 backend: the only one flwr 1.42 ships) with one virtual SuperNode per client, and returns the run
-directory's summary (the same files as ``fedbound train``: metrics.csv, summary.json, config.toml).
+directory's summary (the same files as ``fedbound train``: metrics.csv, summary.json, config.toml).  It
+builds the ServerApp and ClientApp with ``simulation=True``: the one place a run config may ask for
+noise reproducible from the seed (``fedbound.reproducible-noise``, ``--reproducible-noise``); the clients
+keep their uploads under ``RUN_DIR/client-store`` (:data:`CLIENT_STORE`).
 ``flwr run`` in 1.42 submits to a SuperLink (it starts a detached local one for simulations) and returns
 before the run ends; running in-process instead is what lets ``fedbound flower --run`` report the run,
 raise its errors and leave no server behind.
@@ -25,10 +32,13 @@ from typing import Any
 
 from fedbound.errors import ConfigError
 
-__all__ = ["APP_MARKER", "write_app", "run_app", "require_flower"]
+__all__ = ["APP_MARKER", "CLIENT_STORE", "write_app", "run_app", "require_flower", "flower"]
 
 APP_MARKER = ".fedbound-flower-app"
 """File that marks a folder as written by ``fedbound flower`` (only such a folder is written again)."""
+
+CLIENT_STORE = "client-store"
+"""The simulated clients' kept uploads, inside the run directory (:mod:`fedbound.deploy.replay`)."""
 
 _SERVER = '''"""ServerApp of this fedbound plan: fedbound's engine and ledger over Flower's Grid
 (fedbound.deploy.flower_server)."""
@@ -82,7 +92,14 @@ def _check_out(folder: Path, marker: str) -> None:
 
 
 def write_app(cfg: dict[str, Any], app_dir: str | Path) -> Path:
-    """Write the Flower app of run config ``cfg`` (:func:`fedbound.deploy.flower_session.run_config`)."""
+    """Write the Flower app of run config ``cfg`` (:func:`fedbound.deploy.flower_session.run_config`); a
+    config asking for reproducible noise is refused (a written app draws its noise from OS entropy)."""
+    from fedbound.deploy.flower_session import REPRODUCIBLE_KEY
+
+    if cfg.get(REPRODUCIBLE_KEY):
+        raise ConfigError("--reproducible-noise is outside its valid range without --run: noise reproducible "
+                          "from the seed is for fedbound's runs on Flower's simulation engine only; a "
+                          "written app draws its noise from OS entropy")
     app_dir = Path(app_dir)
     _check_out(app_dir, APP_MARKER)
     name = f"fedbound-{cfg['fedbound.paper']}-app"
@@ -115,8 +132,10 @@ def write_app(cfg: dict[str, Any], app_dir: str | Path) -> Path:
 
 
 def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client: float = 1.0,
-            verbose: bool = False) -> dict[str, Any]:
-    """Run the app of ``cfg`` on Flower's simulation runtime in this process; the run's summary.json."""
+            verbose: bool = False, progress: bool = False) -> dict[str, Any]:
+    """Run the app of ``cfg`` on Flower's simulation runtime in this process; the run's summary.json
+    (module docstring; ``progress``: the ServerApp's progress bar on stderr).  A stop before a round the
+    budget cannot afford raises PrivacyBudgetExceeded after writing the run directory."""
     from fedbound.deploy.flower_server import serve
     from fedbound.training import checkpoint as ckpt
 
@@ -141,7 +160,7 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         try:
-            outcome["run"] = serve(grid, {**cfg, **context.run_config})
+            outcome["run"] = serve(grid, {**cfg, **context.run_config}, simulation=True, progress=progress)
         except BaseException as exc:  # re-raised below, outside Flower's thread
             outcome["error"] = exc
 
@@ -152,7 +171,8 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # run_simulation's deprecation notice: see the module docstring
         logging.getLogger("flwr").setLevel(logging.INFO if verbose else logging.ERROR)
-        flwr.simulation.run_simulation(server_app=server, client_app=client_app(cfg), num_supernodes=n,
+        clients = client_app(cfg, store=run_dir.resolve() / CLIENT_STORE, simulation=True)
+        flwr.simulation.run_simulation(server_app=server, client_app=clients, num_supernodes=n,
                                        backend_config=backend, verbose_logging=verbose)
     if "error" in outcome:
         raise outcome["error"]
@@ -160,3 +180,124 @@ def run_app(cfg: dict[str, Any], supernodes: int | None = None, cpus_per_client:
         raise ConfigError("the Flower simulation ended without running the ServerApp "
                           "(run again with --verbose)")
     return outcome["run"].summary
+
+
+ROUND_TIMEOUT_RANGE = (1.0, 7 * 86400.0)
+"""Valid ``--round-timeout`` seconds: a second to a week."""
+
+
+def _check_options(paper: str, out: str | None, run: bool, design: str | None, round_timeout: float,
+                   reproducible_noise: bool, deployment: str | None, insecure: bool,
+                   flower_guard: str = "report") -> None:
+    """The options' one-line refusals that need no plan (issue 36: nothing nonsensical is written into an
+    app)."""
+    import math
+
+    from fedbound.deploy.flower_deployment import DEPLOYMENTS
+    from fedbound.deploy.flower_privacy import GUARDS
+    from fedbound.deploy.mechanisms import mechanism
+    from fedbound.errors import ParameterError
+    from fedbound.paths import out_folder
+    from fedbound.validation.recipes.runner import DESIGNS
+
+    low, high = ROUND_TIMEOUT_RANGE
+    try:
+        seconds = float(round_timeout)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and low <= seconds <= high):
+        raise ParameterError("--round-timeout", round_timeout, f"[{low:g}, {high:g}] seconds")
+    if flower_guard not in GUARDS:
+        raise ConfigError(f"--flower-guard = {flower_guard!r} is outside its valid range: one of "
+                          f"{', '.join(GUARDS)}")
+    if design is not None and design not in DESIGNS:
+        raise ConfigError(f"--design = {design!r} is outside its valid range: one of {', '.join(DESIGNS)}")
+    if design == "recommended" and mechanism(paper) is not None:
+        raise ConfigError(f"--design = 'recommended' is outside its valid range for {paper}: a deploy "
+                          "mechanism without fedbound's planner; give T and K in its config section")
+    if out is not None:
+        out_folder("--out", out)
+    if reproducible_noise and not run:
+        raise ConfigError("--reproducible-noise is outside its valid range without --run: noise reproducible "
+                          "from the seed is for fedbound's runs on Flower's simulation engine only; a "
+                          "written app draws its noise from OS entropy")
+    if deployment is not None:
+        if deployment not in DEPLOYMENTS:
+            raise ConfigError(f"--deployment = {deployment!r} is outside its valid range: one of "
+                              f"{', '.join(DEPLOYMENTS)}")
+        if not run:
+            raise ConfigError(f"--deployment = {deployment!r} is outside its valid range without --run: it "
+                              "says where --run runs the app (without --run, fedbound flower writes the "
+                              "app, to deploy with flwr run)")
+        if reproducible_noise:
+            raise ConfigError("--reproducible-noise is outside its valid range with --deployment: a "
+                              "deployment draws every noise from OS entropy (reproducible noise is for "
+                              "Flower's simulation engine: --run without --deployment)")
+    elif insecure:
+        raise ConfigError("--insecure is outside its valid range without --deployment local: only a "
+                          "deployment has connections to secure")
+
+
+def _check_supernodes(supernodes: int | None, n: int) -> None:
+    if supernodes is not None and supernodes != n:
+        from fedbound.errors import ParameterError
+
+        raise ParameterError("--supernodes", supernodes, f"{{{n}}}",
+                             hint=f"the plan has N = {n} clients and fedbound flower runs one SuperNode per "
+                                  f"client (--supernodes {n}, or leave it out)")
+
+
+def flower(paper: str, config: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
+           out: str | None = None, run: bool = False, supernodes: int | None = None,
+           design: str | None = None, seed: int | None = None, round_timeout: float = 600.0,
+           reproducible_noise: bool = False, progress: bool = False, verbose: bool = False,
+           deployment: str | None = None, insecure: bool = False, flower_guard: str = "report"
+           ) -> dict[str, Any]:
+    """``fedbound flower PAPER CONFIG``: write PAPER's plan on CONFIG as a Flower app (``out``: the app
+    directory, default ``flower_<paper>_<config stem>``) and return ``{"app_dir", "plan", "warnings"}``; or,
+    with ``run``, run it on Flower's simulation engine (``out``: the run directory, default
+    ``runs/<paper>_<config stem>_flower``) and return its summary (with ``app_plan``: the app's
+    ``plan.*``).  ``deployment="local"``: run it instead on Flower's deployment engine, a SuperLink and
+    one SuperNode per client as separate processes secured with TLS (``insecure``: without TLS;
+    :mod:`fedbound.deploy.flower_deployment`).  ``flower_guard``: what Flower's own accountant does when
+    its ``would_exceed`` says a round would exceed the budget (``"report"``, ``"stop"``;
+    :mod:`fedbound.deploy.flower_privacy`); the app's warnings say beforehand where it would.
+    ``reproducible_noise``: every draw from the run seed, as
+    ``fedbound train`` (``run`` on the simulation engine only).  Errors are the CLI's, raised."""
+    from fedbound.deploy.flower_session import run_config
+    from fedbound.deploy.mechanisms import deployable_names, lookup, mechanism, not_deployed
+    from fedbound.validation.recipes.runner import build_run, prepare_run
+
+    lookup(paper)
+    require_flower()
+    _check_options(paper, out, run, design, round_timeout, reproducible_noise, deployment, insecure,
+                   flower_guard)
+    stem = Path(config).stem
+    target = Path(out) if out is not None else (Path("runs") / f"{paper}_{stem}_flower" if run
+                                                else Path(f"flower_{paper}_{stem}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prep = prepare_run(paper, config, list(overrides), seed=seed, paper=mechanism(paper),
+                           design="paper" if mechanism(paper) is not None else design)
+        _check_supernodes(supernodes, int(prep.num_clients))
+        why = not_deployed(paper)
+        if why is not None:  # after the options' own checks: a bad option is named first
+            raise ConfigError(f"PAPER = {paper!r} is outside fedbound flower's valid range (one of "
+                              f"{', '.join(deployable_names())}): {why}")
+        plan = build_run(prep).plan
+    run_dir = (target if run else Path("runs") / f"{paper}_{stem}_flower").resolve()
+    cfg = run_config(prep, plan, run_dir, float(round_timeout), reproducible_noise, flower_guard)
+    keys = {k: v for k, v in cfg.items() if k.startswith("plan.")}
+    if not run:
+        from fedbound.deploy.flower_privacy import plan_note
+
+        written = write_app(cfg, target)
+        note = plan_note(plan, int(cfg["plan.K"]))
+        return {"app_dir": str(written), "plan": keys, "noise_source": "os-entropy",
+                "flower_privacy": {k: v for k, v in cfg.items() if k.startswith("flower.")},
+                "warnings": [note] if note else []}
+    if deployment is not None:
+        from fedbound.deploy.flower_deployment import run_local
+
+        return {**run_local(cfg, insecure=insecure, progress=progress), "app_plan": keys}
+    return {**run_app(cfg, supernodes, verbose=verbose, progress=progress), "app_plan": keys}

@@ -19,31 +19,82 @@ checked replies to :func:`aggregate`, which makes the four guarantees of the pla
 
 The clients clip their update as in fedbound's simulator (the ``upload`` hook); the wrapper clips the
 received updates again to C on the server, a no-op for an honest client and what bounds the sensitivity
-when a client does not clip.  Flower draws the noise from numpy's global RNG: :func:`aggregate` seeds it
-for each round from the run seed and the round (``SeedSequence([seed, round, 0xDF])``) and restores its
-state afterwards, so a repeated (refused, then resumed) round adds the same noise: it releases nothing new.
+when a client does not clip.
+
+*Noise source.*  Flower's wrapper draws its noise with ``np.random.normal``, numpy's global Mersenne
+Twister: predictable from a few outputs, shared with every library in the process, and (seeded per round
+from the run seed, as fedbound did before) regenerable by every client.  :func:`flower_strategy` returns
+:class:`SourcedFixedClipping`, the wrapper with one method replaced: ``_add_noise_to_aggregated_arrays``,
+the one place Flower adds the noise, adds ``stdv * xi`` with Flower's own ``stdv = compute_stdv(z, C, K)``
+and ``xi`` from fedbound's source: the server's OS CSPRNG
+(:class:`~fedbound.training.secure_noise.SecureStreams`), or, in a reproducible simulation, the run seed's
+stream ``("server", round)`` that ``fedbound train``'s DP-FedAvg draws.  Flower's clipping, averaging and
+accounting run unchanged; numpy's global RNG is neither read nor reseeded.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["WEIGHT_KEY", "flower_strategy", "aggregate"]
+from fedbound.errors import ConfigError
+
+__all__ = ["WEIGHT_KEY", "flower_strategy", "aggregate", "sourced_fixed_clipping"]
 
 WEIGHT_KEY = "fedbound-uniform-weight"
 
+NoiseDraw = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+"""``draw(shape, dtype)``: standard normal draws of ``shape`` as a numpy array of ``dtype``."""
 
-def flower_strategy(sigma: float, clip_norm: float, k: int) -> Any:
+
+@functools.cache
+def sourced_fixed_clipping() -> type:
+    """Flower's ``DifferentialPrivacyServerSideFixedClipping`` with its noise from a given source (module
+    docstring); a ConfigError if the installed Flower no longer adds its noise in the method replaced."""
+    from flwr.app import Array, ArrayRecord
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping
+    from flwr.supercore.differential_privacy import compute_stdv
+
+    if not callable(getattr(DifferentialPrivacyServerSideFixedClipping, "_add_noise_to_aggregated_arrays",
+                            None)):  # pragma: no cover - a Flower outside the pinned 1.42
+        raise ConfigError("this Flower's DifferentialPrivacyServerSideFixedClipping has no "
+                          "_add_noise_to_aggregated_arrays: fedbound cannot give it a secure noise source; "
+                          "install flwr 1.42 (pip install 'fedbound[flower]')")
+
+    class SourcedFixedClipping(DifferentialPrivacyServerSideFixedClipping):
+        """Flower's server-side fixed clipping, its noise ``stdv * draw(shape, dtype)``."""
+
+        draw: NoiseDraw
+
+        def _add_noise_to_aggregated_arrays(self, aggregated_arrays: ArrayRecord) -> ArrayRecord:
+            stdv = compute_stdv(self.noise_multiplier, self.clipping_norm, self.num_sampled_clients)
+            noised = {}
+            for key, value in zip(aggregated_arrays.keys(), aggregated_arrays.to_numpy_ndarrays(),
+                                  strict=True):
+                noise = self.draw(value.shape, value.dtype) * np.asarray(stdv, dtype=value.dtype)
+                noised[key] = Array(np.asarray(value + noise, dtype=value.dtype))
+            return ArrayRecord(noised)
+
+    return SourcedFixedClipping
+
+
+def flower_strategy(sigma: float, clip_norm: float, k: int, draw: NoiseDraw | None = None) -> Any:
     """Flower's server-side fixed clipping wrapper around FedAvg with ``z = sigma K / C``, clipping norm C
-    and K sampled clients, FedAvg weighting by :data:`WEIGHT_KEY`."""
-    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+    and K sampled clients, FedAvg weighting by :data:`WEIGHT_KEY`; its noise from ``draw`` (default the OS
+    CSPRNG, :func:`fedbound.training.secure_noise.secure_normal_numpy`)."""
+    from flwr.serverapp.strategy import FedAvg
 
-    return DifferentialPrivacyServerSideFixedClipping(FedAvg(weighted_by_key=WEIGHT_KEY),
-                                                      noise_multiplier=sigma * k / clip_norm,
-                                                      clipping_norm=clip_norm, num_sampled_clients=k)
+    from fedbound.training.secure_noise import secure_normal_numpy
+
+    strategy = sourced_fixed_clipping()(FedAvg(weighted_by_key=WEIGHT_KEY),
+                                        noise_multiplier=sigma * k / clip_norm, clipping_norm=clip_norm,
+                                        num_sampled_clients=k)
+    strategy.draw = draw if draw is not None else secure_normal_numpy
+    return strategy
 
 
 def aggregate(runner: Any, replies: list[Any]) -> None:
@@ -61,7 +112,11 @@ def aggregate(runner: Any, replies: list[Any]) -> None:
         raise RoundRefused(f"round {ctx.round + 1}: {len(replies)} replies for K = "
                             f"{algorithm.clients_per_round} sampled clients: refused")
     sigma = float(plan.stage_sigma("server", ctx.round)[0]) if plan is not None else 0.0
-    strategy = flower_strategy(sigma, clip, k) if sigma > 0 else None
+
+    def draw(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:  # the runner's streams: secure or seeded
+        return ctx.noise("server", None, tuple(shape)).to(torch.float64).cpu().numpy()[0].astype(dtype)
+
+    strategy = flower_strategy(sigma, clip, k, draw) if sigma > 0 else None
     if strategy is not None:
         added = float(compute_stdv(strategy.noise_multiplier, clip, k))
         if not np.isclose(added, sigma, rtol=1e-9, atol=0.0):
@@ -77,12 +132,7 @@ def aggregate(runner: Any, replies: list[Any]) -> None:
         noised, added = arrays.to_numpy_ndarrays()[0], 0.0
     else:
         strategy.current_arrays = ArrayRecord([start])
-        state = np.random.get_state()
-        np.random.seed(np.random.SeedSequence([runner.options.seed, ctx.round, 0xDF]).generate_state(1)[0])
-        try:
-            arrays, _ = strategy.aggregate_train(ctx.round + 1, replies)
-        finally:
-            np.random.set_state(state)
+        arrays, _ = strategy.aggregate_train(ctx.round + 1, replies)
         noised = arrays.to_numpy_ndarrays()[0]
         clipped = [r.content["arrays"].to_numpy_ndarrays()[0].astype(np.float64) for r in replies]
         ctx.log("noise_std_measured", float(np.std(noised - np.mean(clipped, axis=0))))

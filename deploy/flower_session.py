@@ -7,16 +7,25 @@ The run config (Flower's ``[tool.flwr.app.config]``, flattened to ``context.run_
   rebuild the run from through the paper's registered recipe;
 * ``fedbound.run-dir``: where the server keeps the checkpoint, metrics.csv and summary.json;
   ``fedbound.round-timeout``: seconds the server waits for a round's uploads;
+* ``fedbound.reproducible-noise``: false in every app ``fedbound flower`` writes: each party draws its
+  noise from the OS CSPRNG (:mod:`fedbound.training.secure_noise`).  True only for a run on Flower's
+  simulation engine driven by fedbound (``fedbound flower --run --reproducible-noise``,
+  :func:`fedbound.deploy.flower_app.run_app`): every draw then comes from the run seed as in ``fedbound
+  train``, and the ServerApp and ClientApp refuse it anywhere else (:func:`reproducible_noise`);
 * ``plan.*``: the plan, readable by whoever deploys it: ``plan.T``, ``plan.K``, ``plan.N``, ``plan.C``,
   ``plan.seed`` and one ``plan.sigma-<stage>`` per noise stage (round 1's std; per-client and per-round
   values are in the messages).  The server recomputes the plan from ``fedbound.config`` and refuses to run
-  when a ``plan.*`` value was edited away from it (:func:`check_plan_keys`).
+  when a ``plan.*`` value was edited away from it (:func:`check_plan_keys`);
+* ``flower.privacy.*`` and ``flower.guard``: Flower's own PrivacyConfig of the plan's central releases,
+  whose ``max-epsilon`` is the plan's budget, and what Flower's ``would_exceed`` does before a round
+  (:mod:`fedbound.deploy.flower_privacy`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -26,10 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from fedbound.errors import ConfigError
+from fedbound.errors import ConfigError, ParameterError
 
 __all__ = ["ClientSide", "plan_keys", "check_plan_keys", "run_config", "prepared", "client_side",
-           "config_text"]
+           "config_text", "check_deployed_noise", "reproducible_noise", "REPRODUCIBLE_KEY",
+           "REPRODUCIBLE_NOTE"]
+
+REPRODUCIBLE_KEY = "fedbound.reproducible-noise"
+"""The run config key of the simulation-only reproducible noise (module docstring)."""
+
+REPRODUCIBLE_NOTE = ("noise reproducible from the seed: simulation only, not private against anyone holding "
+                     "the config")
+"""What a run with reproducible noise says in its summary, progress and report."""
 
 
 def config_text(prep: Any) -> str:
@@ -97,11 +114,78 @@ def check_plan_keys(cfg: Mapping[str, Any], expected: Mapping[str, Any]) -> None
                               "(fedbound flower PAPER CONFIG --out APP_DIR)")
 
 
-def run_config(prep: Any, plan: Any, run_dir: str | Path, round_timeout: float = 600.0) -> dict[str, Any]:
-    """The flat run config of a Flower app for a prepared run (module docstring)."""
+def run_config(prep: Any, plan: Any, run_dir: str | Path, round_timeout: float = 600.0,
+               reproducible_noise: bool = False, flower_guard: str = "report") -> dict[str, Any]:
+    """The flat run config of a Flower app for a prepared run (module docstring); a plan whose deployed
+    noise would vanish is refused here (:func:`check_deployed_noise`).  With the plan's ``plan.*`` come
+    Flower's PrivacyConfig of its central releases and ``flower.guard``
+    (:func:`fedbound.deploy.flower_privacy.privacy_config`)."""
+    from fedbound.deploy.flower_privacy import privacy_config
+
+    check_deployed_noise(prep, plan)
     return {"fedbound.paper": prep.algo, "fedbound.config": config_text(prep),
             "fedbound.run-dir": str(run_dir), "fedbound.round-timeout": float(round_timeout),
-            **plan_keys(prep, plan)}
+            REPRODUCIBLE_KEY: bool(reproducible_noise), **plan_keys(prep, plan),
+            **privacy_config(plan, flower_guard)}
+
+
+def reproducible_noise(cfg: Mapping[str, Any], simulation: bool, party: str) -> bool:
+    """Does the run config ask for reproducible (seeded) noise?  A ConfigError when it does and ``party``
+    (``"ServerApp"``, ``"ClientApp"``) was not built for Flower's simulation engine by fedbound: the flag
+    comes with the config, the refusal from the party's own code."""
+    asked = cfg.get(REPRODUCIBLE_KEY, False)
+    asked = asked if isinstance(asked, bool) else str(asked).strip().lower() in ("1", "true", "yes")
+    if asked and not simulation:
+        raise ConfigError(f"{REPRODUCIBLE_KEY} = true is outside its valid range for this {party}: noise "
+                          "reproducible from the seed is for fedbound's runs on Flower's simulation engine "
+                          "only (fedbound flower --run --reproducible-noise); a deployed app draws its noise "
+                          "from OS entropy: set it to false")
+    return bool(asked)
+
+
+def _stage_cause(prep: Any) -> str:
+    """What sets the noise std's scale in the config: the clip norm C, when the section has one."""
+    value = prep.setting.get("C")
+    if value is None:
+        return ""
+    return f"; it follows from [{prep.section_name}] C = {float(value):g}: raise C"
+
+
+def check_deployed_noise(prep: Any, plan: Any) -> None:
+    """ParameterError (one line naming the plan's ``plan.sigma-<stage>`` and the config value behind it)
+    when a private plan at finite eps would deploy a noise std of 0 where a release needs noise, or a
+    positive std below the smallest normal number of the run's dtype (it underflows: C = 5e-324 gives
+    sigma = 0 or a subnormal).  Each view (:class:`fedbound.training.plan.View`) must carry noise every
+    round: an upload or DP-SGD step every client's std of its stage; a broadcast the server's or every
+    client's."""
+    if plan is None or not math.isfinite(plan.eps):
+        return
+    dtype = np.float64 if prep.train.get("dtype") == "float64" else np.float32
+    tiny = float(np.finfo(dtype).tiny)
+
+    def refuse(stage: str, value: float) -> None:
+        raise ParameterError(f"plan.sigma-{stage}", float(value),
+                             f"[{tiny:.4g}, inf) (the smallest normal {np.dtype(dtype).name}) at eps = "
+                             f"{plan.eps:g}", hint="noise that vanishes would release the data unprotected "
+                             f"while the ledger counts eps{_stage_cause(prep)}")
+
+    for stage in plan.sigma:
+        m = plan.stage_matrix(stage)
+        under = m[(m > 0) & (m < tiny)]
+        if under.size:
+            refuse(stage, under[0])
+    for view in plan.views:
+        own = plan.stage_matrix(view.stage)
+        bare = (own < tiny).any(axis=1)
+        if view.kind == "broadcast":
+            server = plan.stage_matrix("server")[:, 0]
+            bare &= server < tiny
+            stage = view.stage if own.any() else "server"
+        else:
+            stage = view.stage
+        if bare.any():
+            t = int(np.argmax(bare))
+            refuse(stage, float(plan.stage_matrix(stage)[t].min()))
 
 
 @dataclass

@@ -13,14 +13,31 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["MECHANISMS", "FLOWER_AGGREGATION", "mechanism", "lookup", "flower_aggregation",
-           "deployable_names"]
+__all__ = ["MECHANISMS", "FLOWER_AGGREGATION", "NOT_DEPLOYED", "mechanism", "lookup", "flower_aggregation",
+           "deployable_names", "not_deployed"]
 
 MECHANISMS = {"dpfedavg": "fedbound.deploy.dpfedavg:MECHANISM"}
 """Name -> the mechanism object (``module:attribute``)."""
 
 FLOWER_AGGREGATION = {"dpfedavg": "fedbound.deploy.flower_dpfedavg:aggregate"}
 """Name -> ``aggregate(runner, replies)``: the round's aggregate (and server noise) on Flower's side."""
+
+
+NOT_DEPLOYED = {
+    "wpfl": (
+        "its mechanism is the noised model quantized to R bits and sent over the OFDMA subchannel its "
+        "scheduler assigns (Kuhn-Munkres matching at full power), whose bit errors are part of what it "
+        "computes (WPFL, Zhao et al. 2025, eqs. (2), (8), (15), (18)); Flower's transport (HTTPS over TCP) "
+        "delivers every bit exactly and assigns no subchannels, so the schedule would do nothing and the "
+        "channel could only be emulated, as the simulator does; and each client's personalized model is "
+        "per-client state the engine keeps: run it with fedbound train wpfl"),
+}
+"""Registry papers ``fedbound flower`` does not deploy, and why (docs/guides/flower.md, "Which papers")."""
+
+
+def not_deployed(name: str) -> str | None:
+    """Why ``fedbound flower`` does not deploy paper ``name`` (None: it does)."""
+    return NOT_DEPLOYED.get(name)
 
 
 def _load(target: str) -> Any:
@@ -46,7 +63,7 @@ def flower_aggregation(name: str) -> Any:
 
 
 def deployable_names() -> tuple[str, ...]:
-    """The papers with a recipe, then the deploy mechanisms."""
+    """The papers with a recipe that fedbound flower deploys, then the deploy mechanisms."""
     from fedbound.registry import names
 
-    return (*names("train"), *MECHANISMS)
+    return (*(n for n in names("train") if n not in NOT_DEPLOYED), *MECHANISMS)

@@ -10,6 +10,7 @@ array(0.5)
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,8 @@ import numpy as np
 from fedbound.errors import DomainError, FedboundError, ParameterError
 
 __all__ = ["MAX_INT", "broadcast", "broadcast_errors_named", "interval", "check_real", "check_int",
-           "check_probability", "as_float_array", "scalar_or_array", "check_finite", "to_jsonable"]
+           "check_probability", "as_float_array", "scalar_or_array", "check_finite", "to_jsonable",
+           "strict_json"]
 
 MAX_INT = 10**12
 """Largest integer parameter (counts: rounds, clients, samples, steps) any check accepts unless told
@@ -49,13 +51,24 @@ def as_float_array(name: str, value: Any) -> np.ndarray:
     """``value`` as a float64 array; a ParameterError (not a numpy traceback) if it is not numeric."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except OverflowError:  # a Python int beyond the float range, e.g. 10**400
-        raise ParameterError(name, _Short(f"an integer of {len(str(abs(int(value))))} digits"),
+    except OverflowError:  # a Python int beyond the float range, e.g. 10**400 (alone or inside a list)
+        raise ParameterError(name, _Short(f"an integer of {_digits(value)} digits"),
                              "a real number within the float64 range (|x| < 1.8e308)") from None
     except (TypeError, ValueError):
         raise ParameterError(name, _Short(_abbreviate(value)), "a real number or an array of real numbers"
                              ) from None
     return arr
+
+
+def _digits(value: Any) -> int:
+    """The digits of the largest integer in ``value`` (an int, or nested lists / tuples of them)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() < 13_000:  # str() of a longer int raises (Python's 4300-digit limit)
+            return len(str(abs(value)))
+        return int(abs(value).bit_length() * 0.30102999566398120) + 1  # from the bit length: exact or +1
+    if isinstance(value, list | tuple):
+        return max((_digits(v) for v in value), default=0)
+    return 0
 
 
 class _Short(str):
@@ -226,6 +239,17 @@ def scalar_or_array(arr: np.ndarray) -> float | np.ndarray:
             raise FedboundError("internal error: a computation produced NaN; please report the inputs")
         return out
     return arr
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"it holds {token}, which fedbound never writes")
+
+
+def strict_json(data: bytes) -> Any:
+    """The JSON document in ``data`` as fedbound writes it (UTF-8, no NaN or Infinity): a file that is not
+    (damaged, truncated, overwritten) raises ValueError (UnicodeDecodeError, JSONDecodeError, or one that
+    names the non-finite constant), never a NaN that a reader would show as a result."""
+    return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
 
 
 def to_jsonable(obj: Any, where: str = "$") -> Any:

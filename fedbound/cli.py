@@ -70,6 +70,11 @@ def _error_line(message: str) -> int:
     return 2
 
 
+BUDGETED = ("plan", "plot", "claims", "schedule", "calibrate", "account", "papers", "crd")
+"""Commands that answer within a CPU budget (fedbound.budget, FEDBOUND_CPU_BUDGET); the others train or
+serve."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; fedbound's own errors become one red line on stderr and exit code 2.
 
@@ -78,10 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     """
     import click
 
+    from fedbound.budget import CpuBudgetExceeded, cpu_budget, seconds_from_env
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    words = [a for a in args if not a.startswith("-")]
     try:
-        code = app(args=argv, prog_name="fedbound", standalone_mode=False)
+        with cpu_budget(seconds_from_env() if words[:1] and words[0] in BUDGETED else None):
+            code = app(args=argv, prog_name="fedbound", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError:
         return 2  # the help is printed: it is the answer
+    except CpuBudgetExceeded as exc:  # say which input made it costly: the command as typed
+        typed = " ".join(a if len(a) <= 80 else a[:80] + "..." for a in args)
+        return _error_line(f"{exc} (fedbound {typed[:400]})")
     except FedboundError as exc:
         return _error_line(str(exc))
     except click.UsageError as exc:  # unknown option, a value of the wrong type: one line naming the option
@@ -94,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         extra = extra_of(exc.name)
         if extra is None:
             raise
-        words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
         return _error_line(hint(words[0] if words else "", str(exc.name).split(".")[0], extra))
     except SystemExit as exc:
         if exc.code is None:

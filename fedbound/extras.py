@@ -19,7 +19,7 @@ __all__ = ["EXTRAS", "extra_of", "hint", "missing", "require"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "train": ("torch", "mlxtend", "sklearn", "tqdm", "pyarrow"),
     "report": ("plotly",),
-    "explorer": ("fastapi", "uvicorn", "plotly"),
+    "explorer": ("fastapi", "starlette", "uvicorn", "plotly"),
     "flower": ("flwr",),
     "ray": ("ray",),
 }

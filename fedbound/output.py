@@ -23,18 +23,26 @@ def print_json(obj: Any) -> None:
 
 
 UNBOUNDED_WIDTH = 10_000
-"""Console width without a terminal (output piped to a file or a program): wide enough that no table is
-squeezed and no line wrapped; rich's own default there is 80 columns, which cut tables and numbers."""
+"""Console width without a terminal (output piped to a file or a program): a line of prose (a warning, a
+plan's line) stays one line, whatever its length; rich's own default there is 80 columns, which cut tables
+and numbers.  Tables are laid out at :data:`READABLE_WIDTH` there instead (:func:`print_table`)."""
+READABLE_WIDTH = 100
+"""Width of a table in piped output: its text columns wrap at word boundaries to fit, no word (so no
+number) is ever split; a table whose unbreakable words need more is as wide as they need."""
+
+
+def _piped() -> bool:
+    """No terminal on stdout and no ``$COLUMNS``: the output goes to a file or a program."""
+    import os
+
+    return not getattr(sys.stdout, "isatty", lambda: False)() and not os.environ.get("COLUMNS", "").strip()
 
 
 def console():
     """The stdout console: the terminal's width on a terminal (or ``$COLUMNS`` when set), else unbounded."""
-    import os
-
     from rich.console import Console
 
-    piped = not getattr(sys.stdout, "isatty", lambda: False)() and not os.environ.get("COLUMNS", "").strip()
-    return Console(width=UNBOUNDED_WIDTH if piped else None)
+    return Console(width=UNBOUNDED_WIDTH if _piped() else None)
 
 
 def _cell(value: Any, digits: int) -> str:
@@ -52,16 +60,42 @@ def _cell(value: Any, digits: int) -> str:
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], digits: int = 6,
                 caption: str | None = None) -> None:
     """A rich table on stdout; floats shown with ``digits`` significant digits.  A cell too wide for a
-    narrow terminal folds onto the next line, never cut short (no digit is lost)."""
+    narrow terminal folds onto the next line, never cut short (no digit is lost).  Piped (no terminal), the
+    table is :data:`READABLE_WIDTH` wide: long notes wrap at word boundaries, and every column is at least
+    as wide as its longest word, so no number is split (issue 36: a 900-column note padded every row)."""
     from rich.table import Table
     from rich.text import Text
 
+    cells = [[_cell(v, digits) for v in row] for row in rows]
+    piped = _piped()
     table = Table(title=title, caption=caption)
+    words = []
     for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
-    for row in rows:  # Text, not str: data such as "[paper]" must not be read as rich markup
-        table.add_row(*(Text(_cell(v, digits)) for v in row))
-    console().print(table)
+        column = [row[i] for row in cells if i < len(row)]
+        words.append(max((len(w) for text in [str(col), *column] for w in text.split()), default=1))
+        text = i == 0 or any(len(c.split()) > 2 for c in column)  # prose reads from the left, numbers right
+        table.add_column(col, justify="left" if text else "right", overflow="fold",
+                         min_width=words[-1] if piped else None)
+    for row in cells:  # Text, not str: data such as "[paper]" must not be read as rich markup
+        table.add_row(*(Text(c) for c in row))
+    # the borders and padding: 3 characters per column and 1
+    width = max(READABLE_WIDTH, sum(words) + 3 * len(columns) + 1) if piped else None
+    console().print(table, width=width)
+
+
+def _prose(con: Any, text: str, indent: str = "  ") -> None:
+    """A line of a plan: one line on a terminal (rich folds it at the terminal's width); piped, wrapped at
+    :data:`READABLE_WIDTH` with a hanging indent, at spaces only (no word, so no number, is split)."""
+    from rich.text import Text
+
+    if _piped():
+        import textwrap
+
+        text = textwrap.fill(text, READABLE_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_long_words=False, break_on_hyphens=False)
+    else:
+        text = indent + text
+    con.print(Text(text), highlight=False)
 
 
 def print_warnings(warnings: Sequence[str]) -> None:
@@ -105,13 +139,13 @@ def print_plan(plan: Any) -> None:
     lines.append("certificate: " + (cert.line() if cert is not None else "none (this planner does not "
                                                                          "certify)"))
     for line in lines:
-        con.print(Text("  " + line), highlight=False)
+        _prose(con, line)
     print_table("The paper's answer and the tight one", ["quantity", "paper", "tight", "note"],
                 [[r.quantity, r.paper, r.tight, r.note] for r in plan.rows], caption=plan.caption or None)
     if plan.differences:
         con.print(Text("Differences from the paper's answer", style="bold"), highlight=False)
         for d in plan.differences:
-            con.print(Text(f"  - {d}"), highlight=False)
+            _prose(con, f"- {d}")
     if plan.assumed:
         why = ("not measured: given in the config or documented defaults" if getattr(plan, "measured", ())
                else "documented defaults, not given")

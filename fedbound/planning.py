@@ -92,7 +92,10 @@ def cached_plan(key: Any, compute: Any) -> Any:
 PROBES = 4
 """At most this many inputs are tried as the cause of a failed derived check."""
 SEARCH_CPU_SECONDS = 3.0
-"""CPU time the search for the working range of the culprit may take (bisection stops there)."""
+"""CPU time the search for the working range of the culprit may take (bisection and its checks)."""
+CHECKS_PER_SIDE = 3
+"""Values a stated range is checked at on each side of its edge (issue 36: a range is only stated where it
+was verified on both sides)."""
 
 
 def plan_for(paper: Any, setting: Any, variant: str = "paper", check: bool = False) -> Any:
@@ -149,6 +152,8 @@ def _distance(value: Any, ref: Any) -> float:
 
 
 def _works(run: Callable[[dict], Any], values: dict, key: str, value: Any) -> bool:
+    from fedbound.budget import CpuBudgetExceeded
+
     trial = dict(values)
     if value is None:
         trial.pop(key, None)
@@ -156,31 +161,80 @@ def _works(run: Callable[[dict], Any], values: dict, key: str, value: Any) -> bo
         trial[key] = value
     try:
         run(trial)
+    except CpuBudgetExceeded:  # not a verdict on the value: the whole answer is out of time
+        raise
     except (ValueError, ArithmeticError):
         return False
     return True
 
 
 def _boundary(run: Callable[[dict], Any], values: dict, key: str, bad: float, good: float, integer: bool,
-              deadline: float) -> float:
-    """The working value nearest ``bad`` found by bisection from ``good`` (works) towards ``bad`` (fails),
-    in log space when both are positive; stops after 40 steps or at the CPU ``deadline``."""
+              deadline: float) -> tuple[float, float, bool]:
+    """(good, bad, converged): the working value nearest ``bad`` and the failing one nearest it, found by
+    bisection from ``good`` (works) towards ``bad`` (fails), in log space when both are positive.
+    ``converged``: they are adjacent integers, or within 0.1 % of each other; not when the CPU ``deadline``
+    or 40 steps stopped it."""
     log = bad > 0 and good > 0
     for _ in range(40):
-        if time.process_time() > deadline:
-            break
         mid = math.sqrt(bad) * math.sqrt(good) if log else (bad + good) / 2
         if integer:
             mid = int(round(mid))
             if mid in (int(bad), int(good)):
-                break
+                return good, bad, True
         elif abs(mid - good) <= 1e-3 * abs(good) or mid in (bad, good):
+            return good, bad, True
+        if time.process_time() > deadline:
             break
         if _works(run, values, key, mid):
             good = mid
         else:
             bad = mid
-    return good
+    return good, bad, False
+
+
+def _between(a: float, b: float, n: int, integer: bool) -> list[float]:
+    """``n`` values strictly between ``a`` and ``b`` (geometric when both are positive; integers if asked)."""
+    if a > 0 and b > 0:
+        inner = [math.exp(math.log(a) + (math.log(b) - math.log(a)) * (i + 1) / (n + 1)) for i in range(n)]
+    else:
+        inner = [a + (b - a) * (i + 1) / (n + 1) for i in range(n)]
+    if integer:
+        inner = sorted({int(round(v)) for v in inner} - {int(a), int(b)})
+    return [v for v in inner if min(a, b) < v < max(a, b)]
+
+
+def _beyond(value: float, field: Any, up: bool, integer: bool) -> list[float]:
+    """Two values past the user's ``value`` (away from the working side), inside the key's domain."""
+    from fedbound.checks import MAX_INT
+
+    steps = [value * 10, value * 1000] if value > 0 else [value + abs(value) + 1, 10 * (abs(value) + 1)]
+    if not up:
+        steps = [value / 10, value / 1000] if value > 0 else [value - abs(value) - 1, -10 * (abs(value) + 1)]
+    out = []
+    for v in steps:
+        v = int(round(v)) if integer else v
+        if not math.isfinite(v) or abs(v) > (MAX_INT if integer else 1e300) or v == value:
+            continue
+        try:
+            field.coerce("", v)
+        except ValueError:
+            continue
+        out.append(v)
+    return out
+
+
+def _verified(run: Callable[[dict], Any], values: dict, key: str, working: list, failing: list,
+              deadline: float) -> str | None:
+    """None when every value of ``working`` plans and every value of ``failing`` fails; otherwise why the
+    range cannot be stated (the value that disagrees, or the CPU budget)."""
+    for expect, points in ((True, working), (False, failing)):
+        for v in points:
+            if time.process_time() > deadline:
+                return "the range was not checked within the CPU budget of the search"
+            if _works(run, values, key, v) != expect:
+                verdict = "fails" if expect else "plans"
+                return f"{key} = {v:g} {verdict} too, so the working values are not one range"
+    return None
 
 
 def _round_inward(edge: float, side: str) -> str:
@@ -190,6 +244,36 @@ def _round_inward(edge: float, side: str) -> str:
     unit = 10.0 ** (math.floor(math.log10(abs(edge))) - 3)
     steps = math.floor(edge / unit + 1e-9) if side == "<=" else math.ceil(edge / unit - 1e-9)
     return f"{steps * unit:.4g}"
+
+
+def _range_error(run: Callable[[dict], Any], values: dict, key: str, ref: Any, f: Any, first_line: str,
+                 deadline: float) -> FedboundError:
+    """The error about a numeric culprit ``key``: ``key <= edge for this setting`` only where the edge was
+    found (bisection converged) and the range verified on both sides (:data:`CHECKS_PER_SIDE` values between
+    the example's value and the edge all plan, as do the printed edges; values from the failing edge to the
+    user's and two beyond it all fail); otherwise what was found, without a range (issue 36: eps = 495 was
+    said to need eps <= 494.2 while 505 planned)."""
+    value, integer = values[key], f.kind is int
+    good, bad, converged = _boundary(run, values, key, float(value), float(ref), integer, deadline)
+    side = "<=" if value > ref else ">="
+    outward = ">=" if side == "<=" else "<="
+    good_text = f"{int(good)}" if integer else _round_inward(good, side)
+    bad_text = f"{int(bad)}" if integer else _round_inward(bad, outward)
+    kind = int if integer else float
+    why = None
+    if converged:
+        working = [*_between(float(ref), good, CHECKS_PER_SIDE, integer), kind(good_text)]
+        failing = [kind(bad_text), *_between(bad, float(value), CHECKS_PER_SIDE, integer),
+                   *_beyond(value, f, value > ref, integer)]
+        why = _verified(run, values, key, working, failing, deadline)
+        if why is None:
+            checked = len(working) + len(failing)
+            return ParameterError(key, value, f"{key} {side} {good_text} for this setting ({key} {outward} "
+                                  f"{bad_text} fails; checked at {checked} values on both sides of the edge; "
+                                  f"the config domain is {f.valid_range()})", f"with it, {first_line}")
+    why = why or "the edge between them was not found within the CPU budget of the search"
+    return ConfigError(f"{key} = {value!r} cannot be used for this setting: {first_line} (it plans with "
+                       f"{key} = {good_text} and fails at {key} = {bad_text}; {why}, so no range is stated)")
 
 
 def _given_names(paper: Any, given: Iterable[str]) -> list[str]:
@@ -210,10 +294,15 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
     an input is to blame when replacing it by the paper's example value (or its documented default, or
     leaving it unset) makes ``run`` succeed; the inputs farthest from the example are tried first, at most
     :data:`PROBES`.  For a numeric culprit, the working range is then bracketed by bisection between the
-    example's value and the user's (:data:`SEARCH_CPU_SECONDS` at most)."""
+    example's value and the user's (:data:`SEARCH_CPU_SECONDS` at most) and stated only where it was
+    verified on both sides of its edge (:func:`_range_error`)."""
+    from fedbound.budget import CpuBudgetExceeded, check
+
     values = dict(values)
     try:
         return run(values)
+    except CpuBudgetExceeded:
+        raise
     except (ValueError, ArithmeticError) as exc:  # FedboundError, and a math error in a derived quantity
         error = exc
     section = paper.config_section
@@ -232,16 +321,13 @@ def blame_input(paper: Any, values: Mapping[str, Any], run: Callable[[dict], Any
     if not isinstance(error, FedboundError):
         first_line = f"the computation overflows or fails ({type(error).__name__}: {first_line})"
     for _, _, key, ref in sorted(candidates)[:PROBES]:
+        check(f"the search for the input that makes it fail ({first_line})")
         if key == named or not _works(run, values, key, ref):
             continue
         value = values[key]
         f = section.field(key)
         if f.kind in (int, float) and isinstance(ref, int | float) and not isinstance(value, bool):
-            edge = _boundary(run, values, key, float(value), float(ref), f.kind is int, deadline)
-            side = "<=" if value > ref else ">="
-            edge_text = f"{int(edge)}" if f.kind is int else _round_inward(edge, side)
-            raise ParameterError(key, value, f"{key} {side} {edge_text} for this setting (the config domain "
-                                 f"is {f.valid_range()})", f"with it, {first_line}") from None
+            raise _range_error(run, values, key, ref, f, first_line, deadline) from None
         works = f"it plans when {key} is left unset" if ref is None else f"it plans with {key} = {ref!r}"
         raise ConfigError(f"{key} = {value!r} cannot be used for this setting: {first_line} ({works})"
                           ) from None

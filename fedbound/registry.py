@@ -155,15 +155,28 @@ class Paper:
         return _registered_section(obj() if callable(obj) and not hasattr(obj, "fields") else obj,
                                    self.aliases, self.defaults)
 
+    def _refuse_misplaced(self, cfg: Any) -> None:
+        """A key of ``[NAME]`` written under ``[train]`` is a ConfigError here too, not only in ``train``
+        (``plan`` reads [NAME] alone and would silently ignore it; no [train] key is also a paper key)."""
+        table = cfg.raw.get("train")
+        section = self.config_section
+        misplaced = [k for k in table if k in section] if isinstance(table, dict) else []
+        if misplaced:
+            key = misplaced[0]
+            raise ConfigError(f"{cfg.source}: [train] {key} is a key of [{self.name}], not of [train]: "
+                              f"move it under [{self.name}] (plan and train read it only there)")
+
     def load_setting(self, config: Any = None, overrides: Any = ()) -> Setting:
         """The ``[NAME]`` section of a TOML file (or none) with ``--set`` overrides, validated, unset optional
-        keys dropped and the documented defaults filled in (listed in ``Setting.assumed``)."""
+        keys dropped and the documented defaults filled in (listed in ``Setting.assumed``); a [NAME] key
+        under [train] is refused."""
         from fedbound.config import load_config, measured_keys
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FedboundWarning)
             cfg = load_config(config, [self.config_section], list(overrides),
                               known_sections=(*names(), "train"))
+        self._refuse_misplaced(cfg)
         values = {k: v for k, v in cfg[self.name].items() if v is not None}
         assumed = tuple(k for k in self.defaults if k not in values)
         values.update({k: self.defaults[k] for k in assumed})

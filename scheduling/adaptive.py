@@ -296,7 +296,10 @@ def recommended_design(
         _, g, _ = best_mu_for_noise(s, e1, e2)
         return s["Theta"] + Ts * g, np.ones(Ts.shape, bool)
 
+    from fedbound.budget import check
+
     while True:
+        check(f"the search over T had reached T = {min(hi, T_max)} of at most {T_max}")
         res = exhaustive_integer_min(f, lo, min(hi, T_max), what="T")
         if T is not None or res.x < min(hi, T_max) or hi >= T_max:
             break
@@ -334,15 +337,18 @@ def recommended_rounds(
 
 def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float | None, rec: Optimum,
             noise: Mapping[str, np.ndarray], spent: Mapping[str, float], vacuous: bool, planned: str,
-            full: bool = False) -> Certificate:
+            full: bool = False, recommended: tuple[int, float, float] | None = None) -> Certificate:
     """The recommendation's certificate: the (T, mu) domain searched, a brute force of :func:`tight_bound`
     over every integer T of that window times a log grid of mu (1001 points; 20001 with ``full``) that the
-    recommendation must match (no grid point below it; the grid's best within 1e-3 (1e-5) of how much mu
-    moves the bound at that T, the grid's resolution), and both
+    recommendation must match (no grid point below it; the grid's best above it by at most the bound's
+    change between neighbouring grid points at the grid's best, the grid's resolution), and both
     views' privacy re-accounted exactly (analytic Gaussian of the Gaussian (GDP) composition: exact for
     Gaussian releases).  ``noise``/``spent``: the deployed :func:`~fedbound.bounds.adaptive.noise_details`
     and :func:`~fedbound.bounds.adaptive.exact_epsilon` over the whole run; ``planned``: the setting's
-    ``weights`` (how p was chosen, said in the domain and the search)."""
+    ``weights`` (how p was chosen, said in the domain and the search).  ``recommended``: the (T, mu, bound)
+    the plan shows, which the check compares (default: the search's own optimum): where the bound's mu is
+    the infimum mu -> inf the plan shows Lemma 2's mu*, whose bound the grid beats, and the check says so
+    (issue 36: it "agreed" while its own grid found a lower bound)."""
     lo, hi = rec.evidence["T_window"]
     turned = not rec.at_upper_edge
     rm = float(s.get("rho_minus", 0.0))
@@ -370,11 +376,21 @@ def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float 
         Ts = np.unique(np.concatenate([np.round(np.geomspace(lo, hi, n)), np.round(np.linspace(lo, hi, n))]))
         domain["T"] += f"; checked on {Ts.size} integers of it"
     x, fun, points = brute_force_argmin(lambda T, mu: tight_bound(s, p, m, mu, T), {"T": Ts, "mu": mus})
-    spread = float(np.ptp(tight_bound(s, p, m, mus, x["T"])))  # how much mu matters at that T
-    tol = ((1e-5 if full else 1e-3) * spread if mu_given is None else 0.0) + 1e-12 * max(1.0, abs(fun))
-    agrees = rec.fun <= fun + 1e-12 * max(1.0, abs(fun)) and fun - rec.fun <= tol
+    # the grid's resolution at its best point: how much the bound moves to the neighbouring mu's there (the
+    # grid's best may lie above the continuous optimum by that much, never below it)
+    at_T = tight_bound(s, p, m, mus, x["T"])
+    i = int(np.argmin(at_T))
+    near = at_T[max(i - 1, 0):i + 2]
+    tol = float(np.max(np.abs(near - at_T[i]))) + 1e-12 * max(1.0, abs(fun))
+    shown = float(rec.fun) if recommended is None else float(recommended[2])
+    slack = 1e-12 * max(1.0, abs(fun))  # the grid may beat neither the shown design nor the search's optimum
+    agrees = shown <= fun + slack and float(rec.fun) <= fun + slack and fun - float(rec.fun) <= tol
+    note = f"grid best {fun:.8g} at (T, mu) = ({x['T']:g}, {x['mu']:.4g}) vs recommended {shown:.8g}"
+    if recommended is not None and shown > fun + slack:
+        note += (f" at (T, mu) = ({recommended[0]}, {recommended[1]:.4g}): the recommendation is not the "
+                 "bound's least over the domain searched")
     check = OptimumCheck("brute force (integer T x log grid of mu)", points, x, fun, bool(agrees),
-                         note=f"grid best {fun:.8g} vs recommended {float(rec.fun):.8g}")
+                         note=note, tolerance=tol)
     eff = np.sqrt(noise["server"] ** 2 + noise["aggregated_client"] ** 2)
     how = "analytic Gaussian of the exact Gaussian (GDP) composition"
     privacy = (PrivacyCheck(f"uplink ({int(s['R'])} upload(s) per client)", float(noise["uplink"][0]),
@@ -387,7 +403,9 @@ def certify(s: Mapping[str, Any], p: np.ndarray, m: np.ndarray, mu_given: float 
                      f"server adds nothing), so it spends eps {privacy[1].eps_achieved:.4g} of {s['eps']:g}: "
                      "valid, not tight (the uplink's noise sets it)")
     if rec.evidence.get("mu_at_edge"):
-        notes.append("the bound's mu is the infimum mu -> inf (vacuous there); the plan shows Lemma 2's mu*")
+        notes.append("the bound decreases towards mu -> inf (its infimum, not attained, at the top of the mu "
+                     "range searched): no (T, mu) optimum exists to certify; the plan shows Lemma 2's mu* "
+                     "and the best T at it, and the check compares that design's bound with the grid's least")
     search = rec.method + {"planned": "; p: water-filling, the bound's exact argmin over p at every (T, mu) "
                            "(so the (T, mu) search at it is the joint (T, mu, p) optimum)",
                            "priority": "; p: the priority program (cvxpy), held"}.get(planned, "; p: held")
@@ -437,14 +455,18 @@ def _problem(s: Mapping[str, Any], design: Design, T: float, accounting: str) ->
     )
 
 
-def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """With ``sensitivity = "provable"``: the setting with the effective clip of
-    :func:`fedbound.bounds.provable.for_planner` (the program then uses eq. (10)'s form) and the note."""
-    if s.get("sensitivity") != "provable":
-        return s, None
+def _provable(s: dict[str, Any]) -> tuple[dict[str, Any], str | None, str]:
+    """With ``sensitivity = "provable"`` (the default): the setting with the effective clip of
+    :func:`fedbound.bounds.provable.for_planner` (the program then uses eq. (10)'s form) and the note; and
+    the premise the plan rests on for the sensitivity it deploys
+    (:func:`fedbound.bounds.provable.premise`)."""
+    how = {"clip_key": "C", "paper": SHORT, "assumption": "client sensitivity 2B/m of eq. (8)"}
+    if provable.mode(s) != "provable":
+        m = float(np.min(design_from_settings(s).client_sizes))
+        return s, None, provable.premise(s, m=m, **how)
     m = float(np.min(design_from_settings(s).client_sizes))
-    return provable.for_planner(s, clip_key="C", m=m, paper=SHORT, assumption="client sensitivity 2B/m of "
-                                "eq. (8)")
+    given, note = provable.for_planner({**s, "sensitivity": "provable"}, m=m, **how)
+    return given, note, provable.premise({**s, "sensitivity": "provable"}, m=m, **how)
 
 
 def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) -> Optimum:
@@ -453,7 +475,7 @@ def planned_impact_factors(settings: Mapping[str, Any], T: float | None = None) 
     bounds, floor, sensitivity) at ``T`` rounds (default the setting's T, else 30) under tight accounting;
     otherwise the bound's argmin over the same feasible set (:func:`bound_optimal_impact_factors`, the
     same at every T)."""
-    s, _ = _provable(normalised_settings(settings, ("N", "R", "parts", "ratios")))
+    s, _, _ = _provable(normalised_settings(settings, ("N", "R", "parts", "ratios")))
     design = design_from_settings(s)
     design.client_sizes  # noqa: B018  (ConfigError without sizes or m)
     problem = _problem(s, design, float(T or s.get("T", 30)), "tight")
@@ -482,7 +504,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
 
 def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
     """:func:`plan` computed (no cache)."""
-    s, provable_note = _provable(normalised_settings(settings))
+    s, provable_note, sensitivity_premise = _provable(normalised_settings(settings))
     if variant not in ("paper", "corrected"):
         raise ParameterError("variant", variant, "'paper' or 'corrected'")
     design = design_from_settings(s)
@@ -518,8 +540,9 @@ def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
     T_given = int(s["T"]) if s.get("T") is not None else None  # the setting's T is held (issue 23)
     rec_T = recommended_design(s, p_rec, m, mu_given, T=T_given)
     T_rec, mu_rec = int(rec_T.x["T"]), float(rec_T.x["mu"])
-    if rec_T.evidence["mu_at_edge"]:  # the bound's infimum is mu -> inf (vacuous there): Lemma 2's mu*
-        mu_rec = mu
+    if rec_T.evidence["mu_at_edge"]:  # the bound's infimum is mu -> inf (vacuous there): Lemma 2's mu*, and
+        mu_rec = mu  # the T that is best at it (issue 36: T was the edge's, the bound mu*'s)
+        T_rec = int(recommended_design(s, p_rec, m, mu, T=T_given).x["T"])
     bound_rec = float(tight_bound(s, p_rec, m, mu_rec, T_rec))
     vacuous = bound_rec >= float(s["Theta"])
     rows_rec = np.tile(p_rec, (T_rec, 1)) if use_planned else design.schedule(T_rec)
@@ -562,8 +585,7 @@ def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
         "server": _one(noise_rec["server"]),
     }
     premises = (
-        "the paper's sensitivity 2B/min_i m_i per upload and 2B max_i p_i/min_i m_i per broadcast "
-        f"({SHORT}, eqs. (7), (10)): the local solve is a full-batch argmin clipped to B (eq. (6))",
+        sensitivity_premise,
         f"R = {s['R']} uplink exposures per client; every broadcast is a release (linear in T in the paper, "
         "exact Gaussian composition here)",
         f"assumed loss constants Theta, A, gamma, rho, beta ({SHORT} states none)",
@@ -657,7 +679,7 @@ def _plan(settings: Mapping[str, Any], variant: str, check: bool) -> Plan:
     )
     optima = {"T_recommended": rec_T, "mu": mu_opt, "impact_factors": weights}
     certificate = certify(s, p_rec, m, mu_given, rec_T, noise_rec, spent_tight, vacuous,
-                          str(s.get("weights", "ratios")), check)
+                          str(s.get("weights", "ratios")), check, recommended=(T_rec, mu_rec, bound_rec))
     if t_opt is not None:
         optima["T_opt"] = t_opt
     differences = []

@@ -105,10 +105,14 @@ class OptimumCheck:
     fun: float
     agrees: bool
     note: str = ""
+    tolerance: float = 0.0
+    """The precision of the comparison: designs whose bounds differ by less are ties (e.g. DP-PFL: the
+    bound's change over its sigma calibration's window); 0 where the values compared are exact."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "points": int(self.points), "x": json_number(dict(self.x)),
-                "fun": json_number(self.fun), "agrees": bool(self.agrees), "note": self.note}
+                "fun": json_number(self.fun), "agrees": bool(self.agrees), "note": self.note,
+                "tolerance": json_number(self.tolerance)}
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ class Certificate:
             parts.append(f"capped: {self.capped}")
         if self.check is not None:
             verdict = "agrees" if self.check.agrees else "DISAGREES"
+            if self.check.tolerance > 0:
+                verdict += f" (up to {self.check.tolerance:.2g}: closer designs are ties at this precision)"
             parts.append(f"{self.check.method} over {self.check.points:,} points {verdict}")
         else:
             parts.append("independent check not run")
@@ -166,10 +172,13 @@ def brute_force_argmin(objective: Callable[..., np.ndarray], domain: Mapping[str
     total = int(np.prod([a.size for a in axes], dtype=np.int64))
     best, best_x = np.inf, None
     points = itertools.product(*axes) if len(axes) > 1 else ((v,) for v in axes[0])
+    from fedbound.budget import check
+
     while True:
         block = list(itertools.islice(points, chunk))
         if not block:
             break
+        check(f"the independent brute-force check over {total:,} points")
         cols = np.array(block).T
         vals = np.asarray(objective(**{n: cols[i] for i, n in enumerate(names)}), dtype=float)
         vals = np.where(np.isnan(vals), np.inf, vals)
@@ -246,8 +255,11 @@ def scan_until_turned(bound: Callable[[np.ndarray], np.ndarray], floor: Callable
     whose floor reaches the best value found: no larger x can beat it, so the argmin is exact (a proof, not
     a heuristic).  At ``maximum`` it stops anyway and says so in ``capped``.  Ties go to the smaller x.
     """
+    from fedbound.budget import check
+
     best_x, best, lo = start, np.inf, start
     while lo <= maximum:
+        check(f"the exhaustive search over {what} had reached {what} = {lo} of at most {maximum}")
         xs = np.arange(lo, min(lo + chunk, maximum + 1))
         vals = np.asarray(bound(xs), dtype=float)
         vals = np.where(np.isnan(vals), np.inf, vals)

@@ -159,6 +159,17 @@ def _noise_slope(settings: Mapping[str, Any], variant: str, ratio: float) -> tup
     return float(at0), float(at1 - at0)
 
 
+def _check_hypotheses(settings: Mapping[str, Any], variant: str, ratio: float) -> None:
+    """InfeasibleError naming the failed hypothesis when the chosen bound is admissible at no T: Theorems 2
+    and 3's required conditions (beta < 2/L', 0 <= zeta < 1, eta L < 1, l' > 0) involve neither T, sigma
+    nor C (tested), so one evaluation decides for every T before any T is searched (issue 36: the search
+    ran to T = 100000 first, 15 CPU s per plan)."""
+    ev = bound_curve(settings, 1, 1.0, variant, ratio)
+    failed = [text for cond, _, text in ev.failures if cond.severity == "required"]
+    if failed:
+        raise InfeasibleError(f"{SHORT}'s bound is admissible at no T: {failed[0]}")
+
+
 def optimal_T(
     settings: Mapping[str, Any],
     variant: str = "paper",
@@ -198,6 +209,7 @@ def optimal_T(
         vals, ok = f(xs)
         return np.where(ok & np.isfinite(vals), vals, np.inf)
 
+    _check_hypotheses(settings, variant, ratio)
     lo, hi, how = 1, T_max, ""
     if not fixed and not exhaustive:
         def floor(xs: np.ndarray) -> np.ndarray:
@@ -822,10 +834,10 @@ def _check_T(s: Mapping[str, Any], variant: str, ratio: float, res: Optimum, ful
     if res.evidence.get("exact_search"):  # the exact sigma: re-evaluated around T* and across the domain
         from fedbound.scheduling.dppfl_exact import exact_check
 
-        x, fun, points, agrees, note = exact_check(s, variant, ratio, res, bool(res.evidence.get("joint_C")),
-                                                   half_width=6 if full else 3, spread=24 if full else 8)
+        x, fun, points, agrees, note, tol = exact_check(s, variant, ratio, res, bool(res.evidence.get(
+            "joint_C")), half_width=6 if full else 3, spread=24 if full else 8)
         return OptimumCheck("exact sigma re-evaluated near T* and on a geometric sample", points, x, fun,
-                            agrees, note=note)
+                            agrees, note=note, tolerance=tol)
     top = int(res.evidence["T_max"])
     every = top <= BRUTE_FORCE_POINTS  # sigma*(T) is cheap at every q (closed form / tables)
     Ts = np.arange(1, top + 1) if every else np.unique(np.round(np.geomspace(1, top, 400 if full else 32)))
@@ -1034,8 +1046,10 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
                         "sigma_out/sigma_in = 1 (the paper's)" if ratio == 1.0
                         else f"r = {ratio:.4g} (optimised at T*)"),
               "S": "the setting's model (held)"}
-    capped = (f"T stopped at the documented maximum {T_SEARCH_MAX}"
-              if t_tight.at_upper_edge and "T_max" not in settings else "")
+    at_max = t_tight.at_upper_edge and "T_max" not in settings
+    capped = "; ".join(c for c in (  # a search that stopped early is never certified (issue 36)
+        f"T stopped at the documented maximum {T_SEARCH_MAX}" if at_max else "",
+        t_tight.evidence.get("left_open", "")) if c)
     certificate = Certificate(domain=domain, search=t_tight.method,
                               check=_check_T(s, variant, ratio, t_tight, check), privacy=privacy,
                               vacuous=vacuous, capped=capped,

@@ -261,9 +261,11 @@ def _calibrate_exact(eps: float, delta: float, tau0: int, q_in: float, q_out: fl
     want = discretization_for_target(eps, 2 * k)
     try:
         if q_in == q_out and ratio == 1.0:
-            from fedbound.accounting.pld import pld_calibrate
+            from fedbound.accounting.pld import pld_calibrate, pld_epsilon_fast
 
-            z, eps_pld = pld_calibrate(eps, delta, q_in, 2 * k, want, z_rdp, rtol=EXACT_RTOL)
+            # pld_epsilon_fast: dp-accounting's eps, the same floats, at about a third of the cost
+            z, eps_pld = pld_calibrate(eps, delta, q_in, 2 * k, want, z_rdp, rtol=EXACT_RTOL,
+                                       evaluate=pld_epsilon_fast)
         else:
             z, eps_pld = _two_stage_calibrate(eps, delta, k, q_in, q_out, ratio, want, z_rdp)
         disc = float(discretization_for(min(z, ratio * z), max(q_in, q_out), 2 * k, want))

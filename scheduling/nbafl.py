@@ -16,6 +16,7 @@ certificate (:class:`~fedbound.scheduling.integer_search.Optimum` or :class:`Joi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -562,9 +563,9 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     With ``sensitivity = "provable"`` every formula reads the provable sensitivity
     (:func:`fedbound.bounds.provable.for_planner`) and the first warning says how much more noise it costs.
     """
-    given, provable_note = provable.for_planner({k: v for k, v in settings.items() if v is not None},
-                                                clip_key="C", m=settings["m"], paper=PAPER,
-                                                assumption="sensitivity 2C/m of eq. (6)")
+    set_ = {k: v for k, v in settings.items() if v is not None}
+    how = {"clip_key": "C", "m": settings["m"], "paper": PAPER, "assumption": "sensitivity 2C/m of eq. (6)"}
+    given, provable_note = provable.for_planner(set_, **how)
     s = nb.with_tight_z(given, variant)
     s.setdefault("L", 1)
     if "K" in s and s["K"] > s["N"]:
@@ -573,6 +574,8 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     warnings: list[str] = [provable_note] if provable_note else []
     data, t_paper = _paper_answer(s, variant, warnings)
     rec, found = _recommend(s, data, variant, warnings, check)
+    deployed = provable.premise(set_, **how)  # the sensitivity the design deploys
+    rec = replace(rec, premises=(deployed, *rec.premises[1:]))
     data["warnings"] = warnings
     t_tight = optimal_T({**s, "z": data["z_tight"]}, "tight")
     deployed = Optimum(x=rec.T, fun=rec.bound, success=True, message=found.search, method=found.search,

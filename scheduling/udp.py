@@ -4,9 +4,18 @@
   omega function, unimodality, both integer neighbours evaluated).
 * :func:`optimal_T_tight`: the same trade-off with the noise of the tight calibration: eq. (22)'s privacy term
   is (L^2/2mu) x mean_i sigma_i^2 (identity D6), so h_tight(T) = A^T Theta + (1 - A^T)((L^2/2mu) mean_i
-  sigma_tight,i(T)^2 + b), with sigma_tight the exact calibration of Algorithm 1's release
-  (:func:`fedbound.bounds.udp_moments.sigma_exact`); an exhaustive scan in T stops where the accumulated
-  term, which never decreases in T, exceeds the best bound (a certificate, not a heuristic).
+  sigma_tight,i(T)^2 + b), with sigma_tight the exact calibration of Algorithm 1's release for every
+  realised participation pattern (:func:`fedbound.bounds.udp_moments.sigma_exact` at the rate
+  :data:`ACCOUNTED_RATE`); an exhaustive scan in T stops where the accumulated term, which never decreases
+  in T, exceeds the best bound (a certificate, not a heuristic).
+
+The recommendation is what ``fedbound train --design recommended`` deploys and its ledger certifies: the
+ledger counts each client's realised uploads (the server sees who uploads), so a client the random K-of-N
+selection picks in all T rounds must meet (eps_i, delta_i) too, and sigma is the T-fold Gaussian
+calibration (issue 36: the plan said 0.0177 at K < N, counting the selection's randomness, and training
+deployed 0.0212).  The smaller sigma that counts the random selection (Algorithm 1's release averaged over
+it, a Binomial(T, K/N) mixture: (eps, delta)-DP over the selection, not for every pattern) is shown beside
+it.
 * :func:`plan`: the recommendation first (T, sigma per client under the tight accountant at that T, the
   bound), then the paper's answer beside it (eq. (10)'s sigma and the delta it really achieves).
 """
@@ -49,18 +58,27 @@ __all__ = [
 ]
 
 SHORT = udp.SHORT
+ACCOUNTED_RATE = 1.0
+"""The selection rate the recommendation's accounting counts: 1, every realised participation pattern (a
+client may upload in all T rounds; module docstring).  The selection-averaged mixture uses K/N."""
 TIGHT_ACCOUNTING = (
-    "exact privacy profile of Algorithm 1's release (nothing w.p. 1 - q, Gaussian w.p. q; the server sees "
-    "who uploads): a Binomial(T, q) mixture of analytic Gaussians (Balle & Wang 2018), no bound, no "
-    "discretisation"
+    "exact privacy profile of Algorithm 1's uploads for every realised participation pattern (the server "
+    "sees who uploads; a client selected in all T rounds composes T Gaussian releases, one Gaussian of "
+    "multiplier z/sqrt(T): the analytic Gaussian of Balle & Wang 2018), what fedbound's ledger certifies; "
+    "no bound, no discretisation"
+)
+MIXTURE_ACCOUNTING = (
+    "Algorithm 1's release averaged over the random K-of-N selection (nothing w.p. 1 - q, Gaussian w.p. q): "
+    "a Binomial(T, q) mixture of analytic Gaussians, (eps, delta)-DP over the selection, not for every "
+    "realised pattern"
 )
 PREMISES = (
     "one full-batch gradient step per round with per-sample clipping to C, so Delta_l = 2 eta C/|D_i| "
     f"({SHORT}, eq. (13))",
     "replace-one adjacency of a client's local dataset; the server is honest-but-curious",
-    "the guarantee counts the server's random K-of-N selection (independent of the data); a guarantee for "
-    "every realised participation pattern needs noise(..., 'tight_participation'), the exact T-fold "
-    "Gaussian calibration",
+    "the guarantee holds for every realised participation pattern (what fedbound's ledger counts); counting "
+    "the server's random K-of-N selection instead (noise(..., 'tight'), a Binomial mixture) needs less noise "
+    "but holds only on average over the selection",
     f"the loss constants L, mu, xi-bar, Theta of Theorem 2 ({SHORT}, eq. (22)); its proof is not in "
     "the seed text",
 )
@@ -121,7 +139,8 @@ def optimal_T(co: Mapping[str, float], T_max: int | None = None) -> Optimum:
 
 
 def _sigma_tight(s: Mapping[str, Any], T: int) -> np.ndarray:
-    return udp.noise(s, T, "tight")["uplink"]
+    """The recommendation's sigma per client at T rounds (:data:`ACCOUNTED_RATE`: every realised pattern)."""
+    return udp.noise(s, T, "tight_participation")["uplink"]
 
 
 def bound_tight(s: Mapping[str, Any], co: Mapping[str, float], T: int) -> tuple[float, np.ndarray]:
@@ -165,9 +184,9 @@ def _noise_term(s: Mapping[str, Any], T: np.ndarray) -> np.ndarray:
     """(L^2/2mu) x mean_i sigma_i(T)^2 with each client's exact sigma (:func:`udp_moments.sigma_exact`: z x
     Delta_l,i), vectorised over T through :func:`_z_grid`."""
     idx, uniq = _classes(s)
-    q = int(s.get("K") or s["N"]) / int(s["N"])
     T = np.atleast_1d(np.asarray(T))
-    per = _z_grid([(e, d, q) for e, d, _ in uniq], T) * np.array([x for _, _, x in uniq])[:, None]
+    sens = np.array([x for _, _, x in uniq])[:, None]
+    per = _z_grid([(e, d, ACCOUNTED_RATE) for e, d, _ in uniq], T) * sens
     return s["L"] ** 2 / (2.0 * s["mu"]) * np.mean(per[idx] ** 2, axis=0)
 
 
@@ -234,8 +253,7 @@ def optimal_T_tight_many(settings: Sequence[Mapping[str, Any]]) -> list[tuple[in
     while len(out) < len(settings) and upto < T_SEARCH_MAX:
         upto = min(upto + SCAN_CHUNK, T_SEARCH_MAX)
         pending = [i for i in range(len(settings)) if i not in out]
-        classes = {(e, d, int(settings[i].get("K") or settings[i]["N"]) / int(settings[i]["N"]))
-                   for i in pending for e, d, _ in _classes(settings[i])[1]}
+        classes = {(e, d, ACCOUNTED_RATE) for i in pending for e, d, _ in _classes(settings[i])[1]}
         _z_grid(sorted(classes), np.arange(upto - SCAN_CHUNK + 1, upto + 1))
         for i in pending:
             try:
@@ -308,16 +326,17 @@ def _certificate(s: Mapping[str, Any], co: Mapping[str, float], rec: Recommendat
            "brute force" if check else "brute force around the argmin")
     opt = OptimumCheck(how, points, x, fun, agrees, note)
     idx, uniq = _classes(s)
-    q = int(s.get("K") or s["N"]) / int(s["N"])
     sig = np.asarray(rec.sigma["uplink"])
     privacy = []
     for k, (e, d, x_) in enumerate(uniq):
         sigma = float(sig[np.flatnonzero(idx == k)[0]])
         privacy.append(PrivacyCheck(
-            stage=f"client uploads (eps {e:g}, delta {d:g}, q = {q:g}, T = {T})", sigma=sigma, eps_target=e,
-            delta=d, eps_achieved=_eps_release(e, d, q, T, sigma / x_),
-            method="exact: Binomial(T, q) mixture of analytic Gaussians (the server sees who uploads)",
-            sigma_exact=float(um.sigma_exact(e, d, q, T, x_))))
+            stage=f"client uploads (eps {e:g}, delta {d:g}; a client selected in all T = {T} rounds)",
+            sigma=sigma, eps_target=e, delta=d,
+            eps_achieved=_eps_release(e, d, ACCOUNTED_RATE, T, sigma / x_),
+            method="exact: T Gaussian releases compose to one (analytic Gaussian); every realised "
+                   "participation pattern, as fedbound's ledger counts them",
+            sigma_exact=float(um.sigma_exact(e, d, ACCOUNTED_RATE, T, x_))))
     fixed = scan is None
     return Certificate(domain={"T": f"{T} (set by the user)" if fixed else scan.domain,
                                "K": f"{int(s.get('K') or s['N'])} (set by the config)"},
@@ -395,6 +414,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         m: udp.noise(s, T_used, m)["uplink"]
         for m in ("paper", "corrected", "numeric", "numeric_release", "tight")
     }
+    sig["mixture"], sig["tight"] = sig["tight"], _sigma_tight(s, T_used)  # the deployed: every pattern
     i = _worst_client(s)
     deltas = _accountant_deltas(
         {**s, "eps": arr["eps"][i], "delta": arr["delta"][i]},
@@ -418,13 +438,22 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         grid = parse_grid(str(s["T_grid"]))
         optima["heuristic_search"] = heuristic_search_T(lambda T: udp.bound(T, co), grid)
     crd = _crd_summary(s, co, arr) if s.get("crd") else None
+    if crd is not None and crd["delta_exact_selection_averaged"][1] > crd["delta_target"] * (1 + 1e-9):
+        lo, hi = crd["delta_exact_selection_averaged"]
+        warnings.append(
+            f"{SHORT}, Algorithm 2 (CRD), Theorem 4 eq. (25): its sigma schedule ({crd['rounds']} rounds, "
+            f"budget {crd['budget']}) is budgeted by the paper's accountant (16); re-accounted exactly it "
+            f"spends delta = {lo:.4g} to {hi:.4g} at eps = {crd['eps']:g} averaged over the selection "
+            f"({crd['delta_exact_every_round']:.4g} for a client selected in every round), against delta = "
+            f"{crd['delta_target']:g}: the schedule under-delivers its budget")
     why = (
         (f"T = {T_rec} is set by the user (held fixed); the bound is Theorem 2's (22) with the tight noise "
          "at that T" if scan is None else
          f"T = {T_rec} minimises Theorem 2's bound (22) with the tight noise at every T (its privacy term is "
          "(L^2/2mu) x mean sigma_i^2)")
         + f"; sigma is the smallest std whose {T_rec} rounds meet (eps_i, delta_i) "
-        "for every client under the exact accountant of what Algorithm 1 releases"
+        "for every client and every realised participation pattern under the exact accountant of what "
+        "Algorithm 1 releases (what fedbound train --design recommended deploys and its ledger certifies)"
     )
     rec = Recommendation(
         T=T_rec,
@@ -445,7 +474,14 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             "sigma per client (uplink)",
             band(sig["paper"]),
             band(sig["tight"]),
-            f"at T = {T_used}; paper: eq. (10); tight: Algorithm 1's release, exact",
+            f"at T = {T_used}; paper: eq. (10); tight: Algorithm 1's uploads, exact for every realised "
+            "participation pattern (deployed)",
+        ),
+        Row(
+            "sigma counting the random K-of-N selection",
+            band(sig["paper"]),
+            band(sig["mixture"]),
+            f"at T = {T_used}, q = {k / n:g}: {MIXTURE_ACCOUNTING}; fedbound's ledger does not certify it",
         ),
         Row(
             "sigma, corrected closed form",
@@ -466,6 +502,12 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
             "eq. (22)" if scan is not None else f"eq. (22); tight column: at the user's T = {T_rec}"),
         Row("T_c (end of convexity)", udp.convexity_limit(co), None, "eq. (23) corrected"),
     )
+    if crd is not None:  # Theorem 4's schedule: what the paper's accountant claims, what it spends exactly
+        lo, hi = crd["delta_exact_selection_averaged"]
+        rows += (Row("CRD schedule (Theorem 4): delta at eps", crd["delta_target"], hi,
+                     f"paper: eq. (25)'s budget ({crd['budget']}); tight: re-accounted exactly, averaged "
+                     f"over the selection (upper end of [{lo:.4g}, {hi:.4g}]); "
+                     f"{crd['delta_exact_every_round']:.4g} for a client selected in every round"),)
     if scan is not None:
         data_tight = {"T_opt_tight": T_rec, "bound_at_T_opt_tight": float(rec_opt.fun)}
     else:
@@ -480,6 +522,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
         "sigma_numeric": sig["numeric"],
         "sigma_numeric_release": sig["numeric_release"],
         "sigma_tight": sig["tight"],
+        "sigma_tight_selection_averaged": sig["mixture"],
         "delta_achieved_by_paper_sigma": deltas,
         "T_opt": int(t_opt.x),
         "T_opt_continuous": udp.optimal_T(co),
@@ -525,29 +568,62 @@ def _differences(
     return tuple(out)
 
 
+GRID_MAX_POINTS = 10_000
+"""The most rounds a ``T_grid`` may list (the heuristic search costs one run per point)."""
+GRID_MAX_T = 1_000_000
+"""The largest round a ``T_grid`` may hold (the simulator's documented maximum of rounds)."""
+
+
 def parse_grid(text: str) -> list[int]:
-    """ "lo:hi:step" or a comma list of rounds -> the grid of the heuristic search."""
+    """ "lo:hi:step" or a comma list of rounds -> the grid of the heuristic search: at most
+    :data:`GRID_MAX_POINTS` rounds, each in [1, :data:`GRID_MAX_T`] (checked before the grid is built)."""
+    valid = (f'"lo:hi:step" or a comma list of integers, at most {GRID_MAX_POINTS:,} rounds, each in '
+             f"[1, {GRID_MAX_T:,}]")
+    short = text if len(text) <= 60 else f"{text[:60]}... ({len(text)} characters)"
     try:
         if ":" in text:
             lo, hi, step = (int(x) for x in text.split(":"))
-            grid = list(range(lo, hi + 1, step))
+            span = range(lo, hi + 1, step)
+            ends = [span[0], span[-1]] if len(span) else []
+            if len(span) > GRID_MAX_POINTS:
+                raise ParameterError("T_grid", short, valid, f"it lists {len(span):,} rounds")
         else:
-            grid = [int(x) for x in text.split(",") if x.strip()]
+            ends = [int(x) for x in text.split(",") if x.strip()]
+            if len(ends) > GRID_MAX_POINTS:
+                raise ParameterError("T_grid", short, valid, f"it lists {len(ends):,} rounds")
     except ValueError as exc:
-        raise ParameterError("T_grid", text, '"lo:hi:step" or a comma list of integers') from exc
-    if not grid or min(grid) < 1:
-        raise ParameterError("T_grid", text, "a non-empty grid of rounds >= 1")
-    return grid
+        if isinstance(exc, ParameterError):
+            raise
+        raise ParameterError("T_grid", short, valid) from None
+    if not ends or min(ends) < 1 or max(ends) > GRID_MAX_T:
+        raise ParameterError("T_grid", short, valid)
+    return list(span) if ":" in text else ends
 
 
 def _crd_summary(s: Mapping[str, Any], co: Mapping[str, float], arr: dict[str, np.ndarray]) -> dict[str, Any]:
-    """CRD on the bound as a surrogate loss curve: V(w^t) = h(t) (a designer's preview, not a measurement)."""
+    """CRD on the bound as a surrogate loss curve: V(w^t) = h(t) (a designer's preview, not a measurement),
+    and the privacy its sigma schedule really spends: Theorem 4 (eq. (25)) budgets it by the paper's
+    accountant (eq. (16): only sum_t sigma_t^-2 counts), so it is re-accounted exactly for the worst client
+    (issue 36): averaged over the random selection (:func:`~fedbound.bounds.udp_moments.schedule_delta`, a
+    bracket) and for a client selected in every round (one Gaussian, what fedbound's ledger counts)."""
     n, k = int(s["N"]), int(s.get("K") or s["N"])
     T0 = int(s.get("T") or udp.optimal_T_int(co))
     i = _worst_client(s)
-    phi = um.budget_phi(arr["eps"][i], arr["delta"][i], k / n, arr["sens"][i])
+    e, d, sens = float(arr["eps"][i]), float(arr["delta"][i]), float(arr["sens"][i])
+    corrected = s.get("calibration") == "corrected"  # the budget Theorem 4 spends, as train's CRD uses it
+    phi = (um.budget_phi_corrected if corrected else um.budget_phi)(e, d, k / n, sens)
     trace = run_crd(CRDPolicy(s.get("beta", 0.9), s.get("zeta", 0.001)), lambda t: udp.bound(t, co), T0, phi)
-    return {"surrogate": "V(w^t) = h(t), eq. (22)", **trace.to_dict()}
+    inv_z2 = (sens / np.ravel(trace.sigmas)) ** 2
+    averaged = um.schedule_delta(e, k / n, inv_z2)
+    every = um.schedule_delta(e, 1.0, inv_z2)[1]
+    return {"surrogate": "V(w^t) = h(t), eq. (22)", **trace.to_dict(),
+            "budget": "corrected (eqs. (18)-(19))" if corrected else "the paper's (eq. (10))",
+            "delta_target": d, "eps": e, "client": i,
+            "delta_exact_selection_averaged": list(averaged),
+            "delta_exact_every_round": every,
+            "accounting": "Theorem 4's sigma schedule re-accounted exactly: Gaussian releases composed "
+                          "(Dong, Roth & Su 2022), averaged over the K-of-N selection (a bracket) and for a "
+                          "client selected in every round"}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -503,6 +503,26 @@ def certify(s: Mapping[str, Any], sched: RoundsSchedule, sigma: float, bound: fl
                        check=check, privacy=privacy, vacuous=vacuous, notes=notes)
 
 
+PLAN_MAX_CLIENT_ROUNDS = 100_000
+"""Clients x rounds the plan's schedules may hold (it solves P7 for every client in every round of two whole
+runs, ~35 us per client-round: 100,000 take ~3.5 CPU s; issue 36: N = 1000 had no answer in 150 s)."""
+
+
+def _check_plan_size(s: Mapping[str, Any]) -> None:
+    """ParameterError naming N, T and K when the run's schedule exceeds :data:`PLAN_MAX_CLIENT_ROUNDS`: the
+    KM schedule needs at least ceil(N T0 / K) rounds for every client to upload T0 times."""
+    n, t0, k = int(s["N"]), int(s["T"]), int(s["K"])
+    rounds = -(-n * t0 // k)
+    if s.get("max_rounds"):
+        rounds = min(rounds, int(s["max_rounds"]))
+    if n * rounds > PLAN_MAX_CLIENT_ROUNDS:
+        raise ParameterError("N", n, f"N x rounds <= {PLAN_MAX_CLIENT_ROUNDS:,} client-rounds for plan (N = "
+                             f"{n} clients over the >= {rounds:,} rounds in which K = {k} subchannels give "
+                             f"each T0 = {t0} uploads: {n * rounds:,})", "the plan solves P7 for every "
+                             "client in every round; fedbound schedule wpfl --rounds R schedules the first R "
+                             "rounds")
+
+
 def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = False) -> Any:
     """Seed 004 design for one [wpfl] setting: sigma_DP under proven accounting, the min-max schedule it
     implies, and the PL bound it predicts (Theorem 4, eq. (31)); the paper's Theorem 1 sigma beside it.
@@ -519,6 +539,7 @@ def plan(settings: Mapping[str, Any], variant: str = "paper", check: bool = Fals
     from fedbound.scheduling.results import Plan, Recommendation, Row
 
     s = dict(settings)
+    _check_plan_size(s)
     radio = radio_setting(s)
     T, seed = int(s["T"]), int(s.get("channel_seed", 0))
     warnings: list[str] = []

@@ -24,6 +24,7 @@ model = "logreg"
 local_steps = 2
 lr = 0.1
 eval_clients = false
+noise = "tight"
 """
 
 

@@ -15,6 +15,7 @@ eps = 50.0
 delta = 0.01
 L = 1
 mu = 4.0
+sensitivity = "paper"
 
 [train]
 dataset = "{dataset}"
@@ -26,6 +27,7 @@ local_steps = 3
 lr = 0.3
 weight_decay = 0.05
 eval_clients = false
+paper_reproduction = true  # Theorem 2 against the paper's own mechanism (its sigma spends eps = 166 exactly)
 """
 
 

@@ -7,9 +7,11 @@ working directory, under RLIMIT_CPU (``CASE_SECONDS`` CPU s) and RLIMIT_AS (``ME
 imports).  The verdict (``_fuzz.cli_verdict``): exit 0 with finite output, or exit 2 with one line naming
 the input; never a traceback, never a kill, never a hang.
 
-Profiles: CI-sized by default (every option of every command once, with one paper per command, and every
-paper's keys once in plan, values rotated through the corpus); ``FEDBOUND_FUZZ=long`` gives every option
-and every key every value of the corpus, for every paper, in plan and train.
+Every key is fuzzed twice: by ``--set`` and written into a config file (issue 36: the file form takes other
+paths).  Profiles: CI-sized by default (every option of every command once, with one paper per command, and
+every paper's keys once in plan, by --set and in a file, values rotated through the corpus);
+``FEDBOUND_FUZZ=long`` gives every option and every key every value of the corpus, for every paper, in plan
+and train.
 """
 
 from __future__ import annotations
@@ -146,26 +148,83 @@ def _option_cases(losses: str) -> list[dict]:
     return cases
 
 
+def _keys_and_values():
+    """(paper name, its entry, key, hostile value) for every registered paper's config keys (aliases
+    included): the values rotated through the corpus, all of them in the long profile."""
+    rotate = itertools.count()
+    for name in registry.names("plan"):
+        paper = registry.get(name)
+        for key in (k["key"] for k in paper.keys()):
+            for value in (HOSTILE if LONG else [HOSTILE[next(rotate) % len(HOSTILE)]]):
+                yield name, paper, key, value
+
+
 def _key_cases() -> list[dict]:
     """Every registered paper's config keys (aliases included) with hostile values, through plan (and, in
     the long profile, train)."""
     cases = []
-    rotate = itertools.count()
-    for name in registry.names("plan"):
-        paper = registry.get(name)
-        section = paper.config_section
-        config = _config(name)
-        for key in (k["key"] for k in paper.keys()):
-            values = HOSTILE if LONG else [HOSTILE[next(rotate) % len(HOSTILE)]]
-            for value in values:
-                names = list(dict.fromkeys([key, section.canonical(key)]))
-                cases.append({"id": f"plan {name} --set {key}={value!r}", "names": names,
-                              "argv": ["plan", name, *([config] if config else []), "--set", f"{key}={value}",
-                                       "--json"]})
-                if LONG and config and "train" in paper.supports:
-                    cases.append({"id": f"train {name} --set {key}={value!r}", "names": names,
-                                  "argv": ["train", name, config, "--set", "T=2", "--set", f"{key}={value}",
-                                           "--out", "run", "--no-progress"]})
+    for name, paper, key, value in _keys_and_values():
+        config, section = _config(name), paper.config_section
+        names = list(dict.fromkeys([key, section.canonical(key)]))
+        cases.append({"id": f"plan {name} --set {key}={value!r}", "names": names,
+                      "argv": ["plan", name, *([config] if config else []), "--set", f"{key}={value}",
+                               "--json"]})
+        if LONG and config and "train" in paper.supports:
+            cases.append({"id": f"train {name} --set {key}={value!r}", "names": names,
+                          "argv": ["train", name, config, "--set", "T=2", "--set", f"{key}={value}", "--out",
+                                   "run", "--no-progress"]})
+    return cases
+
+
+def _toml_value(text: str) -> str:
+    """``text`` as the value of a config-file line: a TOML literal where it is one (numbers, booleans,
+    lists), else a TOML string (a bare word, the empty text, unicode)."""
+    import json
+
+    from fedbound.config import parse_literal
+
+    try:
+        literal = parse_literal(text, "value")
+    except ValueError:  # more digits than --set takes: the file gets them as written
+        return text
+    return json.dumps(text) if isinstance(literal, str) else text
+
+
+def _with_key(text: str, section: str, spellings: list[str], line: str) -> str:
+    """The config ``text`` with ``line`` as the first line of ``[section]`` (every spelling of its key that
+    was there removed; the section added when the file has none)."""
+    import re
+
+    out, inside = [], False
+    for row in text.splitlines():
+        if row.strip().startswith("["):
+            inside = row.strip() == f"[{section}]"
+            out.append(row)
+            if inside:
+                out.append(line)
+            continue
+        if inside and re.match(r"\s*(" + "|".join(map(re.escape, spellings)) + r")\s*=", row):
+            continue
+        out.append(row)
+    if f"[{section}]" not in text:
+        out = [f"[{section}]", line, *out]
+    return "\n".join(out) + "\n"
+
+
+def _file_cases(folder: Path) -> list[dict]:
+    """Every registered paper's keys (aliases included) given in a config FILE, not by --set (issue 36: the
+    file form of a value reached other code paths: eps = 495 was blamed on delta there), values rotated
+    through the corpus (all of them in the long profile)."""
+    cases = []
+    for name, paper, key, value in _keys_and_values():
+        section, example = paper.config_section, _config(name)
+        base = Path(example).read_text() if example else ""
+        path = folder / f"{name}_{key}_{len(cases)}.toml"
+        line = f"{key} = {_toml_value(value)}"
+        path.write_text(_with_key(base, name, section.spellings(key), line), encoding="utf-8")
+        names = list(dict.fromkeys([key, section.canonical(key), str(path)]))
+        cases.append({"id": f"plan {name} file {key}={value!r}", "names": names,
+                      "argv": ["plan", name, str(path), "--json"]})
     return cases
 
 
@@ -174,6 +233,7 @@ def test_the_fuzz_covers_every_command_and_every_papers_keys(tmp_path):
     losses.write_text("round,loss\n1,2.0\n2,1.5\n3,1.4\n")
     option_cases = _option_cases(str(losses))
     key_cases = _key_cases()
+    file_cases = _file_cases(tmp_path)
     for name, cmd in _commands().items():
         fuzzable = [p for p in cmd.params if not getattr(p, "is_flag", False) and p.name != "help"]
         for param in fuzzable:
@@ -186,6 +246,9 @@ def test_the_fuzz_covers_every_command_and_every_papers_keys(tmp_path):
         keys = {k["key"] for k in registry.get(name).keys()}
         fuzzed = {c["id"].split("--set ")[1].split("=")[0] for c in key_cases if f"plan {name} " in c["id"]}
         assert keys <= fuzzed
+        in_files = {c["id"].split(" file ")[1].split("=")[0] for c in file_cases
+                    if f"plan {name} " in c["id"]}
+        assert keys <= in_files
 
 
 def test_every_command_and_key_answers_cleanly(tmp_path):
@@ -193,7 +256,7 @@ def test_every_command_and_key_answers_cleanly(tmp_path):
     docstring); the failures are listed all together, with the command to reproduce each."""
     losses = tmp_path / "losses.csv"
     losses.write_text("round,loss\n1,2.0\n2,1.5\n3,1.4\n")
-    cases = _option_cases(str(losses)) + _key_cases()
+    cases = _option_cases(str(losses)) + _key_cases() + _file_cases(tmp_path)
     outcomes = run_cli_cases(cases)
     failures = []
     for case, outcome in zip(cases, outcomes, strict=True):

@@ -174,18 +174,24 @@ def test_dppfl_plans_without_n(capsys):
 
 
 def test_sweep_warns_when_the_noise_under_delivers(capsys, tmp_path):
-    """examples/nbafl_logistic.toml: the tight accountant spends eps = 165.9 of a budget of 50; sweep
-    says so, as train does (its JSON under "warnings", its table as warning lines)."""
-    argv = ["sweep", "nbafl", str(EXAMPLES / "nbafl_logistic.toml"), "--vs", "T", "--values", "2", "--out",
-            str(tmp_path / "sw"), "--no-progress"]
+    """examples/nbafl_logistic.toml with the paper's sigma: the tight accountant spends eps = 165.9 of a
+    budget of 50.  The run is refused (a failed run of the sweep, exit 1); in the paper-reproduction mode it
+    runs and sweep says so, as train does (its JSON under "warnings", its table as warning lines)."""
+    argv = ["sweep", "nbafl", str(EXAMPLES / "nbafl_logistic.toml"), "--vs", "T", "--values", "2", "--set",
+            'train.noise="paper"', "--no-progress"]
     capsys.readouterr()
+    assert main(argv + ["--out", str(tmp_path / "refused")]) == 1
+    assert "exact eps = 165.9 > budget 50" in capsys.readouterr().err
+    argv += ["--set", "train.paper_reproduction=true", "--out", str(tmp_path / "sw")]
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     (texts,) = out["warnings"].values()
-    assert any("under-delivers" in t and "above the budget eps = 50" in t for t in texts)
+    assert any(t.startswith("not (ε, δ)-DP at the stated budget: exact ε = 165.9 > 50") for t in texts)
+    assert out["final"][0]["privacy"].startswith("not (ε, δ)-DP")
     assert main(argv) == 0  # resumed: nothing trains again
     printed = capsys.readouterr()
-    assert "under-delivers" in printed.out + printed.err
+    assert "not (ε, δ)-DP at the stated budget" in printed.out + printed.err
+    assert "NOT DP at budget" in printed.out
 
 
 # ---- item 6: the message names the input ---------------------------------------------------------------

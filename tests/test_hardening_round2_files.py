@@ -210,6 +210,7 @@ def test_a_sweep_with_a_failed_run_exits_non_zero_and_says_so(capsys, tmp_path, 
         out = tmp_path / "sw"
         failed = {"T=2_seed0": "Traceback (most recent call last):\nTrainingDiverged: loss = inf at round 2"}
         summaries = {"T=1_seed0": {"warnings": []}}
+        damaged: dict = {}
 
         def final(self):
             return pd.DataFrame([{"key": "T=1_seed0", "T": 1, "seed": 0, "round": 1, "loss": 0.5}])

@@ -155,7 +155,10 @@ def test_plan_certificate_passes_on_20_random_settings():
              "gamma": float(rng.uniform(0, 0.3)), "rho": float(rng.uniform(0.2, 2))}
         plan = _plan(s)
         cert = plan.certificate
-        assert cert.passed, cert.line()
+        if plan.optima["T_recommended"].evidence["mu_at_edge"]:  # no (T, mu) optimum: never certified
+            assert not cert.passed and cert.check.fun < plan.recommendation.bound, cert.line()
+        else:
+            assert cert.passed, cert.line()
         p = np.repeat(np.asarray(s["ratios"].split(","), float), parts)
         p = p / p.sum()
         T, _, least = _closed_form_joint(s, p, float(s["m"]), T_max=max(3000, 2 * plan.recommendation.T))

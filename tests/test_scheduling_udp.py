@@ -64,7 +64,11 @@ def test_the_designers_question():
     rec = d["recommendation"]
     assert rec["T"] == plan.optima["T_opt_tight"].x and rec["K"] == 30
     z = rec["sigma"]["uplink"][0] / sens
-    assert z == pytest.approx(um.sigma_tight(8.0, 1e-3, 0.6, rec["T"], 1.0), rel=1e-9)  # tight AT the rec's T
+    # tight AT the rec's T, for every realised participation pattern (issue 36: what train deploys); the
+    # selection-averaged mixture at q = 0.6 is shown beside it
+    assert z == pytest.approx(um.sigma_tight(8.0, 1e-3, 1.0, rec["T"], 1.0), rel=1e-9)
+    assert d["sigma_tight_selection_averaged"][0] == pytest.approx(um.sigma_tight(8.0, 1e-3, 0.6, T, sens),
+                                                                   rel=1e-9)
     assert plan.optima["T_opt_tight"].success and plan.optima["T_opt"].success
     assert any("eq. (10)" in w and "UDP (Wei et al. 2021)" in w for w in d["warnings"])
     assert not any("spec" in w or " E5" in w for w in d["warnings"])

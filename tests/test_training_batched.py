@@ -67,7 +67,7 @@ def test_batched_runs_equal_solo_runs(paper: str) -> None:
 
 
 def test_batched_nbafl_with_k_scheduling_and_minibatches_equals_solo() -> None:
-    base = ("train.model=logreg", "K=10", "train.batch_size=16", "train.chunk_size=7")
+    base = ("train.model=logreg", "K=10", "train.batch_size=16", "train.chunk_size=7", 'train.noise="tight"')
     variants = [(*base, f"T={T}", f"train.seed={seed}", f"eps={eps}")
                 for T, seed, eps in ((2, 0, 6.0), (1, 1, 8.0))]
     for batched, job in zip(run_batch(_jobs("nbafl", variants)), _jobs("nbafl", variants), strict=True):

@@ -36,12 +36,14 @@ beta = 1.0
 rho = 1.0
 B = 1.0
 mu = 4.0
+sensitivity = "paper"
 
 [train]
 dataset = "digits"
 model = "logreg"
 local_steps = 2
 lr = 0.2
+paper_reproduction = true  # the paper's own mechanism: its classic sigma at eps = 60 under-delivers
 """
 
 TINY_UDP = """
@@ -59,6 +61,7 @@ C = 1.0
 dataset = "digits"
 model = "logreg"
 samples_per_client = 30
+noise = "tight"
 """
 
 
@@ -86,7 +89,11 @@ def test_train_nbafl_writes_the_run_directory_and_resumes(tiny, tmp_path, capsys
     assert first["rounds_done"] == 3 and first["eps_budget"] == 60.0
     assert first["epsilon_spent_paper"] == pytest.approx(60.0)  # uplink: one exposure of eps/L = 60
     assert first["epsilon_spent"] > 60.0  # the classic sigma at eps = 60 under-delivers (spec 002 E6)
-    assert any("under-delivers" in w for w in first["warnings"])
+    # so only the paper-reproduction mode runs it, and says so
+    assert first["binding_accountant"] == "paper" and first["paper_reproduction"]
+    assert first["privacy"].startswith(f"not (ε, δ)-DP at the stated budget: exact ε = "
+                                       f"{first['epsilon_spent']:.4g} > 60")
+    assert any(w.startswith("not (ε, δ)-DP at the stated budget") for w in first["warnings"])
     assert main(["train", "nbafl", str(cfg), "--out", str(out), "--no-progress", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["final_loss"] == first["final_loss"] and again["resumed_from_round"] == 3
@@ -109,8 +116,8 @@ def test_human_output_has_the_summary_table(tiny, tmp_path, capsys):
     cfg = tiny(TINY_UDP)
     assert main(["train", "udp", str(cfg), "--out", str(tmp_path / "u"), "--no-progress"]) == 0
     text = capsys.readouterr().out
-    for needle in ("fedbound train udp", "eps spent, tight accountant", "eps spent, paper's accountant",
-                   "run directory"):
+    for needle in ("fedbound train udp", "eps spent, tight accountant (binding)",
+                   "eps the paper's accountant claims", "(ε, δ)-DP at the stated budget", "run directory"):
         assert needle in text
 
 
@@ -220,8 +227,9 @@ def test_udp_section_ranges():
 def test_train_noise_names_any_method_of_the_papers_noise_function(tiny, tmp_path, capsys):
     """UDP trains with its corrected sigma through [train] noise; NbAFL has no such method: one line."""
     cfg = tiny(TINY_UDP)
-    assert main(["train", "udp", str(cfg), "--set", "train.noise=corrected", "--out", str(tmp_path / "c"),
-                 "--no-progress", "--json"]) == 0
+    assert main(["train", "udp", str(cfg), "--set", "train.noise=corrected", "--set",
+                 "train.paper_reproduction=true", "--out", str(tmp_path / "c"), "--no-progress",
+                 "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["plan"]["calibration"] == "corrected"
     assert main(["train", "nbafl", str(tiny(TINY_NBAFL)), "--set", "train.noise=corrected",

@@ -22,14 +22,15 @@ F64 = RunOptions(dtype=torch.float64, eval_clients=False)
 
 
 def nbafl_plan(rounds: int, n: int, sigma_up: float, sigma_server: float, eps: float = 1e6,
-               k: int | None = None, sens: float = 0.05) -> NoisePlan:
+               k: int | None = None, sens: float = 0.05, reproduce: bool = False) -> NoisePlan:
+    """NbAFL's views at these sigma's; ``reproduce``: the paper-reproduction mode (its accountant binds)."""
     scheduled = k is not None and k < n
     views = (View("uplink", "upload", max_releases=1),
              View("downlink", "broadcast", sample_rate=k / n if scheduled else 1.0, hidden_sampling=scheduled,
                   sampling="without_replacement", paper_amplification="lemma4" if scheduled else "none"))
     return NoisePlan(rounds=rounds, num_clients=n, sigma={"uplink": np.full(rounds, sigma_up),
                      "server": np.full(rounds, sigma_server)}, sensitivity={"uplink": sens}, eps=eps,
-                     delta=0.01, views=views)
+                     delta=0.01, views=views, paper_reproduction=reproduce)
 
 
 def init_for(model, seed=0, dtype=torch.float64):
@@ -160,13 +161,22 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
 
 def test_running_past_the_plan_raises_before_the_round():
     """A plan for T rounds spends eps exactly under the paper's accountant (classic, linear over the
-    broadcasts); a longer run must stop before round T + 1 with PrivacyBudgetExceeded."""
+    broadcasts); in the paper-reproduction mode (its accountant binds) a longer run must stop before round
+    T + 1 with PrivacyBudgetExceeded.  By default the tight accountant binds: a plan whose T broadcasts
+    spend exactly eps under exact Gaussian composition stops before round T + 1 too."""
+    from fedbound.accounting import calibrate_noise
+
     _, _, data, model = tiny_setup()
     c = float(np.sqrt(2 * np.log(1.25 / 0.01)))
     sens_d = 0.05 / 6
     sigma_a = c * 3 * sens_d / 2.0  # eps = 2 over T = 3 broadcasts, per round 2/3
-    plan = nbafl_plan(3, 6, sigma_up=sigma_a * np.sqrt(6), sigma_server=0.0, eps=2.0)
-    with pytest.raises(PrivacyBudgetExceeded, match="round 4"):
+    plan = nbafl_plan(3, 6, sigma_up=sigma_a * np.sqrt(6), sigma_server=0.0, eps=2.0, reproduce=True)
+    with pytest.raises(PrivacyBudgetExceeded, match="round 4 .* paper accountant"):
+        run(NbAFL(3, 3.0, LocalSGD(steps=1, lr=0.1)), model, data, plan=plan, options=F64, rounds=5)
+    z = float(calibrate_noise(2.0, 0.01, 1.0, 3, method="analytic"))  # one view, T releases
+    plan = nbafl_plan(3, 6, sigma_up=z * sens_d * np.sqrt(6), sigma_server=0.0, eps=2.0, sens=0.05)
+    plan = NoisePlan(**{**plan.__dict__, "views": plan.views[1:]})  # the broadcasts alone
+    with pytest.raises(PrivacyBudgetExceeded, match="round 4 .* tight accountant, which binds"):
         run(NbAFL(3, 3.0, LocalSGD(steps=1, lr=0.1)), model, data, plan=plan, options=F64, rounds=5)
 
 
@@ -175,8 +185,8 @@ def test_under_delivery_is_a_column_and_a_warning_not_a_crash():
     budget, while the exact Gaussian accountant says far more is spent (spec 002 E6)."""
     _, _, data, model = tiny_setup()
     c = float(np.sqrt(2 * np.log(1.25 / 0.01)))
-    plan = nbafl_plan(2, 6, c * 0.05 / 60.0, 0.0, eps=60.0)
-    with pytest.warns(UserWarning, match="under-delivers"):
+    plan = nbafl_plan(2, 6, c * 0.05 / 60.0, 0.0, eps=60.0, reproduce=True)
+    with pytest.warns(UserWarning, match="not \\(ε, δ\\)-DP at the stated budget"):
         res = run(NbAFL(2, 3.0, LocalSGD(steps=1, lr=0.1)), model, data, plan=plan, options=F64)
     glob = res.metrics[res.metrics["client"].isna()]
     assert glob["epsilon_spent_paper"].max() == pytest.approx(60.0)

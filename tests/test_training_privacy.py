@@ -4,6 +4,7 @@ accounting of their plans (seed 002 F10/F11/F27 with Lemma 4, seed 003 eq. (10)/
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import dp_accounting as dpa
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 from scipy import stats
 
-from fedbound.errors import PrivacyBudgetExceeded
+from fedbound.errors import ParameterError, PrivacyBudgetExceeded
 from fedbound.training.plan import NoisePlan, View
 from fedbound.training.privacy import ORDERS as DEFAULT_ORDERS  # the ledger's orders (calibrate_noise's)
 from fedbound.training.privacy import PrivacyLedger
@@ -19,8 +20,11 @@ from fedbound.training.privacy import PrivacyLedger
 
 def ledger_for(views, sigma, sens, n=4, rounds=10, eps=1e9, delta=1e-5, paper="classic_linear",
                budget="paper"):
+    """A ledger of these views; ``budget="paper"`` reproduces the paper (its accountant binds: only the
+    paper-reproduction mode lets it, the default binds on the tight one)."""
     plan = NoisePlan(rounds=rounds, num_clients=n, sigma=sigma, sensitivity=sens, eps=eps, delta=delta,
-                     views=tuple(views), paper_accountant=paper, budget_accountant=budget)
+                     views=tuple(views), paper_accountant=paper, budget_accountant=budget,
+                     paper_reproduction=budget == "paper")
     return PrivacyLedger(plan)
 
 
@@ -173,9 +177,19 @@ def test_udp_paper_sigma_under_delivers_at_eps_8_with_q_1():
     np.testing.assert_allclose(out["paper"]["uplink"], eps, rtol=1e-12)
 
 
-def test_zero_noise_is_infinite_epsilon_and_stops_the_run():
-    ledger = ledger_for([View("up", "upload")], {"uplink": np.zeros(3)}, {"uplink": 1.0}, rounds=3, eps=10.0)
-    rel = ledger.releases(0, np.arange(4), np.full(4, 0.25))
+def test_zero_noise_is_refused_by_the_plan_and_infinite_epsilon_in_the_ledger():
+    with pytest.raises(ParameterError, match=r"sigma\['uplink'\] in round 2 .* without noise"):
+        ledger_for([View("up", "upload")], {"uplink": np.array([1.0, 0.0, 1.0])}, {"uplink": 1.0}, rounds=3)
+    with pytest.raises(ParameterError, match="view 'down' would release it without noise"):  # no noise at all
+        ledger_for([View("down", "broadcast")], {"uplink": np.zeros(3), "server": np.zeros(3)},
+                   {"uplink": 1.0}, rounds=3)
+    ledger_for([View("down", "broadcast")], {"uplink": np.zeros(3), "server": np.ones(3)}, {"uplink": 1.0},
+               rounds=3)  # the server's noise alone protects a broadcast
+    ledger_for([View("up", "upload")], {"uplink": np.zeros(3)}, {"uplink": 1.0}, rounds=3,
+               eps=math.inf)  # an infinite budget promises nothing: zero noise is no contradiction
+    ledger = ledger_for([View("up", "upload")], {"uplink": np.ones(3)}, {"uplink": 1.0}, rounds=3, eps=10.0)
+    rel = [replace(r, z=np.zeros(4), z_all=np.zeros(4))  # a release without noise, made by hand
+           for r in ledger.releases(0, np.arange(4), np.full(4, 0.25))]
     with pytest.raises(PrivacyBudgetExceeded, match="inf"):
         ledger.check_budget(rel, 0)
     ledger.commit(rel)
@@ -303,11 +317,12 @@ def test_runs_accounted_together_equal_each_run_alone(paper):
 def test_releases_of_many_runs_equal_each_run_alone():
     """releases_many (runs of one shape from array operations over all of them) against
     PrivacyLedger.releases of each run: the same multipliers, element for element, for uploads, broadcasts
-    and sampled steps, with per-client sigmas, zero noise and rounds past the plan."""
+    and sampled steps, with per-client sigmas, a vanishing noise (a plan refuses zero) and rounds past the
+    plan."""
     from fedbound.training.privacy import releases_many
 
     per_client = {**_MIXED_SIGMA, "uplink": np.outer(np.linspace(0.8, 1.2, 6), np.linspace(0.5, 1.5, 5))}
-    per_client["uplink"][2, 3] = 0.0
+    per_client["uplink"][2, 3] = 5e-324
     sigmas = [_MIXED_SIGMA, {k: v * 1.7 for k, v in _MIXED_SIGMA.items()}, per_client]
     ledgers = [ledger_for(_MIXED_VIEWS, sigma, _MIXED_SENS, n=5, rounds=6) for sigma in sigmas]
     ledgers.append(ledger_for(_MIXED_VIEWS[:1], _MIXED_SIGMA, _MIXED_SENS, n=5, rounds=6))

@@ -116,6 +116,7 @@ data_path = "{data}"
 model = "svm"
 samples_per_client = 10
 weight_decay = 0.01
+noise = "tight"
 """)
     done = train_from_config("udp", cfg, [], out=tmp_path / "run")
     assert done.summary["rounds_done"] == 2 and done.summary["model"] == "svm"

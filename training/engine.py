@@ -103,7 +103,8 @@ pandas table (``metrics.py``): ``round``, ``client``, ``loss`` (training loss ``
 evaluated model, p_i by data size; per client: ``F_i``), ``accuracy``, ``test_loss``, ``test_accuracy``,
 ``sigma`` (global row: the std of the noise in the broadcast model; client rows: the uplink std the client
 added, 0 when it sat out), ``sigma_<stage>``, ``participated``, ``epsilon_spent`` (tight accountant, the
-maximum over clients and adversaries), ``epsilon_spent_paper`` (the paper's accountant),
+maximum over clients and adversaries; the budget binds on it unless ``plan.paper_reproduction``),
+``epsilon_spent_paper`` (the paper's accountant, the paper's claim),
 ``epsilon_<group>`` per adversary group, ``clipped_fraction`` and whatever the algorithm puts in
 ``ctx.log(name, value)``.  Checkpoints go to ``run_dir/checkpoint.pt`` after every round; a run started
 again on the same ``run_dir`` with the same ``run_key`` resumes at its last round and gives identical
@@ -501,7 +502,7 @@ class Runner:
             self._saved = time.monotonic()
         self.bar.update(1)
         self.bar.total = state.rounds
-        metrics_mod.set_postfix(self.bar, global_row)
+        metrics_mod.set_postfix(self.bar, global_row, state.plan)
         self.ctx = None
 
     def result(self) -> RunResult:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from fedbound.training.data import Dataset
+from fedbound.training.finite import check_records
 
 __all__ = ["ClientData", "ClientBatch"]
 
@@ -107,13 +108,16 @@ class ClientData:
                        device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> ClientData:
         """Client ``i`` holds samples ``parts[i]`` of ``(x, y)``.  The arrays are used as they are when they
         are already in ``dtype`` and most of their rows belong to some client (a partition of the whole
-        training set: no copy); otherwise the clients' rows are copied once, in ``dtype``."""
+        training set: no copy); otherwise the clients' rows are copied once, in ``dtype``.  A NaN or
+        infinite feature or label (in ``dtype``) is a ConfigError naming its row
+        (``fedbound.training.finite.check_records``)."""
         sizes = np.array([len(p) for p in parts], dtype=np.int64)
         n_max = int(sizes.max())
         index = np.zeros((len(parts), n_max), dtype=np.int64)
         for i, p in enumerate(parts):
             index[i, :len(p)] = p
         staging = np.float64 if dtype == torch.float64 else np.float32
+        keep = None  # the original row of each row of x (None: x is the original)
         if sizes.sum() * 3 < 2 * len(x):  # a small part of the rows is used: keep only those
             used = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts])
             keep, where = np.unique(used, return_inverse=True)
@@ -122,7 +126,10 @@ class ClientData:
             for i in range(len(parts)):
                 index[i, :sizes[i]] = where[starts[i]:starts[i + 1]]
         ydtype = dtype if np.issubdtype(y.dtype, np.floating) else torch.long
-        rows = torch.as_tensor(np.asarray(x, dtype=staging), dtype=dtype, device=device)
+        with np.errstate(over="ignore"):  # beyond the dtype's range: the infinity check_records refuses
+            staged = np.asarray(x, dtype=staging)
+        check_records(staged, np.asarray(y), "the federation's training data", rows=keep)
+        rows = torch.as_tensor(staged, dtype=dtype, device=device)
         return cls.from_rows(rows, torch.as_tensor(y, dtype=ydtype, device=device), index, sizes)
 
     @classmethod

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 __all__ = ["evaluate_clients", "evaluate_test", "evaluate_models", "evaluation", "round_rows", "to_frame",
-           "summary", "write_outputs", "progress_bar", "set_postfix"]
+           "summary", "write_outputs", "progress_bar", "postfix", "set_postfix"]
 
 FIRST_COLUMNS = ["round", "client", "loss", "accuracy", "test_loss", "test_accuracy", "sigma",
                  "epsilon_spent", "epsilon_spent_paper", "participated", "participants"]
@@ -204,19 +204,24 @@ def summary(algorithm, state, ledger) -> dict[str, Any]:
                           and _last_with(glob, col) is not None}
     plan = state.plan
     if plan is not None:
+        from fedbound.training.budget import privacy_statement
+
         tight = _number(last, "epsilon_spent")
         paper = _number(last, "epsilon_spent_paper")
-        out.update({"eps_budget": plan.eps, "delta": plan.delta, "budget_accountant": plan.budget_accountant,
-                    "paper_accountant": plan.paper_accountant, "epsilon_spent": _finite_or_none(tight),
-                    "epsilon_spent_paper": _finite_or_none(paper), "plan_source": plan.source})
+        binding = plan.binding_accountant
+        out.update({"eps_budget": plan.eps, "delta": plan.delta, "binding_accountant": binding,
+                    "epsilon_binding": _finite_or_none(tight if binding == "tight" else paper),
+                    "budget_accountant": binding, "noise_calibrated_for": plan.budget_accountant,
+                    "paper_reproduction": plan.paper_reproduction, "paper_accountant": plan.paper_accountant,
+                    "epsilon_spent": _finite_or_none(tight), "epsilon_spent_paper": _finite_or_none(paper),
+                    "plan_source": plan.source})
+        out["privacy"] = privacy_statement(0.0 if tight is None else tight, plan.eps, plan.delta, binding)
         out["warnings"].extend(plan.notes)
         if tight is not None and not math.isfinite(tight):
             out["warnings"].append("a release had zero noise: the tight epsilon is unbounded (no privacy)")
         elif tight is not None and tight > plan.eps * (1 + 1e-9):
-            paper_text = f"; the paper's accountant says {paper:.4g}" if paper is not None else ""
-            out["warnings"].append(
-                f"the noise under-delivers: the tight accountant gives eps = {tight:.4g} at delta = "
-                f"{plan.delta:g} for this run, above the budget eps = {plan.eps:g}{paper_text}")
+            paper_text = f"; the paper's accountant claims {paper:.4g}" if paper is not None else ""
+            out["warnings"].append(f"{out['privacy']} (tight accountant){paper_text}")
     return out
 
 
@@ -275,13 +280,33 @@ def progress_bar(total: int, initial: int, enabled, name: str):
     return tqdm(total=total, initial=initial, desc=name, unit="round", file=sys.stderr, dynamic_ncols=True)
 
 
-def set_postfix(bar, row: Mapping[str, Any]) -> None:
-    """``loss=... eps=...`` on the bar's line."""
+def postfix(row: Mapping[str, Any], plan=None) -> str:
+    """The bar's line: the loss, the binding epsilon against the budget (``eps=5.7/6 (tight, binding)``),
+    the paper's claim beside it, and in the paper-reproduction mode whether the run is still (eps, delta)-DP
+    at the stated budget."""
     parts = []
     if row.get("loss") is not None:
         parts.append(f"loss={row['loss']:.4f}")
-    if row.get("epsilon_spent") is not None:
-        parts.append(f"eps={row['epsilon_spent']:.4g}")
-    if row.get("epsilon_spent_paper") is not None:
-        parts.append(f"eps_paper={row['epsilon_spent_paper']:.4g}")
-    bar.set_postfix_str(" ".join(parts))
+    tight, paper = row.get("epsilon_spent"), row.get("epsilon_spent_paper")
+    if plan is None:
+        parts += [f"eps={tight:.4g}"] if tight is not None else []
+        parts += [f"eps_paper={paper:.4g}"] if paper is not None else []
+        return " ".join(parts)
+    if plan.binding_accountant == "paper":
+        if paper is not None:
+            parts.append(f"eps_paper={paper:.4g}/{plan.eps:g} (paper's, binding: paper reproduction)")
+        if tight is not None:
+            over = tight > plan.eps * (1 + 1e-9)
+            parts.append(f"not (ε, δ)-DP at the stated budget: exact ε = {tight:.4g}" if over else
+                         f"exact eps={tight:.4g}")
+        return " ".join(parts)
+    if tight is not None:
+        parts.append(f"eps={tight:.4g}/{plan.eps:g} (tight, binding)")
+    if paper is not None:
+        parts.append(f"paper's claim={paper:.4g}")
+    return " ".join(parts)
+
+
+def set_postfix(bar, row: Mapping[str, Any], plan=None) -> None:
+    """:func:`postfix` on the bar's line."""
+    bar.set_postfix_str(postfix(row, plan))

@@ -12,8 +12,11 @@ streams exist:
   (mini-batch selection, Poisson masks), where a generator per client and step would cost more than the draw.
 
 Numbers are reproducible on the same device type (CPU by default); CUDA generators give different (but
-again reproducible) numbers.  The Gaussian mechanism itself is ``x + sigma * N(0, I)`` (Dwork & Roth 2014,
-Thm A.1; every seed paper's mechanism, e.g. seed 002 Sec. II-C, seed 003 eq. (3)).
+again reproducible) numbers.  Reproducible means regenerable by anyone holding the seed: a deployed
+party that releases noise to others draws it from the OS CSPRNG instead
+(:mod:`fedbound.training.secure_noise`, a ``Streams`` with the same interface).  The Gaussian mechanism
+itself is ``x + sigma * N(0, I)`` (Dwork & Roth 2014, Thm A.1; every seed paper's mechanism, e.g. seed 002
+Sec. II-C, seed 003 eq. (3)).
 """
 
 from __future__ import annotations

@@ -10,8 +10,14 @@ a config into one through ``fedbound.bounds`` / ``fedbound.accounting``) and han
 * ``eps``, ``delta``: the budget the plan promises;
 * ``views``: what an adversary observes (:class:`View`); the privacy ledger turns each round's views into
   Gaussian releases and counts them with a tight accountant and with the paper's own accountant;
-* ``budget_accountant``: ``"paper"`` or ``"tight"``: whose epsilon must stay ``<= eps``.  The engine raises
-  ``PrivacyBudgetExceeded`` *before* a round that would push it over;
+* ``budget_accountant``: ``"paper"`` or ``"tight"``: the accountant the plan's sigma's were calibrated for
+  (the paper's formulas, or their tight counterparts);
+* ``paper_reproduction``: false (the default): the budget binds on the tight accountant, the least of the
+  valid upper bounds on the mechanism's epsilon (``privacy.py``), whatever the sigma's were calibrated for;
+  true (``[train] paper_reproduction``, for reproducing a paper): it binds on ``budget_accountant``'s, and
+  every output of the run says whether it is (eps, delta)-DP at the stated budget.
+  :attr:`NoisePlan.binding_accountant` is the one that binds; the engine raises ``PrivacyBudgetExceeded``
+  *before* a round that would push its epsilon over ``eps``;
 * ``paper_accountant``: the paper's composition rule (``"classic_linear"``, ``"udp_moments"``, ``"rdp"``,
   ``"none"``; see ``privacy.py``);
 * ``orders``: the Renyi orders both RDP accountants of the ledger minimise over (None:
@@ -124,6 +130,14 @@ class NoisePlan:
     notes: tuple[str, ...] = ()
     info: Mapping[str, float] = field(default_factory=dict)
     orders: tuple[float, ...] | None = None
+    paper_reproduction: bool = False
+
+    @property
+    def binding_accountant(self) -> str:
+        """``"tight"``, or ``"paper"`` in the paper-reproduction mode of a plan calibrated by the paper's
+        formulas (module docstring)."""
+        paper = self.budget_accountant == "paper" and self.paper_accountant != "none"
+        return "paper" if paper and self.paper_reproduction else "tight"
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -152,6 +166,14 @@ class NoisePlan:
                     raise ParameterError(f"view {view.name!r} stage", stage, "a stage with a sigma")
             if view.stage not in sens:
                 raise ParameterError(f"view {view.name!r} stage", view.stage, "a stage with a sensitivity")
+        # zero noise at a finite budget is refused; an infinite budget promises nothing (the audit's copies)
+        finite = math.isfinite(self.eps)
+        silent = _silent_release(self.views, sigma, self.rounds, self.num_clients) if finite else None
+        if silent is not None:
+            view, stage, t, i = silent
+            raise ParameterError(f"sigma[{stage!r}] in round {t + 1} (client {i})", 0.0,
+                                 f"(0, inf): view {view!r} would release it without noise (eps = inf) at the "
+                                 f"budget eps = {self.eps:g}")
         object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "sensitivity", sens)
         object.__setattr__(self, "info", dict(self.info))
@@ -201,7 +223,30 @@ class NoisePlan:
                 "sensitivity": {k: v.tolist() for k, v in self.sensitivity.items()},
                 "views": [v.__dict__ for v in self.views], "budget_accountant": self.budget_accountant,
                 "paper_accountant": self.paper_accountant, "source": self.source, "notes": list(self.notes),
-                "info": dict(self.info), "orders": None if self.orders is None else list(self.orders)}
+                "info": dict(self.info), "orders": None if self.orders is None else list(self.orders),
+                "paper_reproduction": self.paper_reproduction}
+
+
+def _silent_release(views: tuple[View, ...], sigma: Mapping[str, np.ndarray], rounds: int, n: int
+                    ) -> tuple[str, str, int, int] | None:
+    """The first ``(view, stage, round, client)`` whose release carries no noise at all (eps = inf): a zero
+    std of an upload's or a step's stage, or of a broadcast's stage where the server adds none either."""
+    for view in views:
+        noise = np.broadcast_to(_as_matrix(sigma[view.stage]), (rounds, n))
+        stage = view.stage
+        if view.kind == "broadcast":
+            stage = "server" if not np.any(noise > 0) else stage  # the server is the broadcast's noise
+            noise = np.maximum(noise, np.broadcast_to(_as_matrix(sigma["server"]), (rounds, n)))
+        zero = np.argwhere(noise <= 0)
+        if len(zero):
+            t, i = (int(v) for v in zero[0])
+            return view.name, stage, t, i
+    return None
+
+
+def _as_matrix(arr: np.ndarray) -> np.ndarray:
+    """A ``(rounds,)`` schedule as a column (one std for every client), a ``(rounds, N)`` one unchanged."""
+    return arr[:, None] if arr.ndim == 1 else arr
 
 
 def _resize(arr: np.ndarray, rounds: int) -> np.ndarray:

@@ -50,6 +50,15 @@ Paper (column ``epsilon_spent_paper``), ``plan.paper_accountant``:
   post-processing).
 * ``"none"``: no paper accounting.
 
+Which binds: :meth:`PrivacyLedger.check_budget` holds ``plan.eps`` on the tight column, the least of the
+valid upper bounds on the mechanism's epsilon, whatever the plan's sigma's were calibrated for; only a plan in
+the paper-reproduction mode (``plan.paper_reproduction``, ``[train] paper_reproduction``) binds on the paper's
+column (``plan.binding_accountant``).  Checking before each round with quantities that read no record (the
+plan's sigma's, the participants) is valid under adaptive composition: per participation pattern the
+releases compose as above, and the stopping rule depends on nothing else (for the unsampled part, the
+Gaussian-DP filter of Smith & Thakurta 2022, "Fully adaptive composition for Gaussian differential
+privacy").  ``fedbound.training.budget`` runs the same ledger over a plan's rounds before training.
+
 Both accountants convert RDP to (eps, delta) over ``plan.orders`` (default ``CALIBRATION_ORDERS``, the
 orders ``fedbound.accounting.calibrate_noise`` calibrates on: a sigma calibrated there spends exactly its
 eps here).
@@ -404,8 +413,9 @@ class PrivacyLedger:
         return epsilons_many([(self, accounts)])[0]
 
     def check_budget(self, releases: list[Release], round_: int) -> None:
-        """Raise PrivacyBudgetExceeded if committing ``releases`` would push the budget accountant's epsilon
-        over ``plan.eps`` (relative tolerance 1e-9 for the float sums of a plan that spends exactly eps)."""
+        """Raise PrivacyBudgetExceeded if committing ``releases`` would push the binding accountant's epsilon
+        (``plan.binding_accountant``: the tight one unless the plan reproduces a paper) over ``plan.eps``
+        (relative tolerance 1e-9 for the float sums of a plan that spends exactly eps)."""
         error = check_budgets([(self, releases, round_)])[0]
         if error is not None:
             raise error
@@ -471,20 +481,21 @@ def check_budgets(items: list[tuple[PrivacyLedger, list[Release], int]]
     for (members, stack), (_, accounts), eps_all in zip(stacks, jobs, epsilons_many(jobs), strict=True):
         if stack is None:
             ledger = items[members[0]][0]
-            trials[members[0]] = (accounts, eps_all, _worst(eps_all.get(ledger.plan.budget_accountant), 1)[0])
+            worst_one = _worst(eps_all.get(ledger.plan.binding_accountant), 1)[0]
+            trials[members[0]] = (accounts, eps_all, worst_one)
         else:
             worst = {which: _worst(eps_all.get(which), len(members)) for which in
-                     {items[i][0].plan.budget_accountant for i in members}}
+                     {items[i][0].plan.binding_accountant for i in members}}
             for j, i in enumerate(members):
-                trials[i] = (*stack.part(j, eps_all), worst[items[i][0].plan.budget_accountant][j])
+                trials[i] = (*stack.part(j, eps_all), worst[items[i][0].plan.binding_accountant][j])
     errors: list[PrivacyBudgetExceeded | None] = []
     for (ledger, releases, round_), trial in zip(items, trials, strict=True):
         accounts, eps_all, worst = trial
         ledger._pending = (releases, eps_all, accounts)
-        which = ledger.plan.budget_accountant
+        which = ledger.plan.binding_accountant
         errors.append(None if worst <= ledger.plan.eps * (1 + 1e-9) else PrivacyBudgetExceeded(
             f"round {round_ + 1} would spend eps = {worst:.6g} > budget {ledger.plan.eps:g} under the "
-            f"{which} accountant (the noise plan was computed for {ledger.plan.rounds} rounds)"))
+            f"{which} accountant, which binds (the noise plan was computed for {ledger.plan.rounds} rounds)"))
     return errors
 
 

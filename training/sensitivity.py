@@ -8,9 +8,10 @@ this is ``k`` independent trials of the client's noised upload (the audit, ``fed
 without one (``plan=None``) it is the noise-free upload of every neighbour, whose distance to the unchanged
 copy's upload is that record's measured sensitivity.
 
-The audit's trials (:func:`federated_trials`) replicate a round's whole federation instead, one copy per
-trial with the target changed, and run every hook including ``server_update`` on each copy's aggregate, so
-the broadcast an adversary sees is the mechanism's own.  The canary search (:func:`probe` with ``crafted``)
+The audit's trials (:func:`federated_trials`; ``fedbound.training.trials``) replicate a round's whole
+federation instead, one copy per trial with the target changed, and run every hook including
+``server_update`` on each copy's aggregate, so the broadcast an adversary sees is the mechanism's own.
+The canary search (:func:`probe` with ``crafted``)
 adds records an adversary would craft (:func:`crafted_records`) to the natural flips and swaps.
 
 Proven (the bound is ``fedbound.bounds.provable.local_sensitivity``; the step-size side is
@@ -40,9 +41,8 @@ same model, so ``eta 2 C_g / m`` holds exactly for any model.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -52,7 +52,8 @@ from fedbound.training.engine import Algorithm, RoundContext, RunOptions, run
 from fedbound.training.federation import ClientBatch, ClientData
 from fedbound.training.models import Model
 from fedbound.training.participation import all_clients
-from fedbound.training.plan import NoisePlan, View
+from fedbound.training.plan import NoisePlan
+from fedbound.training.trials import TrialRuns
 
 __all__ = ["Replacement", "Neighbour", "neighbours", "client_uploads", "ProbeResult", "probe", "shifts",
            "label_flips", "crafted_records", "loss_directions", "TrialRuns", "federated_trials",
@@ -157,162 +158,29 @@ def record_release(ctx: RoundContext, name: str, clients: np.ndarray, values: to
         recorder.release(ctx, name, clients, values)
 
 
-@dataclass(frozen=True)
-class TrialRuns:
-    """What the adversary of each trial can see, per round, ``(rounds, trials, d)``: the target's upload,
-    the trial federation's aggregate ``sum_j p_j upload_j`` and the server's output (the broadcast; both
-    None without ``broadcast``), and the target's rows of every :func:`record_release`."""
-
-    uploads: torch.Tensor
-    aggregates: torch.Tensor | None = None
-    broadcasts: torch.Tensor | None = None
-    releases: dict[str, torch.Tensor] = field(default_factory=dict)
-
-    def __getitem__(self, rows: slice) -> TrialRuns:
-        """The trials ``rows`` (a slice over the second axis)."""
-        def cut(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t[:, rows]
-        return TrialRuns(cut(self.uploads), cut(self.aggregates), cut(self.broadcasts),
-                         {k: cut(v) for k, v in self.releases.items()})
-
-    def first_rounds(self, rounds: int) -> TrialRuns:
-        def cut(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t[:rounds]
-        return TrialRuns(cut(self.uploads), cut(self.aggregates), cut(self.broadcasts),
-                         {k: cut(v) for k, v in self.releases.items()})
-
-
-def replicate(data: ClientData, clients: np.ndarray, target: int, changes: Sequence[Neighbour]) -> ClientData:
-    """``len(changes)`` copies of the federation ``clients`` (in this order, ``target`` among them), copy
-    ``g``'s ``target`` changed by ``changes[g]`` (:func:`neighbours`): client ``g * len(clients) + j`` is
-    copy ``g`` of ``clients[j]``."""
-    clients = np.asarray(clients, dtype=np.int64)
-    groups, width = len(changes), len(clients)
-    pos = int(np.flatnonzero(clients == target)[0])
-    idx = torch.as_tensor(np.tile(clients, groups), device=data.x.device)
-    x, y, mask = data.x[idx].clone(), data.y[idx].clone(), data.mask[idx].clone()
-    own = neighbours(data, target, changes)
-    n = int(data.sizes[target])
-    rows = torch.arange(groups, device=data.x.device) * width + pos
-    x[rows, :n], y[rows, :n] = own.x, own.y
-    return ClientData(x, y, mask, np.tile(data.sizes[clients], groups).astype(np.int64))
-
-
-def copies_plan(plan: NoisePlan, clients: np.ndarray, groups: int, scale: float = 1.0) -> NoisePlan:
-    """``plan``'s sigma's (times ``scale``) for ``groups`` copies of the federation ``clients``
-    (:func:`replicate`).  What the copies spend is not this plan's business (an audit reports the original
-    plan's epsilon): one view, no budget."""
-    sigma = {stage: np.tile(plan.stage_matrix(stage)[:, clients] * scale, (1, groups))
-             for stage in plan.sigma}
-    sens = {stage: float(plan.stage_sensitivity(stage)[clients].max()) for stage in plan.sensitivity}
-    stage = next(st for st in plan.sigma if st in sens)
-    return NoisePlan(rounds=plan.rounds, num_clients=groups * len(clients), sigma=sigma, sensitivity=sens,
-                     eps=float("inf"), delta=plan.delta, views=(View("copies", "upload", stage=stage),),
-                     budget_accountant="tight", paper_accountant="none",
-                     source="audit copies of " + plan.source)
-
-
-def _trial_noise(ctx: RoundContext, groups: int, stage: str, clients: np.ndarray | None, shape: tuple,
-                 *key: object) -> torch.Tensor:
-    """``ctx.noise`` for the trial copies: one generator per call, keyed by the call's first client and row
-    count (the server's draws, ``clients=None``, get one row per trial federation): the same standard
-    normals in law as the per-client streams, without a generator per copy."""
-    rows, first = (groups, -1) if clients is None else (len(clients), int(np.asarray(clients)[0]))
-    gen = ctx.streams.generator("audit trials", stage, ctx.round, *key, first, rows)
-    return torch.randn((rows, *shape), generator=gen, dtype=ctx.dtype, device=ctx.device)
-
-
-class _FederationRecorder(_Recorder):
-    """Trains ``groups`` copies of a federation (:func:`replicate`) by ``inner``'s hooks, every client
-    starting each round from ``starts[round]``; per copy it keeps the target's upload, the weighted aggregate
-    and (``broadcast``) ``inner.server_update`` of all copies' aggregates at once, a ``(groups, d)`` tensor
-    (a server_update must act row by row; its ``ctx.add_noise(stage, x)`` then draws one row per copy)."""
-
-    def __init__(self, inner: Algorithm, starts: torch.Tensor, groups: int, weights: np.ndarray,
-                 target_pos: int, broadcast: bool) -> None:
-        super().__init__(inner, starts, 0)
-        self.groups = groups
-        self.weights = torch.as_tensor(np.asarray(weights, np.float64), dtype=starts.dtype)
-        self.width, self.target_pos, self.broadcast = len(weights), target_pos, broadcast
-        shape = (len(starts), groups, starts.shape[1])
-        self.uploads = torch.zeros(shape, dtype=starts.dtype)
-        self.aggregates = torch.zeros(shape, dtype=starts.dtype) if broadcast else None
-        self.broadcasts = torch.zeros(shape, dtype=starts.dtype) if broadcast else None
-        self.releases: dict[str, torch.Tensor] = {}
-
-    def _rows(self, clients: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        cl = torch.as_tensor(np.asarray(clients, np.int64))
-        return cl // self.width, cl % self.width
-
-    def init_algo_state(self, ctx: RoundContext) -> dict:
-        return self.inner.init_algo_state(ctx)
-
-    def _enter(self, ctx: RoundContext) -> None:
-        ctx.audit_recorder = self
-        ctx.noise = functools.partial(_trial_noise, ctx, self.groups)
-
-    def local_update(self, ctx: RoundContext, clients: np.ndarray, start: torch.Tensor,
-                     batch: ClientBatch) -> torch.Tensor:
-        self._enter(ctx)
-        return self.inner.local_update(ctx, clients, start, batch)
-
-    def release(self, ctx: RoundContext, name: str, clients: np.ndarray, values: torch.Tensor) -> None:
-        buf = self.releases.setdefault(name, torch.zeros((len(self.starts), self.groups, values.shape[-1]),
-                                                         dtype=self.starts.dtype))
-        group, pos = self._rows(clients)
-        mine = pos == self.target_pos
-        buf[ctx.round, group[mine]] = values.detach().to("cpu", buf.dtype)[mine]
-
-    def upload(self, ctx: RoundContext, clients: np.ndarray, local: torch.Tensor) -> torch.Tensor:
-        self._enter(ctx)
-        out = self.inner.upload(ctx, clients, local)
-        rows = out.detach().to("cpu", self.uploads.dtype)
-        group, pos = self._rows(clients)
-        mine = pos == self.target_pos
-        self.uploads[ctx.round, group[mine]] = rows[mine]
-        if self.aggregates is not None:
-            self.aggregates[ctx.round].index_add_(0, group, self.weights[pos][:, None] * rows)
-        return out
-
-    def server_update(self, ctx: RoundContext, aggregate: torch.Tensor) -> torch.Tensor:
-        if self.broadcasts is not None:
-            self._enter(ctx)
-            out = self.inner.server_update(ctx, self.aggregates[ctx.round].to(ctx.device, ctx.dtype))
-            if tuple(out.shape) != tuple(self.aggregates.shape[1:]):
-                raise ConfigError(f"audit: {self.inner.name}'s server_update returned shape "
-                                  f"{tuple(out.shape)} for the trial aggregates "
-                                  f"{tuple(self.aggregates.shape[1:])}: it must act row by row")
-            self.broadcasts[ctx.round] = out.detach().to("cpu", self.broadcasts.dtype)
-        return self.starts[min(ctx.round + 1, len(self.starts) - 1)].to(ctx.device, ctx.dtype)
-
-
 def federated_trials(algorithm: Algorithm, model: Model, data: ClientData, target: int,
                      participants: np.ndarray, weights: np.ndarray, changes: Sequence[Neighbour],
                      starts: torch.Tensor, *, plan: NoisePlan | None = None, scale: float = 1.0,
                      broadcast: bool = True, options: RunOptions | None = None) -> TrialRuns:
     """One trial per entry of ``changes``: the round's federation (``participants`` with aggregation
     ``weights``; only the target without ``broadcast``) with client ``target`` changed, run end to end by
-    the engine with ``algorithm``'s hooks (``local_update``, ``upload``, and ``server_update`` on each
-    trial's own aggregate), each round from ``starts[round]``, under ``plan``'s sigma's times ``scale``
-    (None: noise-free).  Trials are independent: every copy of a client has its own noise streams, every
-    trial its own server stream."""
+    the engine's hooks (``local_update``, ``upload``, and ``server_update`` on each trial's own aggregate),
+    each round from ``starts[round]``, under ``plan``'s sigma's times ``scale`` (None: noise-free), in one
+    batch.  Trial ``k`` is a run of its own with the seed ``trials.trial_seeds(options.seed, "trials", k)``
+    (``fedbound.training.trials``, which streams many trials in batches for the audit)."""
+    from fedbound.training.trials import TrialSetup, run_trials, trial_seeds
+
     starts = torch.as_tensor(starts)
     if starts.ndim != 2 or starts.shape[1] != model.n_params:
         raise ParameterError("starts shape", tuple(starts.shape), f"(rounds, {model.n_params})")
-    participants = np.asarray(participants, np.int64)
-    weights = np.asarray(weights, np.float64)
-    if not broadcast:
-        weights = weights[participants == target]
-        participants = np.array([target])
-    pos = int(np.flatnonzero(participants == target)[0])
-    fed = replicate(data, participants, target, changes)
-    copies = None if plan is None else copies_plan(plan, participants, len(changes), scale)
     base = options or RunOptions()
     opts = RunOptions(seed=base.seed, device=base.device, dtype=base.dtype, chunk_size=base.chunk_size,
                       memory_budget_mb=base.memory_budget_mb, eval_every=0, eval_clients=False)
-    recorder = _FederationRecorder(algorithm, starts.to(opts.dtype), len(changes), weights, pos, broadcast)
-    run(recorder, model, fed, plan=copies, options=opts, init_params=starts[0], rounds=len(starts))
-    return TrialRuns(recorder.uploads, recorder.aggregates, recorder.broadcasts, recorder.releases)
+    setup = TrialSetup(algorithm, model, data, target, np.asarray(participants, np.int64),
+                       np.asarray(weights, np.float64), starts.to(opts.dtype), plan, opts, broadcast,
+                       broadcast)
+    seeds = trial_seeds(opts.seed, "trials", 0, len(changes))
+    return next(run_trials(setup, list(changes), seeds, scale=scale, batch=max(len(changes), 1)))[1]
 
 
 def label_flips(y: int | float, n_classes: int) -> list[int | float]:
@@ -397,15 +265,15 @@ def crafted_records(xs: np.ndarray, ys: np.ndarray, n_classes: int, rng: np.rand
 
 
 def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, models: torch.Tensor, *,
-          records: int = 8, options: RunOptions | None = None, crafted: bool = False, seed: int = 0
-          ) -> ProbeResult:
+          records: int = 8, options: RunOptions | None = None, crafted: bool = False, seed: int = 0,
+          extra: Sequence[Replacement] = ()) -> ProbeResult:
     """Measured per-record sensitivity of ``client``'s (noise-free) upload at each of ``models`` (``(r, d)``).
 
     Replacements: every label flip (:func:`label_flips`) of ``records`` evenly spaced records, and each of
     those records' features with the label of another record of the client (ordinary records); with
     ``crafted`` also record 0 replaced by each of :func:`crafted_records` (random directions from ``seed``,
-    gradient-aligned ones from :func:`loss_directions` at the first of ``models``).
-    All replacements of one model train as one engine batch.
+    gradient-aligned ones from :func:`loss_directions` at the first of ``models``), and ``extra`` (e.g.
+    another client's crafted records).  All replacements of one model train as one engine batch.
     """
     n = int(data.sizes[client])
     if records < 1:
@@ -424,6 +292,7 @@ def probe(algorithm: Algorithm, model: Model, data: ClientData, client: int, mod
         aligned = loss_directions(model, torch.as_tensor(models)[0], xs, ys, n_classes)
         made = crafted_records(xs, ys, n_classes, np.random.default_rng(seed), directions=aligned)
         reps += [Replacement(0, x, y) for x, y in made]
+    reps += list(extra)
     return ProbeResult(client, shifts(algorithm, model, data, client, reps, models, options=options),
                        tuple(reps), natural)
 
@@ -484,23 +353,21 @@ def smoothness_ceiling(model: Model, feature_norm: float, prox_mu: float = 0.0, 
 
 
 def check_provable_step(model: Model, local: object) -> None:
-    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises: full batches,
-    per-sample clipping, and for more than one step of a one-output linear model inputs clipped to a
-    declared norm X and ``eta <= 2/L`` with L the data-independent :func:`smoothness_ceiling` (module
-    docstring).  No record is read, so the decision is the same on neighbouring datasets.  More than one
-    step of any other model is covered by the model-norm bound 2C only, which the plan then uses."""
+    """ConfigError unless ``local`` (a LocalSGD) meets the provable bound's premises: full or fixed-size
+    mini-batches (not Poisson-sampled ones, whose weights need not sum to 1), per-sample clipping, and for
+    more than one step of a one-output linear model inputs clipped to a declared norm X and ``eta <= 2/L``
+    with L the data-independent :func:`smoothness_ceiling` (module docstring).  No record is read, so the
+    decision is the same on neighbouring datasets.  More than one step of any other model, or of a linear
+    one without a declared norm, is covered by the general bound ``min(2C, growth recursion)`` of
+    ``fedbound.bounds.provable`` only, which the plan then uses."""
     if getattr(local, "per_sample_clip", None) is None:
         raise ConfigError("sensitivity = \"provable\" needs per-sample gradient clipping in local training "
                           "(C_g)")
-    if getattr(local, "batch_size", None) or getattr(local, "sample_rate", None) is not None:
-        raise ConfigError("sensitivity = \"provable\" is proven for full-batch local steps: set [train] "
-                          "batch_size = 0")
-    if local.steps <= 1 or convex_one_output(model) is None:
+    if getattr(local, "sample_rate", None) is not None:
+        raise ConfigError("sensitivity = \"provable\" is proven for full-batch or fixed-size mini-batch "
+                          "local steps, not Poisson-sampled ones: set [train] batch_size instead")
+    if local.steps <= 1 or convex_one_output(model) is None or getattr(local, "feature_clip", None) is None:
         return
-    if getattr(local, "feature_clip", None) is None:
-        raise ConfigError(f"sensitivity = \"provable\" with {local.steps} local steps of a linear model "
-                          "needs feature_norm, the declared bound on every input's norm (inputs are clipped "
-                          "to it): the step-size condition eta <= 2/L must not depend on the data")
     ceiling = smoothness_ceiling(model, local.feature_clip, local.prox_mu, local.weight_decay)
     if local.lr > 2.0 / ceiling:
         raise ConfigError(f"[train] lr = {local.lr:g} is outside its valid range (0, 2/L = "

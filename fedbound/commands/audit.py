@@ -27,8 +27,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                   show_default=False)],
         config: ConfigArg,
         set_: SetOverrides = None,
-        trials: Annotated[str, typer.Option("--trials", help="trials per side (D and D'), or auto: raised "
-                                            "until the halved-noise control is detected (at most 64,000)")
+        trials: Annotated[str, typer.Option("--trials", help="trials per side (D and D'; at most 64,000), or "
+                                            "auto: raised until the halved-noise control is detected")
                           ] = "2000",
         canary: Annotated[str, typer.Option("--canary", help="worst (largest shift found by the search: "
                                             "flips, swaps, crafted outliers), flip (record 0 "
@@ -61,7 +61,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.paths import out_file
         from fedbound.registry import get
-        from fedbound.validation.audit import audit_from_config
+        from fedbound.validation.audit import MAX_TRIALS, audit_from_config
 
         get(paper_name, "audit")
         figure = out_file("--out", out) if out is not None else None
@@ -71,7 +71,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 trials = int(trials)
             except ValueError:
                 raise ConfigError(f"--trials = {trials!r} is outside its valid range integer in "
-                                  "[4, 1000000] or auto") from None
+                                  f"[4, {MAX_TRIALS}] or auto") from None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = audit_from_config(paper_name, config, set_ or [], trials=trials, canary=canary,
@@ -88,11 +88,13 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                     caption=f"delta = {result.delta:g}; the {result.budget_accountant} accountant holds the "
                             f"run's budget; seed {result.seed}; {result.wall_time_s:.1f} s")
         if result.noise_checks:
-            print_table("noise measured / planned per stage", ["stage", "planned std", "measured / planned",
-                                                               "interval"],
-                        [[c.stage, f"{c.planned:.4g}", f"{c.measured / c.planned:.4g}",
-                          f"[{c.ratio_low:.4g}, {c.ratio_high:.4g}] ({100 * (1 - c.alpha):.4g} %)"]
-                         for c in result.noise_checks], digits=4)
+            print_table("noise measured / planned per stage (the lowest check of each; all must hold)",
+                        ["stage", "checks", "lowest measured / planned", "its interval"], _noise_rows(result),
+                        digits=4)
+        if result.stream_checks or result.shift_checks:
+            print_table("noise streams (independent across rounds, clients, trials), sensitivity per stage",
+                        ["check", "worst", "limit"], _stream_shift_rows(result), digits=4)
+        typer.echo(f"trials: {result.fast_path}")
         typer.echo(f"verdict: {result.verdict.split(':')[0]}")
         for reason in result.reasons:
             typer.echo(f"  - {reason}")
@@ -118,6 +120,12 @@ def _rows(result) -> list[list]:
                                                   f"{fmt(v.epsilon_reported_paper)}"),
         ("eps Gaussian fit [95 %]", lambda v: f"{fmt(v.gaussian_epsilon)} [{fmt(v.gaussian_interval[0])}, "
                                               f"{fmt(v.gaussian_interval[1])}]"),
+        ("eps independent (dp-accounting)", lambda v: fmt(v.epsilon_independent)),
+        ("eps Gaussian-DP estimate / lower (Nasr et al.)", lambda v: f"{fmt(v.gdp_epsilon)} / "
+                                                                     f"{fmt(v.gdp_epsilon_low)}"),
+        ("one-run lower / plan's eps, at delta (Steinke et al.)", lambda v: "-" if v.one_run_epsilon is None
+         else f"{fmt(v.one_run_epsilon)} / {fmt(v.one_run_reference)} at {v.one_run_delta:g} "
+              f"({v.one_run_canaries} canaries)"),
         ("control (noise halved): eps lower", lambda v: fmt(v.control_epsilon_lower)),
         ("smallest eps detectable / control needs trials", lambda v: f"{fmt(v.detectable_epsilon)} / "
                                                                      f"{v.trials_needed or '-'}"),
@@ -127,10 +135,35 @@ def _rows(result) -> list[list]:
                                                            f"{fmt(v.sensitivity_assumed)}"),
         ("natural records' largest shift", lambda v: fmt(result.natural_shift) if v.kind != "broadcast"
          else "-"),
-        ("held-out false pos. / neg.", lambda v: f"{v.false_positives} / {v.false_negatives} of "
-                                                 f"{v.held_out}"),
+        ("false pos. / neg. at the bound's threshold", lambda v: f"{v.false_positives} / "
+                                                                 f"{v.false_negatives} of {v.held_out}"),
     ]
     return [[name, *(get(v) for v in result.views)] for name, get in quantities]
+
+
+def _noise_rows(result) -> list[list]:
+    """Per noise source: how many checks (clients, rounds), and its lowest one."""
+    rows = []
+    for stage in dict.fromkeys(c.stage for c in result.noise_checks):
+        checks = [c for c in result.noise_checks if c.stage == stage]
+        low = min(checks, key=lambda c: c.ratio_high)
+        rows.append([stage, str(len(checks)), f"{low.measured / low.planned:.4g}{low.where}",
+                     f"[{low.ratio_low:.4g}, {low.ratio_high:.4g}] ({100 * (1 - low.alpha):.4g} %)"])
+    return rows
+
+
+def _stream_shift_rows(result) -> list[list]:
+    """The largest stream statistic per source and relation; the largest shift / sensitivity per stage."""
+    from scipy.stats import norm
+
+    rows = [[f"{c.stage} noise across {c.relation} (t statistic)", f"{c.statistic:.3g} ({c.cosines} cosines)",
+             f"{float(norm.isf(c.alpha)):.3g}"] for c in result.stream_checks]
+    for stage in dict.fromkeys(c.stage for c in result.shift_checks):
+        worst = max((c for c in result.shift_checks if c.stage == stage),
+                    key=lambda c: c.shift / c.sensitivity)
+        rows.append([f"{stage} input shift D vs D' / sensitivity", f"{worst.shift / worst.sensitivity:.4g} "
+                     f"(client {worst.client})", "1"])
+    return rows
 
 
 def _write(result, out: Path) -> list[str]:

@@ -5,7 +5,6 @@ Generic over the registry: each paper's ``reproduce`` entry lists its targets (f
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,7 +51,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         scale: Annotated[str, typer.Option(
             "--scale", help="tiny (seconds), demo (minutes, embedded data) or paper (the paper's setting on "
                             "the full MNIST of fedbound data mnist; hours)")] = "demo",
-        data: Annotated[Path | None, typer.Option(
+        data: Annotated[str | None, typer.Option(
             "--data", help="--scale paper: the dataset from a path instead of the data cache (a folder of "
                            "MNIST IDX files or CIFAR-10 batches; IPUMS-US: a CSV file)")
         ] = None,
@@ -76,6 +75,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.validation.reproduce import Uncovered, find, reproduce, targets
 
         names = list(names or [])
+        if data is not None and not data.strip():  # Path('') would be shown (and read) as '.'
+            raise ConfigError("--data '' is empty: give the folder that holds the full dataset "
+                              "(--scale paper)")
         if list_:
             if len(names) > 1:
                 raise ConfigError("--list takes at most one PAPER")

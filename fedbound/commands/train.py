@@ -38,6 +38,26 @@ def _fmt(value) -> object:
     return "-" if value is None else value
 
 
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _privacy_rows(s: dict) -> list[tuple[str, object]]:
+    """The summary's privacy: the binding epsilon against the budget first, the paper's claim beside it
+    (labelled), and the one-line statement (in paper-reproduction mode: not (eps, delta)-DP where so)."""
+    binding = s["binding_accountant"]
+    spent = f"{_num(s['epsilon_binding'])} of {s['eps_budget']:g} at delta = {s['delta']:g}"
+    rows = [(f"eps spent, {binding} accountant (binding)", spent)]
+    if binding == "paper":
+        rows.append(("eps spent, tight accountant (exact)", _num(s["epsilon_spent"])))
+    else:
+        rows.append(("eps the paper's accountant claims", _num(s["epsilon_spent_paper"])))
+    rows.append(("privacy", s["privacy"]))
+    if s.get("paper_reproduction"):
+        rows.append(("mode", "paper reproduction ([train] paper_reproduction = true)"))
+    return rows
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("train", help="Train a paper's algorithm on CONFIG's setting (the paper's section and the "
                                "train section); print a summary, write the run directory. "
@@ -90,10 +110,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ]
         rows += [(f"final {k.replace('_', ' ')}", v) for k, v in s.get("final_extra", {}).items()]
         if s["private"]:
-            rows += [("eps budget (delta)", f"{s['eps_budget']:g} ({s['delta']:g})"),
-                     ("eps spent, tight accountant", _fmt(s["epsilon_spent"])),
-                     ("eps spent, paper's accountant", _fmt(s["epsilon_spent_paper"])),
-                     ("budget held by", s["budget_accountant"] + " accountant")]
+            rows += _privacy_rows(s)
             rows += [(k.replace("_", " "), v) for k, v in s.get("plan", {}).items()]
         for name, item in (s.get("design") or {}).items():
             if isinstance(item, dict) and "source" in item:

@@ -105,10 +105,12 @@ def section():
             Field(
                 "sensitivity",
                 str,
-                "paper",
-                "server sensitivity in the program: 'paper' (eq. (10)) or 'tight' (max_i 2C p_i/m_i); "
-                "'provable': per-sample gradient clipping C_g in local training and the sensitivity "
-                "that follows from it (fedbound.bounds.provable) in every noise formula",
+                "provable",
+                "'provable' (the default): per-sample gradient clipping C_g in local training and the "
+                "sensitivity proven for the configured local steps (fedbound.bounds.provable) in every noise "
+                "formula; 'paper': the paper's 2B/m (eqs. (7), (10)), or 'tight': max_i 2B p_i/m_i for the "
+                "server in the program, both for reproducing the paper (not a bound for more than one local "
+                "step: the audit measures multi-step training LEAK)",
                 choices=("paper", "tight", "provable"),
             ),
             *provable_fields(with_mode=False),

@@ -1,12 +1,19 @@
-"""``sensitivity = "provable"`` in the training recipes of the model-clipping papers (NbAFL, PADPFL).
+"""``sensitivity = "provable"`` (the default) in the training recipes of the model-clipping papers (NbAFL,
+PADPFL).
 
 :func:`provable_setting` fills the setting keys ``fedbound.bounds.provable`` reads from the run itself:
-``tau`` = ``[train] local_steps``, ``eta`` = the local learning rate, and ``model_norm_bound`` = true when
-the run trains a model other than a one-output linear one for more than one step (then only the model-norm
-bound ``2C`` is proven, ``fedbound.training.sensitivity``).  More than one step of a one-output linear model
-needs ``feature_norm`` (inputs clipped to it): the step-size condition then reads no record, so whether the
-run trains and its sensitivity are the same on neighbouring datasets.  :func:`sensitivity_clip` is the clip
-``C_eff`` whose ``2 C_eff / m_i`` is the plan's sensitivity (the paper's ``C`` in paper mode).
+``sensitivity`` = ``"provable"`` when unset; ``tau`` = ``[train] local_steps``, ``eta`` = the local learning
+rate, ``C_g`` = ``C / (tau eta)`` when unset (``fedbound.bounds.provable.default_gradient_clip``), ``decay``
+= the proximal ``mu`` plus ``[train] weight_decay`` (the data-independent curvature the growth recursion
+reads), ``batch`` = ``[train] batch_size`` (0: full batches), and ``model_norm_bound`` = true when more
+than one step is trained and the convex linear bound does not cover the run (a model other than a
+one-output linear one, or a linear one without ``feature_norm``): then the general bound ``min(2C, growth
+recursion)`` applies.  With ``feature_norm`` X, more than one step of a one-output linear model reads the
+convex bound too (inputs clipped to X: the step-size condition then reads no record, so whether the run
+trains and its sensitivity are the same on neighbouring datasets).  :func:`sensitivity_clip` is the clip
+``C_eff`` whose ``2 C_eff / m_i`` is the plan's sensitivity (the paper's ``C`` in paper mode).  The algorithm
+and the plan of a run both read the setting this returns, so what local training clips is what the ledger
+counts.
 """
 
 from __future__ import annotations
@@ -31,16 +38,18 @@ def _one_output_linear(train: Mapping[str, Any]) -> bool:
 
 
 def provable_setting(setting: Mapping[str, Any], train: Mapping[str, Any], default_lr: float,
-                     section: str) -> dict[str, Any]:
-    """``setting`` with ``tau``, ``eta`` and ``model_norm_bound`` of the run (module docstring); unchanged
-    unless ``sensitivity = "provable"``.  ConfigError when the section's own ``tau``/``eta`` disagree with
-    ``[train]`` or ``C_g`` is missing."""
+                     section: str, prox_mu: float | None = None) -> dict[str, Any]:
+    """``setting`` with the provable mode's keys of the run filled in (module docstring); unchanged in
+    ``"paper"`` mode (or a paper's own other reading).  ``prox_mu``: the proximal coefficient local training
+    uses (default the setting's ``mu``).  ConfigError when the section's own ``tau``/``eta`` disagree with
+    ``[train]``."""
+    from fedbound.bounds.provable import DEFAULT_MODE, default_gradient_clip
+
     out = dict(setting)
-    if setting.get("sensitivity") != "provable":
-        return out
-    if setting.get("C_g") is None:
-        raise ConfigError(f"[{section}] sensitivity = \"provable\" needs C_g, the per-sample gradient "
-                          "clip of local training")
+    if setting.get("sensitivity") is None:
+        out["sensitivity"] = DEFAULT_MODE
+    if out["sensitivity"] != "provable" or out.get("model_norm_bound") is not None:
+        return out  # paper mode, or filled in already
     run = {"tau": int(train["local_steps"]), "eta": float(train["lr"] or default_lr)}
     for key, value in run.items():
         given = setting.get(key)
@@ -48,13 +57,14 @@ def provable_setting(setting: Mapping[str, Any], train: Mapping[str, Any], defau
             train_key = "local_steps" if key == "tau" else "lr"
             raise ConfigError(f"[{section}] {key} = {given} differs from the run's [train] {train_key} = "
                               f"{value}: the provable sensitivity must describe the training actually run")
-    linear = run["tau"] > 1 and _one_output_linear(train)
-    if linear and setting.get("feature_norm") is None:
-        raise ConfigError(f"[{section}] sensitivity = \"provable\" with [train] local_steps = {run['tau']} "
-                          "of a linear model needs feature_norm, the declared bound on every input's norm "
-                          "(local training clips inputs to it; the step-size condition eta <= 2/L must not "
-                          "depend on the data)")
-    out.update(run, model_norm_bound=run["tau"] > 1 and not linear)
+    convex = run["tau"] > 1 and setting.get("feature_norm") is not None and _one_output_linear(train)
+    mu = prox_mu if prox_mu is not None else setting.get("mu")
+    decay = float(mu or 0.0) + float(train.get("weight_decay") or 0.0)
+    C_g = setting.get("C_g")
+    if C_g is None:
+        C_g = default_gradient_clip(float(setting["C"]), run["tau"], run["eta"])
+    out.update(run, C_g=float(C_g), decay=decay, model_norm_bound=run["tau"] > 1 and not convex,
+               batch=int(train.get("batch_size") or 0) or None)
     return out
 
 
@@ -65,4 +75,5 @@ def sensitivity_clip(setting: Mapping[str, Any], clip_key: str, m: float) -> flo
     if setting.get("sensitivity") != "provable":
         return float(setting[clip_key])
     return effective_clip(float(setting[clip_key]), float(setting["C_g"]), float(m), int(setting["tau"]),
-                          float(setting["eta"]), bool(setting.get("model_norm_bound")))
+                          float(setting["eta"]), bool(setting.get("model_norm_bound")),
+                          float(setting.get("decay") or 0.0), setting.get("batch"))

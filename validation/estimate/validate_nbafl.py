@@ -29,16 +29,25 @@ def _scheduled(s: Mapping[str, Any]) -> bool:
 
 def _contraction(s: Mapping[str, Any], scheduled: bool) -> np.ndarray:
     """P = 1 + 2 l lambda_2 (eq. (14)), or Q = 1 + 2 l alpha_2 under scheduling (eq. (84))."""
+    from fedbound.bounds.provable import KEYS
+
     th = nb.CONTRACTION_Q if scheduled else nb.CONTRACTION_P
-    return np.asarray(th.evaluate(dict(s)).value, dtype=float)
+    return np.asarray(th.evaluate({k: v for k, v in s.items() if k not in KEYS}).value, dtype=float)
 
 
 def terms(setting: Mapping[str, Any], vs: str, values: np.ndarray, method: str = "paper"
           ) -> dict[str, np.ndarray]:
     """Theorem 2 (or 3) at ``vs = values`` as ``{"optimisation": P^T Theta, "noise": the rest}``; NaN where
     the bound is undefined or its hypotheses (0 < P < 1) fail.  ``method="tight"``: the bound with the
-    exact T-fold Gaussian composition (variant ``tight``)."""
-    s = {"L": 1, **setting, vs: np.asarray(values, dtype=float)}
+    exact T-fold Gaussian composition (variant ``tight``).  The noise is the deployed one: the sensitivity
+    of ``sensitivity = "provable"`` (the default) enters as its effective clip
+    (:func:`fedbound.bounds.provable.for_planner`), as in the planner."""
+    from fedbound.bounds import provable
+
+    given = {k: v for k, v in setting.items() if v is not None}
+    numeric, _ = provable.for_planner(given, clip_key="C", m=float(given["m"]), paper=SHORT,
+                                      assumption="sensitivity 2C/m of eq. (6)")
+    s = {"L": 1, **numeric, vs: np.asarray(values, dtype=float)}
     variant = "tight" if method == "tight" else "paper"
     if variant == "tight":
         s = nb.with_tight_z({**s, "z": None}, variant)

@@ -113,10 +113,10 @@ def adaptive_plan(
 ):
     """PADPFL's noise plan (module docstring) for ``rounds`` rounds and the actual client sizes."""
     from fedbound.accounting.classic import classic_range_message
+    from fedbound.bounds.provable import PAPER_LEAK
     from fedbound.training.plan import NoisePlan, View
 
-    if setting.get("sensitivity") == "provable":
-        setting = provable_setting(setting, train or {}, 0.02, "adaptive")
+    setting = _setting(setting, train or {})
     R, eps, delta = int(setting["R"]), setting["eps"], setting["delta"]
     T = int(rounds)
     if R > T:
@@ -125,7 +125,9 @@ def adaptive_plan(
     m = _min_size(setting, client_sizes)
     noise_method = noise
     sigma = noise_details({**setting, "p": p, "m": [m]}, T, noise_method)
-    notes = (
+    given = setting.get("sensitivity")
+    notes = [f"sensitivity = {given!r}: {PAPER_LEAK}"] if given not in (None, "provable") else []
+    notes += (
         []
         if noise_method != "paper"
         else [
@@ -235,8 +237,7 @@ def proximal_mu(setting: Mapping[str, Any]) -> float:
 def _algorithm(setting: Mapping[str, Any], train: Mapping[str, Any], rounds: int):
     from fedbound.training.adaptive import PADPFL
 
-    if setting.get("sensitivity") == "provable":  # planned weights read the provable sensitivity too
-        setting = provable_setting(setting, train, 0.02, "adaptive")
+    setting = _setting(setting, train)  # planned weights read the provable sensitivity too
     mu = proximal_mu(setting)
     if float(train["lr"]) * mu >= 2:  # curvature of l_i + mu/2 ||x - x~||^2 is at least mu
         lr = float(train["lr"])
@@ -266,6 +267,15 @@ def adopt_design(setting: dict, recommendation: Any) -> dict[str, Any]:
         setting["p_planned"] = p.tolist()
         info["p"] = {"value": p.tolist(), "source": f"recommended by plan (weights = {setting['weights']!r})"}
     return info
+
+
+def _setting(setting: Mapping[str, Any], train: Mapping[str, Any]) -> dict[str, Any]:
+    """The setting with the provable sensitivity of the configured local training filled in (the default;
+    unchanged with ``sensitivity = "paper"`` or ``"tight"``, the paper's 2C/m): what the plan, the
+    algorithm and the planner all read.  Without a [train] table (a plan) the keys stay as given."""
+    if "local_steps" not in train:
+        return dict(setting)
+    return provable_setting(setting, train, 0.02, "adaptive", prox_mu=proximal_mu(setting))
 
 
 def _rounds(setting: Mapping[str, Any]) -> int:
@@ -298,5 +308,6 @@ RECIPE = Recipe(
     min_client_size=lambda setting: setting.get("m"),
     summary=_summary,
     adopt=adopt_design,
+    planner_setting=_setting,
     doc="PADPFL (seed 001): personalized / adaptive impact factors with client and server noise",
 )

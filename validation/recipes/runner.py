@@ -52,6 +52,10 @@ def _adopt_nothing(setting: dict, recommendation: Any) -> dict[str, Any]:
     return {}
 
 
+def _setting_as_is(setting: Setting, train: Setting) -> dict[str, Any]:
+    return dict(setting)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What ``fedbound train ALGO`` needs to know about one algorithm.
@@ -61,9 +65,11 @@ class Recipe:
     ``min_client_size(setting)`` the smallest client the setting allows (e.g. NbAFL's m), or None;
     ``summary(setting)`` extra entries for the run summary (e.g. where T came from); ``adopt(setting,
     recommendation)`` puts the plan's other design values (e.g. PADPFL's mu and p) into the setting where the
-    config leaves them open, and returns where each came from (``--design recommended``).  ``section`` is
-    optional: the paper's registered section is used.  ``noise_methods``: what ``[train] noise`` may name
-    for this paper (its ``noise`` function's methods).
+    config leaves them open, and returns where each came from (``--design recommended``).
+    ``planner_setting(setting, train)``: the setting the paper's planner reads for the mechanism the run
+    deploys (e.g. the provable sensitivity of NbAFL's configured local training), default the setting as
+    it is.  ``section`` is optional: the paper's registered section is used.  ``noise_methods``: what
+    ``[train] noise`` may name for this paper (its ``noise`` function's methods).
     """
 
     num_clients: Callable[[Setting], int]
@@ -75,6 +81,7 @@ class Recipe:
     min_client_size: Callable[[Setting], int | None] = _no_minimum
     summary: Callable[[Setting], dict[str, Any]] = _no_summary
     adopt: Callable[[dict, Any], dict[str, Any]] = _adopt_nothing
+    planner_setting: Callable[[Setting, Setting], dict[str, Any]] = _setting_as_is
     doc: str = field(default="", compare=False)
 
 
@@ -177,12 +184,15 @@ class PreparedRun:
 
 @dataclass
 class BuiltRun:
-    """What the engine needs for a prepared run: data and model (``setup``), noise plan, algorithm."""
+    """What the engine needs for a prepared run: data and model (``setup``), noise plan, algorithm, and
+    ``budget``: what the plan spends over its rounds (``fedbound.training.budget.PlanCheck``; None without
+    a plan)."""
 
     setup: Any
     plan: Any
     algorithm: Any
     options: Any
+    budget: Any = None
 
 
 def prepare_run(algo: str, config: str | Path, overrides: Iterable[str] = (), *, seed: int | None = None,
@@ -245,7 +255,8 @@ def _recommended(paper: Any, setting: dict, train: dict, given_T: Any) -> tuple[
     are updated in place.  Returns the rounds and where every design value came from."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = paper.load("planner")({k: v for k, v in setting.items() if v is not None}, "paper")
+        deployed = paper.load("recipe").planner_setting(setting, train)  # the mechanism this run deploys
+        plan = paper.load("planner")({k: v for k, v in deployed.items() if v is not None}, "paper")
     r = plan.recommendation
     info: dict[str, Any] = {"design": "recommended", "bound": r.bound, "accounting": r.accounting}
     if "K" in setting:
@@ -300,15 +311,32 @@ def _design_sigma(info: dict[str, Any], plan: Any) -> None:
 
 
 def build_run(prep: PreparedRun, progress: bool = False) -> BuiltRun:
-    """Data, model, noise plan (when ``[train] private``) and algorithm of a prepared run."""
+    """Data, model, noise plan (when ``[train] private``) and algorithm of a prepared run; a plan whose noise
+    cannot meet its budget at its T under exact accounting is refused here, before anything is trained
+    (``fedbound.training.budget.check_plan``), unless ``[train] paper_reproduction`` (then the plan binds
+    on the paper's accountant and its notes say what it really spends)."""
+    from dataclasses import replace
+
     from fedbound.training import config as tc
+    from fedbound.training.budget import check_plan
 
     setting, train, rec = prep.setting, prep.train, prep.recipe
     device_name = tc.resolve_device(train["device"])
     setup = tc.build_data(train, prep.num_clients, rec.min_client_size(setting), device_name)
     plan = rec.plan(setting, train, setup.client_sizes, prep.rounds) if train["private"] else None
     algorithm = rec.algorithm(setting, train, prep.rounds)
-    return BuiltRun(setup, plan, algorithm, tc.run_options(train, progress))
+    budget = None
+    if plan is not None:
+        if train["paper_reproduction"]:
+            plan = replace(plan, paper_reproduction=True)
+        what = f"{prep.paper.short} with [train] noise = {train['noise']!r}"
+        budget = check_plan(algorithm, setup.model, setup.data, plan, train["seed"], what)
+        if train["paper_reproduction"]:
+            plan = replace(plan, notes=(*plan.notes, f"paper reproduction ([train] paper_reproduction = "
+                                        f"true): the budget binds on the {plan.binding_accountant} "
+                                        f"accountant; over its T = {plan.rounds} rounds the plan is "
+                                        f"{budget.statement}"))
+    return BuiltRun(setup, plan, algorithm, tc.run_options(train, progress), budget)
 
 
 def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | Path, wall_time_s: float,
@@ -330,6 +358,9 @@ def finish_run(prep: PreparedRun, built: BuiltRun, result: Any, run_dir: str | P
     if plan is not None:
         summary["plan"] = dict(plan.info)
         summary["plan_rounds"] = plan.rounds
+    if built.budget is not None:
+        summary["epsilon_planned"] = built.budget.epsilon
+        summary["epsilon_planned_paper"] = built.budget.epsilon_paper
     summary.update(prep.recipe.summary(setting))
     summary["assumed"] = list(prep.assumed)
     if prep.design:
@@ -364,10 +395,10 @@ def train_from_config(algo: str, config: str | Path, overrides: Iterable[str] = 
     from fedbound.training.engine import run
 
     prep = prepare_run(algo, config, overrides, seed=seed, device=device, design=design, paper=paper)
+    built = build_run(prep, progress)  # a setting refused by its budget leaves no run directory behind
     # before training: a bad --out (a file, unwritable, a foreign folder to overwrite) fails now, not later
     run_dir = ckpt.prepare_run_dir(out if out is not None else Path("runs") / f"{algo}_{Path(config).stem}",
                                    prep.key, overwrite)
-    built = build_run(prep, progress)
     paper, train = prep.paper, prep.train
     copies = paper.load("audit").prepare(built.algorithm) if paper.audit else built.algorithm  # as copies
     probes = _probe(paper.short, copies, built.setup, built.plan, built.options, train, None, "initial model")

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fedbound.checks import strict_json
 from fedbound.errors import ConfigError
 from fedbound.validation.report.html import esc, image, page, section, table
 
@@ -50,7 +51,8 @@ MAX_FILES = 200_000
 
 def find_results(results: Path, name: str) -> dict[str, list[tuple[Path, dict]]]:
     """Files named ``name`` under ``results`` (JSON objects with a ``paper`` key), grouped by paper; a
-    folder of more than MAX_FILES entries is refused (ConfigError) instead of walked."""
+    folder of more than MAX_FILES entries is refused (ConfigError) instead of walked, and so is a damaged
+    file (not UTF-8 JSON, or holding NaN or Infinity): its numbers would be shown as results."""
     found: dict[str, list[tuple[Path, dict]]] = {}
     paths, seen = [], 0
     for folder, dirs, files in os.walk(results):
@@ -61,10 +63,13 @@ def find_results(results: Path, name: str) -> dict[str, list[tuple[Path, dict]]]
                               "give the --out folder of fedbound reproduce / validate, not a folder above it")
         paths += [Path(folder) / name] if name in files else []
     for path in sorted(paths):
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+        try:  # strict: fedbound never writes NaN or Infinity (nor non-UTF-8) into its results
+            doc = strict_json(path.read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"{path} cannot be read ({exc.strerror or exc})") from None
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
+            raise ConfigError(f"{path} is damaged ({str(exc).splitlines()[0][:120]}): run the command that "
+                              "wrote it again, or remove it") from None
         if isinstance(doc, dict) and isinstance(doc.get("paper"), str):
             found.setdefault(doc["paper"], []).append((path, doc))
     return found
@@ -262,6 +267,9 @@ def _figure_claims(paper: Any, found: Sequence[tuple[Path, dict]]) -> str:
             rows.append([esc(t.figure), esc(doc.get("kind", t.kind)), esc(v["id"]),
                          _status(v["holds"], f"{text} ({doc['scale']})"),
                          f"{esc(v['statement'])}<div class='verdict'>{esc(v['line'])}</div>"])
+        if doc.get("privacy"):  # the paper's own mechanism past its budget: what its runs really spend
+            rows.append([esc(t.figure), esc(doc.get("kind", t.kind)), "privacy",
+                         _status(False, "not (ε, δ)-DP at the stated budget"), esc(doc["privacy"])])
         csv = path.parent / doc["csv"]
         if csv.exists():
             figures.append(_plotly_figure(doc, csv, f"fig-{paper.name}-{t.figure}"))

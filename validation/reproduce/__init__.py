@@ -51,7 +51,7 @@ from fedbound.validation.reproduce.claims import ClaimVerdict, FigureClaim, case
 
 __all__ = ["Case", "Scale", "PaperScale", "Target", "Uncovered", "Reproduction", "MissingData", "cases",
            "grid", "toml_literal", "toml_text", "targets", "find", "specs", "reproduce", "check_scale",
-           "verdict_json", "paper_data", "SCALES", "REPRODUCTION_TRAIN"]
+           "verdict_json", "privacy_note", "paper_data", "SCALES", "REPRODUCTION_TRAIN"]
 
 SCALES = ("tiny", "demo", "paper")
 
@@ -203,6 +203,8 @@ class Reproduction:
     needs: str | None = None
     notes: list[str] = field(default_factory=list)
     assumptions: tuple[str, ...] = ()
+    privacy: str | None = None
+    """What the runs spend where the figure reproduces a paper past its budget (:func:`privacy_note`)."""
 
     def lines(self) -> list[str]:
         head = f"{self.target.paper} {self.target.figure}"
@@ -213,6 +215,8 @@ class Reproduction:
         out += [f"{head}: {note}" for note in self.notes]
         if self.needs is not None:
             return out
+        if self.privacy:
+            out.append(f"{head}: {self.privacy}")
         if self.failed:
             out.append(f"{head}: {len(self.failed)} run(s) failed; their tracebacks are in "
                        f"{self.files['verdicts']}")
@@ -305,6 +309,17 @@ def verdict_json(v: ClaimVerdict, kind: str, better: str) -> dict[str, Any]:
             "line": v.line()}
 
 
+def privacy_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line on the runs of a figure in the paper-reproduction mode (``[train] paper_reproduction``) that
+    are not (eps, delta)-DP at their stated budget under exact accounting; None when every run is."""
+    over = [s for s in summaries if s.get("paper_reproduction") and s.get("privacy", "").startswith("not ")]
+    if not over:
+        return None
+    worst = max(over, key=lambda s: s.get("epsilon_spent") or math.inf)
+    return (f"paper reproduction ([train] paper_reproduction = true): {len(over)} of {len(summaries)} runs "
+            f"are {worst['privacy'].split(':')[0]} (the worst: {worst['privacy'].split(': ', 1)[1]})")
+
+
 def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, folder: Path) -> Reproduction:
     """Judge ``target``'s claims on its runs of ``sweep``; write its CSV, figure and ``verdicts.json``."""
     from fedbound.validation.reproduce.figure import draw
@@ -334,8 +349,10 @@ def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, fol
            "kind": target.kind, "assumptions": list(assumed),
            "claims": [verdict_json(v, c.kind, c.better)
                       for v, c in zip(verdicts, target.claims, strict=True)]}
+    privacy = privacy_note([sweep.summaries[k] for k in keys if k in sweep.summaries])
+    doc["privacy"] = privacy
     files["verdicts"].write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    return Reproduction(target, scale, verdicts, files, failed, assumptions=assumed)
+    return Reproduction(target, scale, verdicts, files, failed, privacy=privacy, assumptions=assumed)
 
 
 def assumptions(target: Any, scale: str) -> tuple[str, ...]:

@@ -20,11 +20,14 @@ PAPER = "adaptive"
 
 BASE = {
     "adaptive": {"N": 60, "T": 12, "R": 1, "C": 5.0, "eps": 20.0, "delta": 0.01, "mu": 0.01,
-                 "sizes": "20,20,20", "parts": "20,20,20", "ratios": "0,1,2"},
+                 "sizes": "20,20,20", "parts": "20,20,20", "ratios": "0,1,2", "sensitivity": "paper"},
     "train": {"dataset": "digits", "test_fraction": 0.2, "partition": "groups",
               "group_clients": "20,20,20", "group_samples": "20,20,20", "model": "mlp", "hidden": 16,
-              "local_steps": 5, "lr": 0.3, "noise": "paper", "seed": 0},
+              "local_steps": 5, "lr": 0.3, "noise": "paper", "seed": 0, "paper_reproduction": True},
 }
+"""The paper's own mechanism (its 2B/m sensitivity and classic-Gaussian sigma) in the paper-reproduction mode
+(``[train] paper_reproduction``): it spends more than the budget under exact accounting, and
+``verdicts.json`` says how much."""
 """Demo setting: Table I's 60 clients in three parts of 20, each with 20 of scikit-learn's 8x8 digits (the
 paper: 150 MNIST images), 12 rounds of 5 local steps; C = 5, mu = 0.01 and lr = 0.3 are fedbound's example
 values (the paper states none)."""

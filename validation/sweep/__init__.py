@@ -14,7 +14,10 @@ finished in ``out`` (layout: :mod:`fedbound.validation.sweep.store`) and returns
 
 * ``table``: one row per run and recorded round (the run's aggregate metrics rows, not per-client rows),
   with ``key``, ``paper``, ``seed`` and the spec's ``label`` columns first;
-* ``summaries``: each run's ``summary.json``; ``failed``: each failed run's traceback.
+* ``summaries``: each run's ``summary.json``; ``failed``: each failed run's traceback;
+* ``damaged``: runs found finished but damaged (a file edited, truncated or overwritten since it was
+  written; :meth:`~fedbound.validation.sweep.store.SweepStore.damage`): why, by key.  :func:`run_sweep`
+  moves each to ``damaged/<key>/`` and trains it again; :func:`load_sweep` leaves it out.
 
 Runs that share model and data shape train together in one engine call (``batch=True``,
 :func:`fedbound.training.engine.run_batch`): each run's numbers equal running it alone.  Executors:
@@ -88,6 +91,7 @@ class Sweep:
     summaries: dict[str, dict]
     failed: dict[str, str]
     specs: dict[str, RunSpec] = field(default_factory=dict)
+    damaged: dict[str, str] = field(default_factory=dict)
 
     def final(self):
         """One row per finished run: its last recorded round, with its label and seed."""
@@ -125,7 +129,7 @@ def _collect(store: SweepStore, specs: Sequence[RunSpec]) -> Sweep:
             continue
         kept[spec.key] = spec
         frames.append(_run_table(store, spec, labels))
-        summaries[spec.key] = json.loads((store.run_dir(spec.key) / "summary.json").read_text())
+        summaries[spec.key] = json.loads((store.run_dir(spec.key) / "summary.json").read_bytes())
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=[*TABLE_FIRST_COLUMNS, *labels, "round"])
     failed = {s.key: failures[s.key] for s in specs if s.key in failures and s.key not in kept}
@@ -137,15 +141,19 @@ def load_sweep(out: str | Path) -> Sweep:
     store = SweepStore(out)
     if not store.out.is_dir():
         raise ConfigError(f"sweep folder {str(out)!r} does not exist: run the sweep first")
-    specs = []
+    specs, damaged = [], {}
     for key in store.finished_keys():
-        data = json.loads((store.run_dir(key) / "spec.json").read_text())
+        if (why := store.damage(key)) is not None:
+            damaged[key] = why
+            continue
+        data = json.loads((store.run_dir(key) / "spec.json").read_text(encoding="utf-8"))
         spec = RunSpec.from_json(data)
         spec.__dict__["key"] = data["key"]  # the key it was stored under (a later version hashes anew)
         specs.append(spec)
     specs.sort(key=lambda s: (s.paper, str(s.config), s.overrides, s.seed))
     sweep = _collect(store, specs)
     sweep.failed.update({k: v for k, v in store.failures().items() if k not in sweep.summaries})
+    sweep.damaged.update(damaged)
     return sweep
 
 
@@ -171,10 +179,16 @@ def run_sweep(specs: Sequence[RunSpec], out: str | Path, *, executor: str = "loc
         spec.key  # noqa: B018 - validates each config now (a bad one is a one-line error before any run)
     store = SweepStore(out)
     store.out.mkdir(parents=True, exist_ok=True)
+    damaged = {}
+    for key in dict.fromkeys(s.key for s in specs):  # a damaged finished run is set aside and trained again
+        if store.run_dir(key).exists() and (why := store.damage(key)) is not None:
+            store.set_aside(key, why)
+            damaged[key] = why
     todo = list({s.key: s for s in specs if not store.is_finished(s.key)}.values())
     if todo:
         execute(todo, store.out, executor=executor, workers=workers, address=address, batch=batch,
                 progress=progress, total=len({s.key for s in specs}), checkpoint_every_s=checkpoint_every_s)
     sweep = _collect(store, specs)
+    sweep.damaged.update(damaged)
     sweep.table.to_csv(store.out / "table.csv", index=False)
     return sweep

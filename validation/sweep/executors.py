@@ -140,13 +140,19 @@ def _local(groups: list[list], out: Path, workers: int, batch: bool, progress: _
                 progress(event, key)
 
 
-def _ray(groups: list[list], out: Path, workers: int | None, address: str | None, batch: bool,
-         progress: _Progress, every: float) -> None:
+def _ray_module():
+    """The ``ray`` module, or a one-line ConfigError naming the extra to install."""
     try:
         import ray
     except ModuleNotFoundError:
         raise ConfigError("executor = 'ray' needs Ray: install the ray extra: pip install 'fedbound[ray]'"
                           ) from None
+    return ray
+
+
+def _ray(groups: list[list], out: Path, workers: int | None, address: str | None, batch: bool,
+         progress: _Progress, every: float) -> None:
+    ray = _ray_module()
     started = not ray.is_initialized()
     if started:
         if address is None:
@@ -182,6 +188,8 @@ def execute(specs: Sequence, out: Path, *, executor: str, workers: int | None, a
                           f"{', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
         raise ConfigError(f"address = {address!r} needs executor = 'ray'")
+    if executor == "ray":
+        _ray_module()  # a missing extra is said before the progress bar is drawn
     planned = {s.key: s.prepare().rounds for s in specs} if progress else {}
     bar = _Progress(total, total - len(specs), progress, out, planned)
     try:

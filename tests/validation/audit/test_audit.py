@@ -45,7 +45,8 @@ def test_provable_nbafl_is_consistent_and_its_control_is_detected(tmp_path):
 
 def test_dropped_noise_is_flagged(tmp_path):
     result = audit_from_config("udp", _config(tmp_path, "udp"), trials=300, control=False, noise_scale=0.0)
-    assert result.verdict.startswith("LEAK") and any("uplink noise: std 0-0" in r for r in result.reasons)
+    assert result.verdict.startswith("LEAK") and any(r.startswith("uplink noise (client ") and "std 0-0" in r
+                                                           for r in result.reasons)
     assert result.views[0].noise_std_measured == 0.0
 
 
@@ -71,7 +72,11 @@ def test_cli_json_figure_and_errors(tmp_path, capsys):
     assert len(scores["scores_out"]) == len(scores["scores_in"]) == 60
     assert main(["audit", "udp", str(cfg), "--trials", "60", "--no-control"]) == 0
     assert "verdict:" in capsys.readouterr().out
+    # refused in one line before any work: past the maximum (memory no longer grows with the trials, time
+    # does), and auto without the control it raises the trials for
     for args, words in ((["--trials", "2"], "--trials = 2"), (["--trials", "many"], "--trials = 'many'"),
+                        (["--trials", "64001"], "--trials = 64001 is outside its valid range"),
+                        (["--trials", "auto"], "--trials = auto needs the halved-noise control"),
                         (["--canary", "loud"], "--canary = 'loud'"),
                         (["--rounds", "9"], "--rounds = 9"), (["--canary", "given", "--canary-record", "-1"],
                                                               "--canary-record = -1")):

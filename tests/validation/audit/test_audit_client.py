@@ -89,7 +89,8 @@ def test_udp_client_level_control_is_detected(tmp_path):
 def test_dropped_noise_is_flagged_at_client_level(paper, tmp_path):
     cfg = _config(tmp_path, paper, **{paper: {"m": 5, "eps": 0.4}})
     result = audit_from_config(paper, cfg, trials=300, level="client", control=False, noise_scale=0.0)
-    assert result.verdict.startswith("LEAK") and any("uplink noise: std 0-0" in r for r in result.reasons)
+    assert result.verdict.startswith("LEAK") and any(r.startswith("uplink noise (client ") and "std 0-0" in r
+                                                           for r in result.reasons)
     assert result.views[0].noise_std_measured == 0.0
 
 

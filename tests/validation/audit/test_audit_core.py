@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from fedbound.tests._audit import toy_federation
 from fedbound.training.engine import Algorithm, RunOptions, run
-from fedbound.training.federation import ClientData
 from fedbound.training.local import LocalSGD
-from fedbound.training.models import build_model
 from fedbound.training.plan import NoisePlan, View
 from fedbound.training.sensitivity import (
     Replacement,
@@ -37,12 +36,7 @@ class _Served(Algorithm):
 
 
 def _setup():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((N * M, 3))
-    y = (rng.random(N * M) < 0.5).astype(np.int64)
-    data = ClientData.from_partition(x, y, np.split(np.arange(N * M), N), dtype=torch.float64)
-    model = build_model("logreg", (3,), 2)
-    start = model.init(torch.Generator().manual_seed(1), torch.float64)
+    data, model, start = toy_federation(N, M)
     return data, model, start, _Served(1, LocalSGD(steps=2, lr=0.3))
 
 

@@ -142,24 +142,24 @@ def test_expected_lower_bound_agrees_with_simulated_audits():
 def test_detectable_epsilon_is_where_the_expected_bound_crosses_the_reported_one():
     from scipy.optimize import brentq
 
-    from fedbound.validation.audit.stats import detectable_epsilon, expected_lower_bound
+    from fedbound.validation.audit.stats import GRID, detectable_epsilon, expected_lower_bound
 
     delta, alpha, reported = 0.01, 0.05, 2.0
     small = detectable_epsilon(500, reported, delta, alpha)
     large = detectable_epsilon(8000, reported, delta, alpha)
     assert small > large > reported
     mu = brentq(lambda m: _gdp_delta(large, m) - delta, 0.05, 30)  # the mechanism of epsilon `large`
-    held = 4000
-    assert expected_lower_bound(1.01 * mu, held, delta, alpha) > reported
-    assert expected_lower_bound(0.99 * mu, held, delta, alpha) <= reported
+    # every trial measured, each rate's bound at 1 - alpha / (2 GRID) (thresholds fixed in advance)
+    assert expected_lower_bound(1.01 * mu, 8000, delta, alpha, GRID) > reported
+    assert expected_lower_bound(0.99 * mu, 8000, delta, alpha, GRID) <= reported
     assert np.isinf(detectable_epsilon(10, 8.0, delta, alpha))
 
 
 def test_trials_needed_is_the_smallest_count_that_detects():
-    from fedbound.validation.audit.stats import expected_lower_bound, trials_needed
+    from fedbound.validation.audit.stats import GRID, expected_lower_bound, trials_needed
 
     n = trials_needed(2.0, 1.5, 0.01, 0.05)
     assert n % 2 == 0
-    assert expected_lower_bound(2.0, n - n // 2, 0.01, 0.05) > 1.5
-    assert expected_lower_bound(2.0, int(0.95 * n) // 2, 0.01, 0.05) <= 1.5
+    assert expected_lower_bound(2.0, n, 0.01, 0.05, GRID) > 1.5
+    assert expected_lower_bound(2.0, int(0.95 * n), 0.01, 0.05, GRID) <= 1.5
     assert trials_needed(0.1, 5.0, 0.01, 0.05) is None and trials_needed(0.0, 1.0, 0.01, 0.05) is None

@@ -60,10 +60,11 @@ def test_correct_upload_is_not_a_leak_and_a_halved_noise_is(tmp_path):
     assert view.epsilon_reported_tight == pytest.approx(_gdp_epsilon(2 * small["C"] / sigma, small["delta"]),
                                                         rel=1e-3)
     assert view.epsilon_lower <= view.epsilon_reported_tight < view.control_epsilon_lower
-    (check,) = correct.noise_checks
-    assert check.stage == "uplink" and check.ratio_low < 1 < check.ratio_high
+    # one check per participant (both upload in round 1), on the noised model before quantization
+    assert [c.stage for c in correct.noise_checks] == ["uplink", "uplink"]
+    assert sorted(c.client for c in correct.noise_checks) == sorted(c for c, _, _ in correct.participants)
+    assert all(c.ratio_low < 1 < c.ratio_high for c in correct.noise_checks)
     with scaled_noise("uplink", 0.5):
         halved = audit_from_config("wpfl", cfg, seed=1, control=False)
-    assert halved.verdict.startswith("LEAK") and "uplink noise" in halved.verdict
-    (check,) = halved.noise_checks
-    assert check.ratio_low < 0.5 < check.ratio_high
+    assert halved.verdict.startswith("LEAK") and "uplink noise (client" in halved.verdict
+    assert all(c.ratio_low < 0.5 < c.ratio_high for c in halved.noise_checks)
