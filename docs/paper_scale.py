@@ -131,8 +131,20 @@ def _child_env() -> dict:
     return env
 
 
-def run_all(out: Path, jobs: int) -> None:
-    """Every figure at paper scale (module docstring), then the bound-vs-T figures at demo size."""
+def cheapest_first(items: list, cost) -> list:
+    """``items`` so that every paper gets its cheapest figure before any paper gets its second: sorted by
+    (rank of the item's cost within its paper, cost); ``cost(item)`` is ``(paper, rounds)``."""
+    ranked = []
+    for paper in dict.fromkeys(cost(i)[0] for i in items):
+        mine = sorted((i for i in items if cost(i)[0] == paper), key=lambda i: cost(i)[1])
+        ranked += [(rank, cost(i)[1], i) for rank, i in enumerate(mine)]
+    return [i for *_, i in sorted(ranked, key=lambda r: r[:2])]
+
+
+def run_all(out: Path, jobs: int, order: str = "paper") -> None:
+    """Every figure at paper scale (module docstring), then the bound-vs-T figures at demo size.  ``order``:
+    ``paper`` (paper by paper, training figures first) or ``cheap`` (:func:`cheapest_first`: every paper
+    reached before any is finished)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     timings_path = out / "timings.json"
@@ -148,6 +160,8 @@ def run_all(out: Path, jobs: int) -> None:
     todo = [t for t in figures if timings.get(name[id(t)], {}).get("returncode") != 0]
     keys = {id(t): _keys(t) for t in todo}
     planned = {id(t): _rounds(t) for t in todo}
+    if order == "cheap":
+        todo = cheapest_first(todo, lambda t: (t.paper, planned[id(t)]))
     print(f"{len(figures) - len(todo)} of {len(figures)} figures already done; {len(todo)} to run "
           f"({sum(planned.values()):,} rounds), {jobs} at a time; logs in {out / 'logs'}", flush=True)
     running: dict[int, tuple] = {}
@@ -182,6 +196,7 @@ def run_all(out: Path, jobs: int) -> None:
                         + earlier.get("wall_s", 0.0), "returncode": proc.returncode,
                         "attempts": earlier.get("attempts", 0) + 1, "rounds": planned[id(t)],
                         "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                        "commit": _git("rev-parse", "--short=12", "HEAD"),
                         "command": f"fedbound reproduce {t.paper} {t.figure} --scale paper --out {out}"}
         _save(timings_path, timings)
         if planned[id(t)]:
@@ -377,11 +392,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/paper-scale", help="results folder (resumed)")
     parser.add_argument("--jobs", type=int, default=2, help="figures at a time (processes)")
+    parser.add_argument("--order", choices=("paper", "cheap"), default="paper",
+                        help="paper: paper by paper; cheap: each paper's cheapest figure first (by rounds)")
     parser.add_argument("--render-only", action="store_true", help="only write the page from --out")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     if not args.render_only:
-        run_all(out, max(1, args.jobs))
+        run_all(out, max(1, args.jobs), args.order)
     print(f"wrote {render(out).relative_to(REPO)}")
 
 
