@@ -133,11 +133,13 @@ def _child_env() -> dict:
 
 def cheapest_first(items: list, cost) -> list:
     """``items`` so that every paper gets its cheapest figure before any paper gets its second: sorted by
-    (rank of the item's cost within its paper, cost); ``cost(item)`` is ``(paper, rounds)``."""
+    (rank of the item's cost within its paper, cost), items without rounds first; ``cost(item)`` is
+    ``(paper, rounds)``."""
     ranked = []
     for paper in dict.fromkeys(cost(i)[0] for i in items):
         mine = sorted((i for i in items if cost(i)[0] == paper), key=lambda i: cost(i)[1])
-        ranked += [(rank, cost(i)[1], i) for rank, i in enumerate(mine)]
+        free = sum(1 for i in mine if not cost(i)[1])  # no rounds (a bound, missing data): first, for all
+        ranked += [(max(rank - free, -1), cost(i)[1], i) for rank, i in enumerate(mine)]
     return [i for *_, i in sorted(ranked, key=lambda r: r[:2])]
 
 

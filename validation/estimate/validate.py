@@ -306,7 +306,9 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     paper, spec = _check_inputs(paper_name, vs, seeds, executor)
     x_values = parse_values(values, spec.default_values.get(vs, ()))
     overrides = tuple(overrides)
-    base = {k: v for k, v in paper.load_setting(config, overrides).values.items() if k != vs}
+    # the bound reads the paper's section; [train] overrides (paper scale: model, data) are the runs' only
+    own = tuple(o for o in overrides if o.partition("=")[0].strip().partition(".")[0] != "train")
+    base = {k: v for k, v in paper.load_setting(config, own).values.items() if k != vs}
     early = spec.applies(base)  # a premise the config alone decides fails: no constant to measure
     if not early:
         spec.terms(base, vs, np.asarray(x_values[:1]), "paper")  # a key the bound needs is missing: fail now
@@ -328,7 +330,7 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     final = final.assign(gap=final["loss"] - final["seed"].map(f_star))
     measured = measured_points(final, vs)
     x = np.array([p[vs] for p in measured])
-    setting = {**paper.load_setting(config, overrides).values, **est.constants}
+    setting = {**paper.load_setting(config, own).values, **est.constants}
     setting.pop(vs, None)
     if early:  # the bound is not evaluated: it does not bound what is measured
         terms = {m: {"bound": np.full(len(x), np.nan)} for m in ("paper", "tight")}

@@ -193,7 +193,10 @@ def bound_vs_T(paper: str, theorem: str, demo: Config, demo_values: tuple[float,
                ) -> ValidateFigure:
     """fedbound's predicted-vs-measured check of a paper's theorem over T (``bound-vs-T``; the paper has no
     such figure): at demo size on a small convex task where the theorem's premises can hold, at paper size on
-    the paper's own model and data (the output says which premises fail there)."""
+    the paper's own model and data (the output says which premises fail there).  Both run the paper's own
+    mechanism in the labelled paper-reproduction mode (``[train] paper_reproduction``), like every figure."""
+    demo = {**demo, "train": {**demo["train"], "paper_reproduction": True}}
+    paper_config = {**paper_config, "train": {**paper_config["train"], "paper_reproduction": True}}
     title = (f"{theorem}'s bound against the measured gap F(w_T) - F* over T (fedbound's check: the paper "
              "plots no such figure; demo: a small convex task, paper: its own model and MNIST)")
     statement = (f"the bound ({theorem}) and the measured gap agree in shape over T (Spearman rank "
