@@ -131,6 +131,16 @@ def _child_env() -> dict:
     return env
 
 
+def demo_pvm(out: Path) -> None:
+    """The predicted-vs-measured figures at demo size (seconds each), beside their paper-scale runs."""
+    for t in _figures():
+        if t.figure == "bound-vs-T":
+            argv = [sys.executable, "-m", "fedbound", "reproduce", t.paper, t.figure, "--out",
+                    str(out / "demo"), "--no-progress"]
+            subprocess.run(argv, cwd=REPO, env=_child_env(), check=False, stdout=subprocess.DEVNULL,
+                           preexec_fn=lambda: os.nice(19))
+
+
 def cheapest_first(items: list, cost) -> list:
     """``items`` so that every paper gets its cheapest figure before any paper gets its second: sorted by
     (rank of the item's cost within its paper, cost), items without rounds first; ``cost(item)`` is
@@ -156,6 +166,10 @@ def run_all(out: Path, jobs: int, order: str = "paper") -> None:
         "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": _machine(),
         "load_at_start": os.getloadavg()[0], "command": f"{COMMAND} --out {out} --jobs {jobs}",
         "jobs": jobs}
+    if timings:  # a resumed run: say when, on which commit and how
+        provenance.setdefault("resumed", []).append({
+            "at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": _git("rev-parse", "HEAD"),
+            "jobs": jobs, "order": order, "load": os.getloadavg()[0]})
     _save(out / "provenance.json", provenance)
     figures = sorted(_figures(), key=lambda t: (t.kind == "predicted vs measured", RUN_ORDER.index(t.paper)))
     name = {id(t): f"{t.paper}/{t.figure}" for t in figures}
@@ -210,12 +224,7 @@ def run_all(out: Path, jobs: int, order: str = "paper") -> None:
         print(f"{dt.datetime.now():%H:%M} {key}: exit {proc.returncode}, {cpu:.0f} CPU s, "
               f"{time.time() - t0:.0f} s wall; {len(todo)} to start, {len(running)} running; "
               f"ETA ~{left / jobs / 60:.0f} min ({left / 3600:.1f} CPU h left)", flush=True)
-    demo = out / "demo"
-    for t in figures:
-        if t.figure == "bound-vs-T":
-            argv = [sys.executable, "-m", "fedbound", "reproduce", t.paper, t.figure, "--out", str(demo),
-                    "--no-progress"]
-            subprocess.run(argv, cwd=REPO, env=_child_env(), check=False, stdout=subprocess.DEVNULL)
+    demo_pvm(out)
     provenance["finished"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     provenance["load_at_end"] = os.getloadavg()[0]
     _save(out / "provenance.json", provenance)
@@ -287,11 +296,13 @@ def render(out: Path) -> Path:
     if "command" in prov:
         prov["command"] = prov["command"].replace(str(out), shown)
     IMAGES.mkdir(exist_ok=True)
-    rows, sections, counts = [], {}, {"holds": 0, "does not hold": 0, "not comparable": 0}
+    rows, sections, pending = [], {}, []
+    counts = {"holds": 0, "does not hold": 0, "not comparable": 0}
     for t in _figures():
         folder = out / t.paper / t.figure
         doc = _load(folder / "verdicts.json") or _load(folder / "needs.json")
         if not doc:
+            pending.append(t)
             continue
         key = f"{t.paper}/{t.figure}"
         timing = timings.get(key, {})
@@ -312,8 +323,10 @@ def render(out: Path) -> Path:
         extra = [a for a in doc.get("assumptions", []) if a not in _common(t.paper, out)]
         lines += [f"- assumed for this figure: {_cell(a)}" for a in extra]
         if timing:
+            commit = timing.get("commit") or prov.get("commit", "?")[:12]
             lines.append(f"- {doc.get('runs', 0)} runs, {timing['cpu_s']:.0f} CPU s "
-                         f"({_minutes(timing['wall_s'])} wall); `{timing['command']}`")
+                         f"({_minutes(timing['wall_s'])} wall), finished {timing.get('finished', '?')} on "
+                         f"commit `{commit}`; `{timing['command']}`")
         lines.append("")
         sections.setdefault(t.paper, []).append("\n".join(lines))
         rows.append((t.paper, t.figure, timing.get("cpu_s", 0.0), timing.get("wall_s", 0.0),
@@ -329,13 +342,18 @@ def render(out: Path) -> Path:
         f"{counts['not comparable']} are not comparable (a dataset not given, or a theorem whose premises "
         "fail at the measured constants).",
         "",
-        f"**Provenance:** commit `{prov.get('commit', '?')[:12]}`"
+        f"**Provenance:** started {prov.get('started', '?')} on commit `{prov.get('commit', '?')[:12]}`"
         + (" (with uncommitted changes)" if prov.get("dirty") else "")
-        + f", started {prov.get('started', '?')}, finished {prov.get('finished', '?')}; "
-        f"{machine.get('cpu', '?')}, {machine.get('cores')} cores shared with other jobs (load "
-        f"{prov.get('load_at_start', 0):.1f} at the start), {prov.get('jobs', 2)} figures at a time, each "
-        f"one process at niceness 19 and one thread; `{prov.get('command', COMMAND)}`. In all "
-        f"{total_cpu / 3600:.2f} CPU hours, {total_wall / 3600:.2f} hours of figure wall time.",
+        + f" with `{prov.get('command', COMMAND)}`, {prov.get('jobs', 2)} figures at a time"
+        + "".join(f"; resumed {r['at']} on commit `{r['commit'][:12]}`, {r['jobs']} at a time (load "
+                  f"{r['load']:.1f})" for r in prov.get("resumed", []))
+        + (f"; finished {prov['finished']}" if prov.get("finished") else "; **stopped before every figure "
+           "ran** (see [Not yet run](#not-yet-run))")
+        + f". {machine.get('cpu', '?')}, {machine.get('cores')} cores shared with other jobs (load "
+        f"{prov.get('load_at_start', 0):.1f} at the start); each figure one process at niceness 19 and one "
+        "thread, so its wall time mostly measures the machine's load: its CPU time is the figure's cost. "
+        f"Each figure below names the commit it finished on. In all {total_cpu / 3600:.2f} CPU hours, "
+        f"{total_wall / 3600:.2f} hours of figure wall time.",
         "",
     ]
     body = []
@@ -350,8 +368,49 @@ def render(out: Path) -> Path:
     table += [f"| {p} {f} | {n} | {c:.0f} s | {_minutes(w)} |" for p, f, c, w, n in rows]
     table += [f"| **all** | {sum(r[4] for r in rows)} | {total_cpu:.0f} s ({total_cpu / 3600:.2f} h) | "
               f"{_minutes(total_wall)} |", ""]
-    PAGE.write_text("\n".join(head + _demo_pvm(out) + body + table))
+    PAGE.write_text("\n".join(head + _demo_pvm(out, pending) + body + _not_run(pending, timings, out)
+                              + table))
     return PAGE
+
+
+def _rates(timings: dict) -> dict[str, float]:
+    """CPU seconds per run-round of each paper's training figures run so far (their mean), and of all."""
+    per: dict[str, list[float]] = {}
+    for key, t in timings.items():
+        if t.get("returncode") == 0 and t.get("rounds"):
+            per.setdefault(key.split("/")[0], []).append(t["cpu_s"] / t["rounds"])
+    rates = {p: sum(v) / len(v) for p, v in per.items()}
+    if rates:
+        rates["*"] = max(rates.values())
+    return rates
+
+
+def _not_run(pending: list, timings: dict, out: Path) -> list[str]:
+    """The figures not yet run: the command of each and its estimated CPU time (its rounds at the CPU
+    seconds per round measured on the paper's figures that ran, or the dearest paper's where none did)."""
+    if not pending:
+        return []
+    rates = _rates(timings)
+    lines = ["## Not yet run", "",
+             "These figures have **not been run at paper scale yet**: nothing below is a result. Each row is "
+             f"the command that runs it (`{COMMAND}` runs them all and resumes) and an estimate of its CPU "
+             "time on this machine: the rounds it trains, all runs together, times the CPU seconds per round "
+             "measured on the same paper's figures above (where none of its figures ran: the dearest paper's "
+             "rate, marked \\*). Predicted-vs-measured figures count their validate runs (T summed over "
+             "the sweep, 3 seeds) plus half again for measuring the constants; that estimate is rougher.", "",
+             "| figure | rounds | estimated CPU time | command |", "|---|---|---|---|"]
+    total = 0.0
+    for t in pending:
+        rounds = _rounds(t)
+        rate = rates.get(t.paper)
+        mark = "" if rate is not None else " \\*"
+        rate = rate if rate is not None else rates.get("*", 0.0)
+        total += rounds * rate
+        lines.append(f"| {t.paper} {t.figure} | {rounds:,} | {rounds * rate / 3600:.2f} h{mark} | "
+                     f"`fedbound reproduce {t.paper} {t.figure} --scale paper --out {_shown(out)}` |")
+    lines += ["", f"In all about {total / 3600:.1f} CPU hours not yet run (2 cores: about "
+              f"{total / 7200:.1f} hours of wall time with nothing else running).", ""]
+    return lines
 
 
 def _common(paper: str, out: Path) -> list[str]:
@@ -367,8 +426,8 @@ def _common(paper: str, out: Path) -> list[str]:
     return [a for a in first if a in shared]
 
 
-def _demo_pvm(out: Path) -> list[str]:
-    """Predicted vs measured at demo and at paper size, one row per paper."""
+def _demo_pvm(out: Path, pending: list) -> list[str]:
+    """Predicted vs measured at demo and at paper size, one row per paper (``pending``: not run yet)."""
     from fedbound.registry import get
 
     lines = [PVM_INTRO,
@@ -380,7 +439,7 @@ def _demo_pvm(out: Path) -> list[str]:
         for root in (out / "demo", out):
             doc = _load(root / t.paper / t.figure / "verdicts.json")
             if not doc:
-                cells.append("not run")
+                cells.append("not yet run (see [Not yet run](#not-yet-run))" if t in pending else "not run")
                 continue
             claim = doc["claims"][0]
             text = f"Spearman {_fmt(claim['effect'])} ({claim['seeds_holding']}/{claim['seeds']} seeds > 0)"
@@ -397,9 +456,13 @@ def main() -> None:
     parser.add_argument("--order", choices=("paper", "cheap"), default="paper",
                         help="paper: paper by paper; cheap: each paper's cheapest figure first (by rounds)")
     parser.add_argument("--render-only", action="store_true", help="only write the page from --out")
+    parser.add_argument("--demo-pvm", action="store_true",
+                        help="only run the predicted-vs-measured figures at demo size, then write the page")
     args = parser.parse_args()
     out = Path(args.out).resolve()
-    if not args.render_only:
+    if args.demo_pvm:
+        demo_pvm(out)
+    elif not args.render_only:
         run_all(out, max(1, args.jobs), args.order)
     print(f"wrote {render(out).relative_to(REPO)}")
 
