@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "paper-scale.md"
 IMAGES = REPO / "docs" / "paper_scale"
+BENCH = REPO / "bench" / "results" / "paper_scale.json"
 COMMAND = "python docs/paper_scale.py"
 RUN_ORDER = ("nbafl", "adaptive", "wpfl", "udp", "dppfl")
 """The papers' training figures in this order (the cheaper first), then every predicted-vs-measured one."""
@@ -391,20 +392,25 @@ def _not_run(pending: list, timings: dict, out: Path) -> list[str]:
     if not pending:
         return []
     rates = _rates(timings)
+    bench = _load(BENCH)
     lines = ["## Not yet run", "",
              "These figures have **not been run at paper scale yet**: nothing below is a result. Each row is "
              f"the command that runs it (`{COMMAND}` runs them all and resumes) and an estimate of its CPU "
              "time on this machine: the rounds it trains, all runs together, times the CPU seconds per round "
-             "measured on the same paper's figures above (where none of its figures ran: the dearest paper's "
-             "rate, marked \\*). Predicted-vs-measured figures count their validate runs (T summed over "
-             "the sweep, 3 seeds) plus half again for measuring the constants; that estimate is rougher.", "",
+             "measured on the same paper's figures above; where none of its figures ran, the CPU seconds of "
+             "one paper-scale round of one run from `python bench/paper_scale.py` (marked †; runs batched "
+             "as a figure batches them cost less per round), else the dearest paper's rate (marked \\*). "
+             "Predicted-vs-measured figures count their validate runs (T summed over the sweep, 3 seeds) "
+             "plus half again for measuring the constants; that estimate is rougher.", "",
              "| figure | rounds | estimated CPU time | command |", "|---|---|---|---|"]
     total = 0.0
     for t in pending:
         rounds = _rounds(t)
-        rate = rates.get(t.paper)
-        mark = "" if rate is not None else " \\*"
-        rate = rate if rate is not None else rates.get("*", 0.0)
+        rate, mark = rates.get(t.paper), ""
+        if rate is None and bench.get(f"{t.paper}_paper_s"):
+            rate, mark = bench[f"{t.paper}_paper_s"], " †"
+        if rate is None:
+            rate, mark = rates.get("*", 0.0), " \\*"
         total += rounds * rate
         lines.append(f"| {t.paper} {t.figure} | {rounds:,} | {rounds * rate / 3600:.2f} h{mark} | "
                      f"`fedbound reproduce {t.paper} {t.figure} --scale paper --out {_shown(out)}` |")
