@@ -135,7 +135,7 @@ def _child_env() -> dict:
 def demo_pvm(out: Path) -> None:
     """The predicted-vs-measured figures at demo size (seconds each), beside their paper-scale runs."""
     for t in _figures():
-        if t.figure == "bound-vs-T":
+        if getattr(t, "kind", "") == "predicted vs measured":
             argv = [sys.executable, "-m", "fedbound", "reproduce", t.paper, t.figure, "--out",
                     str(out / "demo"), "--no-progress"]
             subprocess.run(argv, cwd=REPO, env=_child_env(), check=False, stdout=subprocess.DEVNULL,
