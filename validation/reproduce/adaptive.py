@@ -136,7 +136,7 @@ FIG9 = Target(
 
 LOGISTIC = {
     "adaptive": {"N": 4, "T": 10, "R": 1, "C": 50.0, "eps": 50.0, "delta": 0.01, "mu": 4.0, "sizes": "60,60",
-                 "parts": "2,2", "ratios": "1,1"},
+                 "parts": "2,2", "ratios": "1,1", "sensitivity": "paper"},
     "train": {**SMALL_CONVEX, "dataset": "synthetic_logistic", "partition": "groups", "group_clients": "2,2",
               "group_samples": "60,60", "local_steps": 3, "lr": 0.3, "weight_decay": 0.05},
 }
