@@ -154,10 +154,10 @@ def cheapest_first(items: list, cost) -> list:
     return [i for *_, i in sorted(ranked, key=lambda r: r[:2])]
 
 
-def run_all(out: Path, jobs: int, order: str = "paper") -> None:
+def run_all(out: Path, jobs: int, order: str = "paper", only: list[str] | None = None) -> None:
     """Every figure at paper scale (module docstring), then the bound-vs-T figures at demo size.  ``order``:
     ``paper`` (paper by paper, training figures first) or ``cheap`` (:func:`cheapest_first`: every paper
-    reached before any is finished)."""
+    reached before any is finished); ``only``: just these figures ("PAPER/FIGURE"), in that order."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     timings_path = out / "timings.json"
@@ -179,6 +179,8 @@ def run_all(out: Path, jobs: int, order: str = "paper") -> None:
     planned = {id(t): _rounds(t) for t in todo}
     if order == "cheap":
         todo = cheapest_first(todo, lambda t: (t.paper, planned[id(t)]))
+    if only:  # these figures alone, in the order given
+        todo = sorted((t for t in todo if name[id(t)] in only), key=lambda t: only.index(name[id(t)]))
     print(f"{len(figures) - len(todo)} of {len(figures)} figures already done; {len(todo)} to run "
           f"({sum(planned.values()):,} rounds), {jobs} at a time; logs in {out / 'logs'}", flush=True)
     running: dict[int, tuple] = {}
@@ -461,6 +463,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="figures at a time (processes)")
     parser.add_argument("--order", choices=("paper", "cheap"), default="paper",
                         help="paper: paper by paper; cheap: each paper's cheapest figure first (by rounds)")
+    parser.add_argument("--only", nargs="+", metavar="PAPER/FIGURE", help="run just these, in this order")
     parser.add_argument("--render-only", action="store_true", help="only write the page from --out")
     parser.add_argument("--demo-pvm", action="store_true",
                         help="only run the predicted-vs-measured figures at demo size, then write the page")
@@ -469,7 +472,7 @@ def main() -> None:
     if args.demo_pvm:
         demo_pvm(out)
     elif not args.render_only:
-        run_all(out, max(1, args.jobs), args.order)
+        run_all(out, max(1, args.jobs), args.order, args.only)
     print(f"wrote {render(out).relative_to(REPO)}")
 
 
