@@ -181,8 +181,10 @@ def run_all(out: Path, jobs: int, order: str = "paper", only: list[str] | None =
         todo = cheapest_first(todo, lambda t: (t.paper, planned[id(t)]))
     if only:  # these figures alone, in the order given
         todo = sorted((t for t in todo if name[id(t)] in only), key=lambda t: only.index(name[id(t)]))
-    print(f"{len(figures) - len(todo)} of {len(figures)} figures already done; {len(todo)} to run "
-          f"({sum(planned.values()):,} rounds), {jobs} at a time; logs in {out / 'logs'}", flush=True)
+    done = sum(1 for t in figures if timings.get(name[id(t)], {}).get("returncode") == 0)
+    print(f"{done} of {len(figures)} figures already done; {len(todo)} to run now "
+          f"({sum(planned[id(t)] for t in todo):,} rounds), {jobs} at a time; logs in {out / 'logs'}",
+          flush=True)
     running: dict[int, tuple] = {}
     rate: dict[str, list[float]] = {}
     while todo or running:
