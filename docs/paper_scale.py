@@ -11,10 +11,12 @@ Each figure runs as its own ``fedbound reproduce PAPER FIGURE --scale paper --ou
 one thread each), at most ``--jobs`` at a time; two figures that share a run never run at once (the later
 one re-uses the run), so each figure's CPU time is its own process's (``os.wait4``).  Everything resumes: a
 killed run restarts from its checkpoint, a finished figure (its record in ``OUT/timings.json``) is not
-redone.  Each figure's log, with its progress bar and ETA, is ``OUT/logs/PAPER_FIGURE.log``.  Then the page
-is rendered from the figures' ``verdicts.json`` (and ``needs.json``), the PNGs copied to
-``docs/paper_scale/``, with the provenance: commit, date, machine, command, wall and CPU time per figure.
-The predicted-vs-measured figures (``bound-vs-T``) also run at demo size (seconds) for comparison.
+redone (a stopped attempt's record may carry a ``note``, shown on the page).  Each figure's log, with its
+progress bar and ETA, is ``OUT/logs/PAPER_FIGURE.log``.  Then the page is rendered from the figures'
+``verdicts.json`` (and ``needs.json``), the PNGs copied to ``docs/paper_scale/``, with the provenance:
+commit, date, machine, command, wall and CPU time per figure; the figures not yet run are listed as such,
+with their commands and estimated CPU time.  The predicted-vs-measured figures also run at demo size
+(seconds) for comparison.
 """
 
 from __future__ import annotations
@@ -405,8 +407,10 @@ def _not_run(pending: list, timings: dict, out: Path) -> list[str]:
              "one paper-scale round of one run from `python bench/paper_scale.py` (marked †; runs batched "
              "as a figure batches them cost less per round), else the dearest paper's rate (marked \\*). "
              "Predicted-vs-measured figures count their validate runs (T summed over the sweep, 3 seeds) "
-             "plus half again for measuring the constants; that estimate is rougher.", "",
-             "| figure | rounds | estimated CPU time | command |", "|---|---|---|---|"]
+             "plus half again; for them this is **a lower bound**: at paper scale they first measure F* by "
+             "300 L-BFGS iterations over the whole training objective per seed, and the bound's constants, "
+             "before any run (the last column says what an attempt spent).", "",
+             "| figure | rounds | estimated CPU time | command | spent so far |", "|---|---|---|---|---|"]
     total = 0.0
     for t in pending:
         rounds = _rounds(t)
@@ -416,8 +420,11 @@ def _not_run(pending: list, timings: dict, out: Path) -> list[str]:
         if rate is None:
             rate, mark = rates.get("*", 0.0), " \\*"
         total += rounds * rate
+        tried = timings.get(f"{t.paper}/{t.figure}", {})
+        spent = f"{tried['cpu_s']:.0f} CPU s, {tried['note']}" if tried.get("note") else ""
         lines.append(f"| {t.paper} {t.figure} | {rounds:,} | {rounds * rate / 3600:.2f} h{mark} | "
-                     f"`fedbound reproduce {t.paper} {t.figure} --scale paper --out {_shown(out)}` |")
+                     f"`fedbound reproduce {t.paper} {t.figure} --scale paper --out {_shown(out)}` | "
+                     f"{_cell(spent)} |")
     lines += ["", f"In all about {total / 3600:.1f} CPU hours not yet run (2 cores: about "
               f"{total / 7200:.1f} hours of wall time with nothing else running).", ""]
     return lines
