@@ -301,7 +301,7 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     import pandas as pd
 
     from fedbound.validation.estimate.validate_plot import draw
-    from fedbound.validation.sweep import RunSpec, run_sweep
+    from fedbound.validation.sweep import RunSpec, check_swept, run_sweep
 
     paper, spec = _check_inputs(paper_name, vs, seeds, executor)
     x_values = parse_values(values, spec.default_values.get(vs, ()))
@@ -313,11 +313,12 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     if not early:
         spec.terms(base, vs, np.asarray(x_values[:1]), "paper")  # a key the bound needs is missing: fail now
     out = Path(out) if out is not None else Path("runs") / f"validate_{paper.name}_{Path(config).stem}_{vs}"
-    est = estimate(paper.name, config, overrides, rounds=rounds, cache=cache, seeds=range(seeds),
-                   constants=not early)
     key = spec.sweeps[vs]
     specs = [RunSpec(paper.name, config, (*overrides, f"{key}={_literal(vs, v)}"), seed=s, label={vs: v})
              for v in x_values for s in range(seeds)]
+    check_swept(specs, vs, key)
+    est = estimate(paper.name, config, overrides, rounds=rounds, cache=cache, seeds=range(seeds),
+                   constants=not early)
     sweep = run_sweep(specs, out / "sweep", executor=executor, address=address, progress=progress)
     final = sweep.final()
     if spec.measured != "loss" and not final.empty:  # the quantity the bound is on, e.g. the global model's
