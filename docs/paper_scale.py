@@ -399,13 +399,17 @@ def _not_run(pending: list, timings: dict, out: Path) -> list[str]:
         return []
     rates = _rates(timings)
     bench = _load(BENCH)
+    each = [t["cpu_s"] / t["rounds"] for t in timings.values()
+            if t.get("returncode") == 0 and t.get("rounds")]
+    spread = f"{min(each):.2f} to {max(each):.2f}" if each else "an unknown"
     lines = ["## Not yet run", "",
              "These figures have **not been run at paper scale yet**: nothing below is a result. Each row is "
              f"the command that runs it (`{COMMAND}` runs them all and resumes) and an estimate of its CPU "
              "time on this machine: the rounds it trains, all runs together, times the CPU seconds per round "
              "measured on the same paper's figures above; where none of its figures ran, the CPU seconds of "
-             "one paper-scale round of one run from `python bench/paper_scale.py` (marked †; runs batched "
-             "as a figure batches them cost less per round), else the dearest paper's rate (marked \\*). "
+             "one paper-scale round of one run from `python bench/paper_scale.py` (marked †; the figures "
+             f"measured here cost {spread} CPU s per run-round, so a figure may differ from its bench round "
+             "by that much), else the dearest paper's rate (marked \\*). "
              "Predicted-vs-measured figures count their validate runs (T summed over the sweep, 3 seeds) "
              "plus half again; for them this is **a lower bound**: at paper scale they first measure F* by "
              "300 L-BFGS iterations over the whole training objective per seed, and the bound's constants, "
