@@ -313,7 +313,7 @@ def render(out: Path) -> Path:
             continue
         key = f"{t.paper}/{t.figure}"
         timing = timings.get(key, {})
-        lines = [f"### {t.paper} {t.figure}: {doc['title']}", ""]
+        lines = [f"### {t.paper} {t.figure}: {getattr(t, 'title', None) or doc['title']}", ""]  # today's title
         if doc.get("png"):
             image = IMAGES / f"{t.paper}_{t.figure}.png"
             shutil.copyfile(folder / doc["png"], image)
