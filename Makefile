@@ -44,6 +44,8 @@ demo: $(STAMP)
 	@echo "==    rounds at q = 0.4 by every accounting method"
 	$(FEDBOUND) papers
 	$(FEDBOUND) calibrate --eps 6 --delta 0.01 --q 0.4 --steps 25
+	@echo "==    The full datasets in fedbound's data cache (fedbound data mnist: the paper-scale figures' MNIST)"
+	$(FEDBOUND) data list
 	@echo "== 2. Plan NbAFL: the recommendation (T, K, sigma under exact accounting, its bound), then the paper's"
 	@echo "==    own answer (eps = 6, 50 clients); its bound against T and K; the paper's claims checked"
 	$(FEDBOUND) plan nbafl examples/nbafl_mnist.toml
@@ -78,8 +80,10 @@ demo: $(STAMP)
 	@echo "== 4b. Figure claims about the bound itself, and predicted vs measured: NbAFL Fig. 7 (the bound's interior"
 	@echo "==     minimum in T, T* growing with eps) and UDP Fig. 2 (moment bound (15) above the exact moment (14)),"
 	@echo "==     checked as fedbound claims does; NbAFL Fig. 8 (bound and measured gap agree in shape over T: Spearman"
-	@echo "==     rho per seed). Every figure claim of the five papers has a verdict: fedbound reproduce --all"
-	$(FEDBOUND) reproduce nbafl fig7 udp fig2 nbafl fig8 --seeds 3 --out $(DEMO_OUT)/reproduce --no-progress
+	@echo "==     rho per seed); DP-PFL's Theorem 2 against training over T, where the verdict names the term of"
+	@echo "==     the bound that disagrees. Every figure claim of the five papers has a verdict: fedbound reproduce"
+	@echo "==     --all (--scale paper: the papers' own settings on the full MNIST, docs/paper-scale.md)"
+	$(FEDBOUND) reproduce nbafl fig7 udp fig2 nbafl fig8 dppfl bound-vs-T --seeds 3 --out $(DEMO_OUT)/reproduce --no-progress
 	@echo "== 4c. The papers' baselines, trained at the same privacy: UDP's original, Lei's linearly decaying noise"
 	@echo "==     and CRD (Lei stops when original UDP's budget is spent); WPFL against pFedMe, APPLE, FedAMP, FedALA"
 	@echo "==     (Figs. 5-7) and the bits per parameter an upload costs under the paper's coding (Table III); 1 seed"

@@ -58,6 +58,7 @@ CASES: dict[str, tuple[list[str], str | None]] = {
     "account": (["account", "--sigma", "2.0", "--q", "0.1", "--steps", "10", "--delta", "1e-5"], None),
     "calibrate": (["calibrate", "--eps", "2", "--q", "0.1", "--steps", "10", "--delta", "1e-5"], None),
     "papers": (["papers"], None),
+    "data": (["data", "list"], "train"),
     "plan": (["plan", "nbafl", EXAMPLE], None),
     "claims": (["claims", "nbafl", "--help"], None),
     "plot": (["plot", "nbafl", "--help"], None),

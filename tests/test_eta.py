@@ -96,17 +96,20 @@ def test_flower_deployment_says_it_after_the_first_round_event(capsys, monkeypat
     assert capsys.readouterr().err == ""
 
 
-def test_sweep_bar_says_it_after_the_first_run(capsys, monkeypatch):
+def test_sweep_bar_says_it_after_the_first_rounds(capsys, monkeypatch):
+    """The sweep's bar counts rounds over its planned runs (heartbeats polled): the estimate comes once,
+    at the first rounds seen, never again."""
     from fedbound.validation.sweep.executors import _Progress
 
     monkeypatch.setattr(eta, "MIN_SECONDS", 0.0)
-    progress = _Progress(total=5, done=1, enabled=True)
-    progress("running", "a")
-    progress("done", "a")
-    progress("done", "b")
+    progress = _Progress(total=2, done=0, enabled=True)
+    progress.planned = {"a": 4, "b": 4}
+    for seen in (0, 2, 5, 8):
+        monkeypatch.setattr(progress, "_rounds", lambda seen=seen: seen)
+        progress.refresh()
     progress.close()
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "left" in ln]
-    assert len(lines) == 1 and re.fullmatch(r"sweep: about .+ left \(1 of 4 runs took .+\)", lines[0])
+    assert len(lines) == 1 and re.fullmatch(r"sweep: about .+ left \(2 of 8 rounds took .+\)", lines[0])
 
 
 def test_train_says_it_on_stderr_and_json_stays_json(tmp_path, capsys, monkeypatch):

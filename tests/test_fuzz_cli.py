@@ -82,6 +82,7 @@ def _bases(losses: str) -> dict[str, list[tuple[str, list[str]]]]:
     out: dict[str, list[tuple[str, list[str]]]] = {
         "account": [("", ["account", "--q", "0.1", "--steps", "10", "--delta", "1e-5", "--sigma", "1.0"])],
         "calibrate": [("", ["calibrate", "--eps", "1", "--q", "0.1", "--steps", "10", "--delta", "1e-5"])],
+        "data": [("", ["data", "list", "--json"])],  # never `data mnist`: it downloads
         "papers": [("", ["papers", "--json"])],
         "report": [("", ["report", "DIR", "--out", "r.html"])],
         "reproduce": [("", ["reproduce", "--list"])],

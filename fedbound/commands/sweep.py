@@ -100,7 +100,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from fedbound.output import print_json, print_table, print_warnings
         from fedbound.paths import out_folder
         from fedbound.registry import get
-        from fedbound.validation.sweep import RunSpec, run_sweep
+        from fedbound.validation.sweep import RunSpec, check_swept, run_sweep
 
         get(paper, "train")
         vs = _check_vs(paper, vs)
@@ -112,6 +112,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                               f"outside the valid range [1, {MAX_RUNS}]: split the sweep")
         specs = [RunSpec(paper, config, (*base, f"{vs}={v!r}" if isinstance(v, str) else f"{vs}={v}"), seed,
                          {vs: v}) for v in swept for seed in range(seeds)]
+        check_swept(specs, vs)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # each run's warnings are in its summary.json
             done = run_sweep(specs, folder, executor=executor, workers=workers, address=address, batch=batch,

@@ -313,14 +313,17 @@ def _combine(per_seed: list[dict[str, cn.Estimate]]) -> dict[str, cn.Estimate]:
 
 def estimate(paper_name: str, config: str | Path, overrides: Iterable[str] = (), *,
              rounds: int = DEFAULT_ROUNDS, cache: Path | None = DEFAULT_CACHE,
-             seeds: Iterable[int] | None = None, data: Any = None, model: Any = None) -> Estimation:
+             seeds: Iterable[int] | None = None, data: Any = None, model: Any = None,
+             constants: bool = True) -> Estimation:
     """Measure the constants of ``paper_name``'s bound on ``config``'s model and data (module docstring).
 
     ``seeds``: the ``[train] seed`` values the constants must hold for (each seed draws its own data split,
     and synthetic tasks their own data): every constant is measured for the first; ``F*`` and ``Theta``
     for each (all constants on convex models, where it is cheap), combined to the worst case.  None: the
     config's own seed.  ``data``, ``model``: a user's own data and ``torch.nn`` model instead of the
-    ``[train]`` ones (:mod:`fedbound.training.custom`; the module's weights are ``w0``).
+    ``[train]`` ones (:mod:`fedbound.training.custom`; the module's weights are ``w0``).  ``constants=False``:
+    only ``F*`` and ``Theta`` (what a measured gap needs; ``fedbound validate`` when a premise the config
+    alone decides fails).
     """
     t0 = time.perf_counter()
     overrides = tuple(overrides)
@@ -330,14 +333,14 @@ def estimate(paper_name: str, config: str | Path, overrides: Iterable[str] = (),
     for seed in seed_list:
         problem = load_problem(paper_name, config, overrides if seed is None else
                                (*overrides, f"train.seed={seed}"), data=data, model=model)
-        if first is None or problem.convex:
+        if constants and (first is None or problem.convex):
             points = trajectory(problem, int(rounds))
             needed = set(entry(problem.paper).constants.values())
             minimum, initial_loss, quantities = measure(problem, points, cache, needed)
         else:
             w0 = trajectory_start(problem)
             minimum = _f_star(problem, w0, cache)
-            f0 = problem.objective.loss(w0)
+            f0 = initial_loss = problem.objective.loss(w0)
             gap = f0 - min(minimum.value, f0)
             quantities = {"initial_gap": cn.Estimate("initial_gap", gap, gap, gap, gap,
                                                      f"F(w0) - F*, F* by {minimum.method}")}
@@ -348,13 +351,14 @@ def estimate(paper_name: str, config: str | Path, overrides: Iterable[str] = (),
         f_stars[int(problem.train["seed"])] = minimum.value
     quantities = _combine(per_seed)
     spec = entry(first.paper)
-    constants = {key: quantities[q].value for key, q in spec.constants.items()}
+    constants = {key: quantities[q].value for key, q in spec.constants.items() if q in quantities}
     notes = []
     if not first.convex:
         notes.append(f"model {first.setup.model.name} is not convex: F* is the best of a long L-BFGS run "
                      "(a local minimum), the PL constant is the smallest PL ratio seen along the trajectory")
     return Estimation(first.paper.name, str(config), first.convex, int(rounds), first_loss, minima[0],
-                      quantities, constants, dict(spec.constants), dict(spec.unmeasured),
+                      quantities, constants, {k: q for k, q in spec.constants.items() if q in quantities},
+                      dict(spec.unmeasured),
                       time.perf_counter() - t0, tuple(notes), f_stars)
 
 

@@ -51,6 +51,9 @@ class Validation:
     whose gap to ``F*`` the bound is compared with (the engine's ``loss``; e.g. ``global_loss`` where the
     engine reports personalised models and the bound is on the global one).  ``internal``: keys of
     ``constants`` the bound needs that are not config keys (``fedbound estimate --write`` leaves them out).
+    ``applies(setting)``: the premises the config alone decides (e.g. what the configured theorem bounds),
+    as sentences; when one fails, ``fedbound validate`` says so and measures no constant (only ``F*``, for
+    the measured gap).
     """
 
     constants: Mapping[str, str]
@@ -62,6 +65,7 @@ class Validation:
     default_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     measured: str = "loss"
     internal: tuple[str, ...] = ()
+    applies: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda setting: [])
 
     def __post_init__(self) -> None:
         bad = [q for q in self.constants.values() if q not in QUANTITIES]

@@ -10,7 +10,9 @@
    every other value and predicts the rest.
 4. Verdicts (:func:`verdicts`): the bound holds at every point (or where not: theorem, point, numbers);
    predicted optimum against the measured best and its plateau (values within one standard error of the
-   best); Spearman rank agreement of bound and measurement; the calibrated prediction's held-out error.
+   best); Spearman rank agreement of bound and measurement (where it is not positive: the term of the
+   bound responsible, with its numbers); the calibrated prediction's held-out error.  A theorem whose
+   premises fail at the measured constants says so, every failed premise named.
 
 Writes ``validation.csv`` (tidy: one row per run, one per predicted point), ``validation.json`` and the
 figure ``validation.png`` / ``.svg`` (:mod:`fedbound.validation.estimate.validate_plot`).
@@ -31,7 +33,7 @@ from fedbound.errors import ParameterError
 from fedbound.validation.estimate import DEFAULT_CACHE, DEFAULT_ROUNDS, Estimation, entry, estimate
 
 __all__ = ["ValidationResult", "validate", "parse_values", "measured_points", "calibrate", "verdicts",
-           "DEFAULT_SEEDS"]
+           "responsible_term", "DEFAULT_SEEDS"]
 
 DEFAULT_SEEDS = 3
 MAX_SEEDS = 1000
@@ -111,9 +113,51 @@ def _argmin(x: np.ndarray, y: np.ndarray) -> float | None:
     return float(x[ok][np.argmin(y[ok])]) if ok.any() else None
 
 
+def responsible_term(vs: str, x: np.ndarray, mean: np.ndarray, bound: np.ndarray,
+                     terms: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Why the bound's shape disagrees with the measurement: each additive term's values at the first and
+    last point and its Spearman rank correlation with the measured gap; the term moving against the
+    measurement with the largest change is the one responsible (None when no term moves against it)."""
+    from scipy import stats
+
+    ok = np.isfinite(bound) & np.isfinite(mean)
+    for values in terms.values():
+        ok &= np.isfinite(np.asarray(values, dtype=float))
+    idx = np.flatnonzero(ok)
+    rows = {}
+    for name, values in terms.items():
+        v = np.asarray(values, dtype=float)[idx]
+        varies = np.ptp(v) > 0 and np.ptp(mean[idx]) > 0
+        rho = float(stats.spearmanr(v, mean[idx]).statistic) if varies else 0.0
+        rows[name] = {"first": float(v[0]), "last": float(v[-1]), "spearman": rho}
+    against = sorted((n for n, r in rows.items() if r["spearman"] < 0),
+                     key=lambda n: -abs(rows[n]["last"] - rows[n]["first"]))
+    name = against[0] if against else None
+
+    def moves(a: float, b: float) -> str:
+        return f"{'rises' if b > a else 'falls'} from {a:.4g} to {b:.4g}"
+
+    first, last = idx[0], idx[-1]
+    text = (f"the shape disagrees: over {vs} = {float(x[first]):g} to {float(x[last]):g} the bound "
+            f"{moves(bound[first], bound[last])} while the measured gap {moves(mean[first], mean[last])}; ")
+    if name is None:
+        text += "no single term moves against the measurement (their sum does)"
+    else:
+        r = rows[name]
+        text += (f"the term responsible is the bound's {name} term, which {moves(r['first'], r['last'])} "
+                 f"(Spearman {r['spearman']:+.2f} with the measurement)")
+        others = [f"its {n} term {moves(o['first'], o['last'])} (Spearman {o['spearman']:+.2f})"
+                  for n, o in rows.items() if n != name]
+        text += "; " + "; ".join(others) if others else ""
+    return {"term": name, "terms": rows, "text": text}
+
+
 def verdicts(vs: str, x: np.ndarray, measured: list[dict[str, Any]], bound: np.ndarray,
-             calibrated: dict[str, Any], theorem: str, problems: list[str], exact: bool) -> dict[str, Any]:
-    """The four verdicts (module docstring), each with a one-line ``text``."""
+             calibrated: dict[str, Any], theorem: str, problems: list[str], exact: bool,
+             terms: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The four verdicts (module docstring), each with a one-line ``text``.  ``terms``: the bound's additive
+    terms at ``x``; when bound and measurement disagree in shape (Spearman <= 0) the rank verdict names the
+    term responsible, with its numbers (:func:`responsible_term`)."""
     from scipy import stats
 
     mean = np.array([p["mean"] for p in measured])
@@ -121,8 +165,9 @@ def verdicts(vs: str, x: np.ndarray, measured: list[dict[str, Any]], bound: np.n
     out: dict[str, Any] = {}
     defined = np.isfinite(bound)
     if problems or not defined.any():
-        out["holds"] = {"status": "not applicable", "violations": [],
-                        "text": problems[0] if problems else f"{theorem} is undefined at every point"}
+        text = (f"the premises fail at the measured constants: {'; '.join(problems)}" if problems
+                else f"{theorem} is undefined at every point")
+        out["holds"] = {"status": "not applicable", "violations": [], "text": text}
     else:
         bad = [{vs: float(x[i]), "measured": float(mean[i]), "bound": float(bound[i]),
                 "significant": measured[i]["ci_low"] is not None and bool(measured[i]["ci_low"] > bound[i])}
@@ -162,6 +207,10 @@ def verdicts(vs: str, x: np.ndarray, measured: list[dict[str, Any]], bound: np.n
         out["rank"] = {"spearman": rho, "points": int(ok.sum()),
                        "text": f"Spearman rank agreement of bound and measurement over {vs}: {rho:+.2f} "
                                f"({int(ok.sum())} points; +1 = same order)"}
+        if rho <= 0 and terms:
+            why = responsible_term(vs, x, mean, bound, terms)
+            out["rank"]["responsible"] = why
+            out["rank"]["text"] += f"; {why['text']}"
     else:
         out["rank"] = {"spearman": None, "points": int(ok.sum()),
                        "text": "rank agreement needs 3 or more points where bound and measurement vary"}
@@ -252,18 +301,24 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     import pandas as pd
 
     from fedbound.validation.estimate.validate_plot import draw
-    from fedbound.validation.sweep import RunSpec, run_sweep
+    from fedbound.validation.sweep import RunSpec, check_swept, run_sweep
 
     paper, spec = _check_inputs(paper_name, vs, seeds, executor)
     x_values = parse_values(values, spec.default_values.get(vs, ()))
     overrides = tuple(overrides)
-    base = {k: v for k, v in paper.load_setting(config, overrides).values.items() if k != vs}
-    spec.terms(base, vs, np.asarray(x_values[:1]), "paper")  # a key the bound needs is missing: fail now
+    # the bound reads the paper's section; [train] overrides (paper scale: model, data) are the runs' only
+    own = tuple(o for o in overrides if o.partition("=")[0].strip().partition(".")[0] != "train")
+    base = {k: v for k, v in paper.load_setting(config, own).values.items() if k != vs}
+    early = spec.applies(base)  # a premise the config alone decides fails: no constant to measure
+    if not early:
+        spec.terms(base, vs, np.asarray(x_values[:1]), "paper")  # a key the bound needs is missing: fail now
     out = Path(out) if out is not None else Path("runs") / f"validate_{paper.name}_{Path(config).stem}_{vs}"
-    est = estimate(paper.name, config, overrides, rounds=rounds, cache=cache, seeds=range(seeds))
     key = spec.sweeps[vs]
     specs = [RunSpec(paper.name, config, (*overrides, f"{key}={_literal(vs, v)}"), seed=s, label={vs: v})
              for v in x_values for s in range(seeds)]
+    check_swept(specs, vs, key)
+    est = estimate(paper.name, config, overrides, rounds=rounds, cache=cache, seeds=range(seeds),
+                   constants=not early)
     sweep = run_sweep(specs, out / "sweep", executor=executor, address=address, progress=progress)
     final = sweep.final()
     if spec.measured != "loss" and not final.empty:  # the quantity the bound is on, e.g. the global model's
@@ -276,14 +331,18 @@ def validate(paper_name: str, config: str | Path, vs: str = "T", values: str | S
     final = final.assign(gap=final["loss"] - final["seed"].map(f_star))
     measured = measured_points(final, vs)
     x = np.array([p[vs] for p in measured])
-    setting = {**paper.load_setting(config, overrides).values, **est.constants}
+    setting = {**paper.load_setting(config, own).values, **est.constants}
     setting.pop(vs, None)
-    terms = {m: spec.terms(setting, vs, x, m) for m in ("paper", "tight")}
+    if early:  # the bound is not evaluated: it does not bound what is measured
+        terms = {m: {"bound": np.full(len(x), np.nan)} for m in ("paper", "tight")}
+    else:
+        terms = {m: spec.terms(setting, vs, x, m) for m in ("paper", "tight")}
     bound = {m: sum(t.values()) for m, t in terms.items()}
     mean = np.array([p["mean"] for p in measured])
     cal = calibrate(terms["paper"], mean)
-    problems = spec.check({**setting, vs: x[0]})
-    verdict = verdicts(vs, x, measured, bound["paper"], cal, spec.theorem, problems, est.convex)
+    problems = early or spec.check({**setting, vs: x[0]})
+    verdict = verdicts(vs, x, measured, bound["paper"], cal, spec.theorem, problems, est.convex,
+                       terms["paper"])
     out.mkdir(parents=True, exist_ok=True)
     files = {"csv": str(out / "validation.csv"), "json": str(out / "validation.json")}
     pd.DataFrame(_tidy_rows(final, vs, x, bound, cal["prediction"])).to_csv(files["csv"], index=False)

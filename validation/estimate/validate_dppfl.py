@@ -63,13 +63,20 @@ def terms(setting: Mapping[str, Any], vs: str, values: np.ndarray, method: str =
     return {"optimisation": arr[:, 0], "error": arr[:, 1]}
 
 
-def check(setting: Mapping[str, Any]) -> list[str]:
-    """The configured theorem's hypotheses at the measured constants, as sentences (empty when they hold)."""
-    name = setting.get("bound", "nonconvex")
-    if name != "convex":
+def applies(setting: Mapping[str, Any]) -> list[str]:
+    """What the config alone decides: Theorem 3 (``bound = "nonconvex"``, the paper's bound for neural
+    networks) bounds a gradient norm, not the gap that validate measures."""
+    if setting.get("bound", "nonconvex") != "convex":
         return [f"{SHORT}, Theorem 3, eq. (32) bounds the average squared gradient norm of the meta "
                 "objective, not the gap F(w_T) - F* that validate measures: set bound = \"convex\" "
                 "(Theorem 2, eq. (31)) on a strongly convex model"]
+    return []
+
+
+def check(setting: Mapping[str, Any]) -> list[str]:
+    """The configured theorem's hypotheses at the measured constants, as sentences (empty when they hold)."""
+    if applies(setting):
+        return applies(setting)
     try:
         ev = _evaluate(setting, "paper")
     except (FedboundError, ValueError) as exc:
@@ -99,4 +106,5 @@ VALIDATION = Validation(
     check=check,
     theorem=f"{SHORT}, Theorem 2, eq. (31)",
     default_values={"T": (2, 5, 10, 20, 40), "eps": (5, 10, 20, 50, 100), "C": (0.25, 0.5, 1, 2, 4)},
+    applies=applies,
 )

@@ -24,12 +24,17 @@ base configuration at demo size, the cases it sweeps (labels and the ``--set`` o
 its claims (:class:`~fedbound.validation.reproduce.claims.FigureClaim`) and three scales:
 
 * ``tiny``: seconds, for the tests; ``demo``: minutes on 2 cores, on the embedded data;
-* ``paper``: the paper's own setting, on the full dataset the user gives by path (``--data``).
+* ``paper``: the paper's own setting (:class:`PaperScale`) on the full dataset: MNIST from fedbound's data
+  cache (``fedbound data mnist``), CIFAR-10 from the cache or ``--data``, IPUMS-US from ``--data``.  What
+  the paper does not state is assumed, and each assumption is named in the output and in
+  ``verdicts.json``.  A figure whose data is not there is not run: its result says what it needs
+  ("needs CIFAR-10") and the other figures run.
 
 :func:`reproduce` runs the cases x seeds through the sweep runner (batched, resumable, Ray when asked), then
 writes ``PAPER_FIGURE.csv`` (the runs' tidy table), ``.png`` / ``.svg`` (the figure) and ``verdicts.json``,
 and returns one verdict line per claim; the other kinds write the same files (``verdicts.json`` in the same
-schema) through their ``run`` method.  Nothing here names a paper.
+schema) through their ``run`` method.  Every run of every scale gets :data:`REPRODUCTION_TRAIN` (the one
+place for ``[train]`` keys all reproductions share).  Nothing here names a paper.
 """
 
 from __future__ import annotations
@@ -44,11 +49,15 @@ from typing import Any, ClassVar
 from fedbound.errors import ConfigError
 from fedbound.validation.reproduce.claims import ClaimVerdict, FigureClaim, case_name, judge, run_values
 
-__all__ = ["Case", "Scale", "PaperScale", "Target", "Uncovered", "Reproduction", "cases", "grid",
-           "toml_literal", "toml_text", "targets", "find", "specs", "reproduce", "check_scale",
-           "verdict_json", "privacy_note", "SCALES"]
+__all__ = ["Case", "Scale", "PaperScale", "Target", "Uncovered", "Reproduction", "MissingData", "cases",
+           "grid", "toml_literal", "toml_text", "targets", "find", "specs", "reproduce", "check_scale",
+           "verdict_json", "privacy_note", "paper_data", "SCALES", "REPRODUCTION_TRAIN"]
 
 SCALES = ("tiny", "demo", "paper")
+
+REPRODUCTION_TRAIN: tuple[str, ...] = ()
+"""``--set`` overrides every reproduction run gets, at every scale, before the scale's and the case's own:
+the one place for a ``[train]`` key that all runs reproducing a paper's own mechanisms share."""
 
 
 def check_scale(name: str) -> str:
@@ -104,12 +113,27 @@ class Scale:
 
 @dataclass(frozen=True)
 class PaperScale(Scale):
-    """The paper's setting: ``dataset`` (``idx`` for MNIST / Fashion-MNIST IDX files, ``cifar10`` for the
-    CIFAR-10 python batches) read from the folder the user gives; ``needs`` names the files in words."""
+    """The paper's setting (module docstring).
 
-    dataset: str = "idx"
-    needs: str = "a folder with the MNIST IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, " \
-                 "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)"
+    ``dataset``: ``mnist`` (the data cache; ``--data`` may name a folder of MNIST IDX files instead),
+    ``cifar10`` (the data cache or ``--data``) or ``csv`` (``--data``: one CSV file); ``needs``: the data in
+    words, ``what``: its short name (a missing-data result says "needs CIFAR-10"); ``assumptions``: each
+    value the paper does not state and fedbound assumes, with why; ``cases``: the figure's cases at the
+    paper's values when they differ from the demo's (e.g. the paper's range of T), else None."""
+
+    dataset: str = "mnist"
+    needs: str = "the full MNIST (fedbound data mnist)"
+    what: str = "MNIST"
+    assumptions: tuple[str, ...] = ()
+    cases: tuple[Case, ...] | None = None
+
+
+class MissingData(ConfigError):
+    """A paper-scale figure's dataset is not there (``what``: e.g. "CIFAR-10"); the figure is not run."""
+
+    def __init__(self, what: str, message: str) -> None:
+        self.what = what
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -139,6 +163,11 @@ class Target:
     def scale(self, name: str) -> Scale:
         return {"tiny": self.tiny, "demo": self.demo, "paper": self.paper_scale}[check_scale(name)]
 
+    def cases_at(self, scale: str) -> tuple[Case, ...]:
+        """The figure's cases at ``scale`` (the paper's own values at ``paper`` where they differ)."""
+        size = self.scale(scale)
+        return getattr(size, "cases", None) or self.cases
+
     def statements(self) -> list[tuple[str, str]]:
         """(id, statement) of each claim (what ``--list`` prints)."""
         return [(c.id, c.statement) for c in self.claims]
@@ -160,24 +189,38 @@ class Uncovered:
 
 @dataclass
 class Reproduction:
-    """What :func:`reproduce` made: the verdicts, the files, and the runs that failed (key -> traceback)."""
+    """What :func:`reproduce` made: the verdicts, the files, and the runs that failed (key -> traceback).
+
+    ``needs``: the data a paper-scale figure lacks (then nothing ran and ``verdicts`` is empty);
+    ``notes``: further verdict lines (a theorem's premises, the term behind a disagreement);
+    ``assumptions``: the values the paper does not state, as assumed at this scale."""
 
     target: Any
     scale: str
     verdicts: list[Any]
     files: dict[str, Path]
     failed: dict[str, str] = field(default_factory=dict)
+    needs: str | None = None
+    notes: list[str] = field(default_factory=list)
+    assumptions: tuple[str, ...] = ()
     privacy: str | None = None
     """What the runs spend where the figure reproduces a paper past its budget (:func:`privacy_note`)."""
 
     def lines(self) -> list[str]:
         head = f"{self.target.paper} {self.target.figure}"
         out = [f"{head}: {v.line()}" for v in self.verdicts]
+        if self.needs is not None:
+            out = [f"{head}: {claim}: needs {self.needs}, not run: {statement}"
+                   for claim, statement in self.target.statements()]
+        out += [f"{head}: {note}" for note in self.notes]
+        if self.needs is not None:
+            return out
         if self.privacy:
             out.append(f"{head}: {self.privacy}")
         if self.failed:
             out.append(f"{head}: {len(self.failed)} run(s) failed; their tracebacks are in "
                        f"{self.files['verdicts']}")
+        out += [f"{head}: assumed: {a}" for a in self.assumptions]
         return out
 
 
@@ -221,18 +264,24 @@ def toml_text(config: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _data_overrides(scale: str, target: Target, data: str | Path | None) -> tuple[str, ...]:
-    """``--scale paper`` needs the dataset's folder; check it once, before any run starts."""
-    if scale != "paper":
-        return ()
-    spec = target.paper_scale
-    if data is None:
-        raise ConfigError(f"--scale paper for {target.paper} {target.figure} needs --data: "
-                          f"{spec.needs}")
+def paper_data(spec: PaperScale, figure: str, data: str | Path | None) -> tuple[str, ...]:
+    """The ``--set`` overrides that point a paper-scale run of ``figure`` ("PAPER FIG") at its dataset,
+    checked once before any run starts: a missing cached dataset is :class:`MissingData`; a bad ``--data``
+    path is a one-line ConfigError naming the missing file."""
     from fedbound.training.data import load_dataset
+    from fedbound.training.fetch import CACHED, cached_path
 
-    load_dataset(spec.dataset, data_path=str(data))  # one-line ConfigError naming a missing file
-    return (f"train.dataset={toml_literal(spec.dataset)}", f"train.data_path={toml_literal(str(data))}")
+    name = spec.dataset
+    if data is not None:
+        folder_kind = "idx" if name == "mnist" else name
+        load_dataset(folder_kind, data_path=str(data))  # one-line ConfigError naming a missing file
+        return (f"train.dataset={toml_literal(folder_kind)}", f"train.data_path={toml_literal(str(data))}")
+    if name not in CACHED:
+        raise MissingData(spec.what, f"--scale paper for {figure} needs --data: {spec.needs}")
+    if not cached_path(name).is_file():
+        raise MissingData(spec.what, f"--scale paper for {figure} needs the full {spec.what}: "
+                                     f"{CACHED[name].how}")
+    return (f"train.dataset={toml_literal(name)}",)
 
 
 def specs(target: Target, config_path: Path, scale: str = "demo", *, seeds: int | None = None,
@@ -241,10 +290,11 @@ def specs(target: Target, config_path: Path, scale: str = "demo", *, seeds: int 
     from fedbound.validation.sweep import RunSpec
 
     size = target.scale(scale)
-    common = (*size.overrides, *_data_overrides(scale, target, data))
+    where = paper_data(size, f"{target.paper} {target.figure}", data) if scale == "paper" else ()
+    common = (*REPRODUCTION_TRAIN, *size.overrides, *where)
     n = size.seeds if seeds is None else seeds
     return [RunSpec(target.paper, config_path, (*common, *case.overrides), seed=s, label=dict(case.labels))
-            for case in target.cases for s in range(n)]
+            for case in target.cases_at(scale) for s in range(n)]
 
 
 def _finite(value: float) -> float | None:
@@ -291,16 +341,41 @@ def _judge(target: Target, scale: str, run_specs: Sequence[Any], sweep: Any, fol
     data_table.to_csv(files["csv"], index=False)
     verdicts = [judge(c, run_values(table, c.metric, labels, c.tail)) for c in target.claims]
     files.update(draw(target, data_table, folder / f"{stem}.png"))
+    assumed = assumptions(target, scale)
     doc = {"paper": target.paper, "figure": target.figure, "title": target.title, "scale": scale,
            "x": target.x, "metric": target.metric, "labels": labels,
-           "cases": [case_name(c.labels) for c in target.cases], "runs": len(keys), "failed": failed,
-           "csv": files["csv"].name, "png": files["png"].name, "svg": files["svg"].name,
-           "kind": target.kind, "claims": [verdict_json(v, c.kind, c.better)
-                                           for v, c in zip(verdicts, target.claims, strict=True)]}
+           "cases": [case_name(c.labels) for c in target.cases_at(scale)], "runs": len(keys),
+           "failed": failed, "csv": files["csv"].name, "png": files["png"].name, "svg": files["svg"].name,
+           "kind": target.kind, "assumptions": list(assumed),
+           "claims": [verdict_json(v, c.kind, c.better)
+                      for v, c in zip(verdicts, target.claims, strict=True)]}
     privacy = privacy_note([sweep.summaries[k] for k in keys if k in sweep.summaries])
     doc["privacy"] = privacy
     files["verdicts"].write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    return Reproduction(target, scale, verdicts, files, failed, privacy)
+    return Reproduction(target, scale, verdicts, files, failed, privacy=privacy, assumptions=assumed)
+
+
+def assumptions(target: Any, scale: str) -> tuple[str, ...]:
+    """What ``target`` assumes at ``scale`` that its paper does not state (paper scale only)."""
+    if scale != "paper":
+        return ()
+    own = tuple(getattr(target.scale(scale), "assumptions", ()))
+    rounds = getattr(target, "paper_estimate_rounds", None)
+    if rounds and own:  # a predicted-vs-measured figure at the paper's own setting
+        own = (*own, f"the bound's constants measured along {rounds} non-private rounds")
+    return own
+
+
+def _missing(target: Any, scale: str, folder: Path, exc: MissingData) -> Reproduction:
+    """The result of a figure whose data is not there: nothing ran; ``needs.json`` says what it needs."""
+    path = folder / "needs.json"
+    path.write_text(json.dumps({"paper": target.paper, "figure": target.figure, "title": target.title,
+                                "scale": scale, "kind": target.kind, "needs": exc.what, "message": str(exc),
+                                "claims": [{"id": c, "statement": t} for c, t in target.statements()]},
+                               indent=2) + "\n")
+    (folder / "verdicts.json").unlink(missing_ok=True)  # an earlier run's verdicts are not this run's
+    return Reproduction(target, scale, [], {"needs": path}, needs=exc.what, notes=[str(exc)],
+                        assumptions=assumptions(target, scale))
 
 
 def reproduce(chosen: Any, out: str | Path, *, scale: str = "demo",
@@ -312,7 +387,8 @@ def reproduce(chosen: Any, out: str | Path, *, scale: str = "demo",
     The runs of all training targets form one sweep (runs of equal shape batch together across figures) in
     ``out/runs``, shared by every target and resumed: a finished run is never redone; the other kinds run
     their own.  Each figure's files go to ``out/PAPER/FIGURE/``; the results come in the order of
-    ``chosen``.  ``seeds`` overrides the scale's number of seeds (1..1000)."""
+    ``chosen``.  ``seeds`` overrides the scale's number of seeds (1..1000).  At ``paper`` scale a figure
+    whose dataset is missing is not run: its result ``needs`` it, and the others run."""
     from fedbound.checks import check_int
     from fedbound.validation.sweep import run_sweep
 
@@ -329,14 +405,21 @@ def reproduce(chosen: Any, out: str | Path, *, scale: str = "demo",
             continue
         config_path = folder / "config.toml"
         config_path.write_text(toml_text(target.config))
-        plans.append((i, target, specs(target, config_path, scale, seeds=seeds, data=data), folder))
+        try:
+            plans.append((i, target, specs(target, config_path, scale, seeds=seeds, data=data), folder))
+        except MissingData as exc:
+            results[i] = _missing(target, scale, folder, exc)
     if plans:
         sweep = run_sweep([s for _, _, run_specs, _ in plans for s in run_specs], out / "runs",
                           executor=executor, workers=workers, address=address, batch=True, progress=progress)
-        results = {i: _judge(target, scale, run_specs, sweep, folder)
-                   for i, target, run_specs, folder in plans}
+        results.update({i: _judge(target, scale, run_specs, sweep, folder)
+                        for i, target, run_specs, folder in plans})
     for i, target in enumerate(chosen):
         if i not in results:
-            results[i] = target.run(out / target.paper / target.figure, scale, seeds=seeds, executor=executor,
-                                    workers=workers, address=address, progress=progress)
+            folder = out / target.paper / target.figure
+            try:
+                results[i] = target.run(folder, scale, seeds=seeds, executor=executor, workers=workers,
+                                        address=address, progress=progress, data=data)
+            except MissingData as exc:
+                results[i] = _missing(target, scale, folder, exc)
     return [results[i] for i in range(len(chosen))]

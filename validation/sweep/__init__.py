@@ -38,7 +38,7 @@ from typing import Any
 from fedbound.errors import ConfigError
 from fedbound.validation.sweep.store import SweepStore
 
-__all__ = ["RunSpec", "Sweep", "run_sweep", "load_sweep", "TABLE_FIRST_COLUMNS"]
+__all__ = ["RunSpec", "Sweep", "run_sweep", "load_sweep", "check_swept", "TABLE_FIRST_COLUMNS"]
 
 TABLE_FIRST_COLUMNS = ("key", "paper", "seed")
 
@@ -80,6 +80,27 @@ class RunSpec:
     def from_json(cls, data: Mapping[str, Any]) -> RunSpec:
         return cls(data["paper"], data["config"], tuple(data["overrides"]), int(data["seed"]),
                    dict(data.get("label", {})))
+
+
+def check_swept(specs: Sequence[RunSpec], key: str, setting: str | None = None) -> None:
+    """Each swept value of label ``key`` (the first run of each) prepared before anything trains: a value
+    outside the range of the config key it sets (``setting``, default ``key``) is a one-line ConfigError
+    naming ``--values`` and the value (not the ``--set`` it became)."""
+    from fedbound.errors import ConfigError, ParameterError
+
+    seen = set()
+    for spec in specs:
+        value = spec.label.get(key)
+        if repr(value) in seen:
+            continue
+        seen.add(repr(value))
+        try:
+            spec.prepare()
+        except (ConfigError, ParameterError) as exc:
+            if f"{setting or key}=" not in str(exc):
+                raise
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+            raise ConfigError(f"--values {shown}: {exc}") from None
 
 
 @dataclass

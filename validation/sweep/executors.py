@@ -3,29 +3,38 @@ or ``"ray"`` (a Ray cluster at ``address``, or a local Ray runtime; the optional
 
 Every executor calls :func:`fedbound.validation.sweep.worker.train_group` on groups of specs, and every
 worker writes into the sweep folder itself (for Ray on several machines that folder must be on storage
-every node sees).  The progress bar counts runs done / running / failed.
+every node sees).  The progress bar counts the sweep's rounds (done out of planned, read from each running
+run's heartbeat file every :data:`POLL_SECONDS`), so its rate and ETA follow the training itself, with the
+runs done / running / failed beside it.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from fedbound.errors import ConfigError
-from fedbound.validation.sweep.worker import group_specs, train_group
+from fedbound.validation.sweep.store import SweepStore
+from fedbound.validation.sweep.worker import group_specs, rounds_done, train_group
 
-__all__ = ["EXECUTORS", "execute"]
+__all__ = ["EXECUTORS", "execute", "POLL_SECONDS"]
 
 EXECUTORS = ("local", "ray")
+POLL_SECONDS = 2.0
 
 
 class _Progress:
-    """done / running / failed over a sweep's runs (a tqdm bar on stderr, or nothing)."""
+    """Rounds done out of the sweep's planned rounds (tqdm on stderr: rate and ETA), with the runs done,
+    running and failed; or nothing.  ``planned``: the rounds of each run to train (a run that changes its
+    plan, e.g. CRD stopping early, reports its new total in its heartbeat)."""
 
-    def __init__(self, total: int, done: int, enabled: bool) -> None:
+    def __init__(self, total: int, done: int, enabled: bool, out: Path | None = None,
+                 planned: dict[str, int] | None = None) -> None:
         self.done, self.failed, self.running = done, 0, set()
-        self.bar = None
+        self.bar, self.lock, self.stop = None, threading.Lock(), threading.Event()
+        self.store, self.planned = (SweepStore(out) if out is not None else None), dict(planned or {})
         if enabled:
             import sys
 
@@ -33,21 +42,51 @@ class _Progress:
 
             from fedbound.training.eta import timed_bar
 
-            self.bar = timed_bar(tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
-                                      dynamic_ncols=True), "sweep", "run", done)
+            initial = self._rounds()
+            self.bar = timed_bar(tqdm(total=sum(self.planned.values()), initial=initial, desc="sweep",
+                                      unit="round", file=sys.stderr, dynamic_ncols=True),
+                                 "sweep", "round", initial)
             self._show()
+            self.thread = threading.Thread(target=self._poll, daemon=True)
+            self.thread.start()
+
+    def _rounds(self) -> int:
+        """Rounds done so far over the planned runs (finished runs count in full)."""
+        total = 0
+        for key in self.planned:
+            if self.store.is_finished(key):
+                total += self.planned[key]
+                continue
+            beat = rounds_done(self.store.work_dir(key))
+            if beat is not None:
+                self.planned[key] = max(beat[1], beat[0])
+                total += beat[0]
+        return total
+
+    def _poll(self) -> None:
+        while not self.stop.wait(POLL_SECONDS):
+            self.refresh()
+
+    def refresh(self) -> None:
+        if self.bar is None:
+            return
+        with self.lock:
+            n = self._rounds()
+            self.bar.total = sum(self.planned.values())
+            self.bar.update(n - self.bar.n)
 
     def __call__(self, event: str, key: str) -> None:
-        if event == "running":
-            self.running.add(key)
-        else:
-            self.running.discard(key)
-            if event in ("done", "failed"):
-                self.done += event == "done"
-                self.failed += event == "failed"
-                if self.bar is not None:
-                    self.bar.update(1)
-        self._show()
+        with self.lock:
+            if event == "running":
+                self.running.add(key)
+            else:
+                self.running.discard(key)
+                if event in ("done", "failed"):
+                    self.done += event == "done"
+                    self.failed += event == "failed"
+            self._show()
+        if event in ("done", "failed"):
+            self.refresh()
 
     def rounds(self, done: int, total: int, runs: int) -> None:
         """``done`` of the ``total`` rounds of a group of ``runs`` runs trained here: the sweep's duration
@@ -55,14 +94,19 @@ class _Progress:
         if self.bar is not None and total > 0:
             label = (f"the first {runs:,} runs: {done:,} of {total:,} rounds" if runs > 1 else
                      f"{done:,} of {total:,} rounds of the first run")
-            self.bar.eta.step(runs * done / total, label=label)
+            with self.lock:
+                self.bar.eta.step(done, label=label)
 
     def _show(self) -> None:
         if self.bar is not None:
-            self.bar.set_postfix_str(f"done={self.done} running={len(self.running)} failed={self.failed}")
+            self.bar.set_postfix_str(f"runs done={self.done} running={len(self.running)} "
+                                     f"failed={self.failed}")
 
     def close(self) -> None:
         if self.bar is not None:
+            self.stop.set()
+            self.thread.join()
+            self.refresh()
             self.bar.close()
 
 
@@ -161,7 +205,8 @@ def execute(specs: Sequence, out: Path, *, executor: str, workers: int | None, a
         raise ConfigError(f"address = {address!r} needs executor = 'ray'")
     if executor == "ray":
         _ray_module()  # a missing extra is said before the progress bar is drawn
-    bar = _Progress(total, total - len(specs), progress)
+    planned = {s.key: s.prepare().rounds for s in specs} if progress else {}
+    bar = _Progress(total, total - len(specs), progress, out, planned)
     try:
         groups = group_specs(specs, batch)
         if executor == "local":

@@ -12,11 +12,37 @@ from pathlib import Path
 
 from fedbound.validation.sweep.store import SweepStore
 
-__all__ = ["train_group", "group_specs", "Report"]
+__all__ = ["train_group", "group_specs", "Report", "HEARTBEAT", "heartbeat", "rounds_done"]
 
 Report = Callable[[str, str], None]
 """``report(event, key)`` with event ``"running"``, ``"done"``, ``"failed"`` or ``"busy"`` (another
 worker owns the run)."""
+
+HEARTBEAT = "progress.txt"
+"""In a run's work folder: ``"DONE PLANNED"`` rounds, rewritten after every round (what the sweep's progress
+bar and its ETA count, from any process or machine that sees the folder)."""
+
+
+def heartbeat(work: Path) -> Callable[[int, int], None]:
+    """The engine's per-round progress callable for a run trained in ``work`` (writes :data:`HEARTBEAT`)."""
+    path = work / HEARTBEAT
+
+    def beat(done: int, total: int) -> None:
+        try:
+            path.write_text(f"{done} {total}\n")
+        except OSError:  # progress is a courtesy: never stop a run for it
+            pass
+
+    return beat
+
+
+def rounds_done(work: Path) -> tuple[int, int] | None:
+    """``(done, planned)`` rounds of the run in progress in ``work``, or None before its first round."""
+    try:
+        done, total = (int(v) for v in (work / HEARTBEAT).read_text().split())
+    except (OSError, ValueError):
+        return None
+    return done, total
 
 
 def _quiet(event: str, key: str) -> None:
@@ -78,7 +104,8 @@ def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Re
             failed(key)
             continue
         owned.append((spec, prep, built, work))
-        options = dataclasses.replace(built.options, checkpoint_every_s=checkpoint_every_s)
+        options = dataclasses.replace(built.options, checkpoint_every_s=checkpoint_every_s,
+                                      progress=heartbeat(work))
         jobs.append(BatchJob(built.algorithm, built.setup.model, built.setup.data, plan=built.plan,
                              options=options, test=built.setup.test, run_dir=work, run_key=key))
     if not jobs:
@@ -95,6 +122,7 @@ def train_group(out: str | Path, specs: Sequence, batch: bool = True, report: Re
         try:
             if isinstance(outcome, BaseException):
                 raise outcome
+            (work / HEARTBEAT).unlink(missing_ok=True)
             finish_run(prep, built, outcome, work, wall, final_dir=store.run_dir(key))
             store.finish(key, spec.to_json())
         except Exception:  # noqa: BLE001

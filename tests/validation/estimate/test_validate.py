@@ -93,7 +93,8 @@ def test_an_inapplicable_bound_says_why():
     cal = vd.calibrate({"a": np.full(3, np.nan), "b": np.full(3, np.nan)}, np.ones(3))
     out = vd.verdicts("T", x, _points([1.0, 0.9, 0.8]), np.full(3, np.nan), cal, "Thm", ["needs 0 < P < 1"],
                       False)
-    assert out["holds"] == {"status": "not applicable", "violations": [], "text": "needs 0 < P < 1"}
+    assert out["holds"] == {"status": "not applicable", "violations": [],
+                            "text": "the premises fail at the measured constants: needs 0 < P < 1"}
     assert out["optimum"]["predicted"] is None and out["rank"]["spearman"] is None
 
 
@@ -130,3 +131,56 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys, args, needle):
     assert main(["validate", "nbafl", str(cfg), "--out", str(tmp_path / "o"), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_a_shape_disagreement_names_the_term_responsible_with_its_numbers():
+    """DP-PFL's demo shape at hand-made numbers: the optimisation term falls with the measurement, the error
+    term rises more, so the bound rises while the gap falls (Spearman -1): the error term is responsible."""
+    x = np.array([2.0, 5.0, 10.0, 20.0, 40.0])
+    terms = {"optimisation": np.array([2.15, 1.76, 1.26, 0.65, 0.17]),
+             "error": np.array([1.30, 3.00, 5.27, 8.22, 10.82])}
+    bound = terms["optimisation"] + terms["error"]
+    measured = [1.12, 0.79, 0.45, 0.13, 0.0018]
+    cal = vd.calibrate(terms, np.array(measured))
+    out = vd.verdicts("T", x, _points(measured), bound, cal, "Thm", [], True, terms)
+    rank = out["rank"]
+    assert rank["spearman"] == pytest.approx(-1.0)
+    assert rank["responsible"]["term"] == "error"
+    error = rank["responsible"]["terms"]["error"]
+    assert error == {"first": 1.30, "last": 10.82, "spearman": pytest.approx(-1.0)}
+    text = rank["text"]
+    for part in ("bound rises from 3.45 to 10.99", "measured gap falls from 1.12 to 0.0018",
+                 "responsible is the bound's error term, which rises from 1.3 to 10.82",
+                 "optimisation term falls from 2.15 to 0.17"):
+        assert part in text, part
+    agree = vd.verdicts("T", x, _points(measured[::-1]), bound, cal, "Thm", [], True, terms)
+    assert agree["rank"]["spearman"] == pytest.approx(1.0) and "responsible" not in agree["rank"]
+
+
+def test_every_failed_premise_is_named():
+    x = np.array([1.0, 2.0, 3.0])
+    cal = vd.calibrate({"a": np.full(3, np.nan)}, np.ones(3))
+    out = vd.verdicts("T", x, _points([1.0, 0.9, 0.8]), np.full(3, np.nan), cal, "Thm",
+                      ["needs 0 < P < 1", "needs mu > 2"], False)
+    assert out["holds"]["text"] == ("the premises fail at the measured constants: needs 0 < P < 1; "
+                                    "needs mu > 2")
+
+
+def test_a_premise_the_config_decides_is_reported_without_measuring_constants(tmp_path):
+    """DP-PFL's Theorem 3 (bound = "nonconvex") bounds a gradient norm, not the measured gap: validate says
+    so, evaluates no bound and measures only F* (an estimate of every constant would be wasted work)."""
+    from pathlib import Path
+
+    from fedbound.validation.estimate import entry
+    from fedbound.validation.estimate.validate import validate
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "dppfl_ridge.toml"
+    result = validate("dppfl", example, vs="T", values="1,2,3", seeds=1, out=tmp_path, rounds=2,
+                      overrides=['bound="nonconvex"'], cache=None, progress=False)
+    assert result.verdicts["holds"]["status"] == "not applicable"
+    assert "Theorem 3, eq. (32) bounds the average squared gradient norm" in result.verdicts["holds"]["text"]
+    assert result.estimation.constants == {}  # nothing measured but F* (Theta is not a config key here)
+    assert set(result.estimation.quantities) == {"initial_gap"}
+    assert all(v is None or not np.isfinite(v) for v in result.bound["paper"])
+    assert [p["seeds"] for p in result.measured] == [1, 1, 1]  # the gaps are still measured
+    assert entry(papers()["dppfl"]).applies({"bound": "convex"}) == []

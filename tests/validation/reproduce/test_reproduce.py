@@ -119,7 +119,6 @@ def test_list_names_every_claim_and_what_is_not_covered():
     (["reproduce", "nbafl", "fig2", "udp"], "needs PAPER FIGURE"),
     (["reproduce", "nbafll", "fig2"], "did you mean 'nbafl'"),
     (["reproduce", "nbafl", "fig2", "--scale", "huge"], "--scale 'huge' is outside its valid range"),
-    (["reproduce", "nbafl", "fig2", "--scale", "paper"], "needs --data: a folder with the MNIST IDX files"),
     (["reproduce", "nbafl", "fig2", "--seeds", "0"], "--seeds"),
 ])
 def test_bad_requests_are_one_line_errors(args, message, tmp_path):
@@ -129,6 +128,15 @@ def test_bad_requests_are_one_line_errors(args, message, tmp_path):
     assert res.exit_code != 0
     assert main([*args, "--out", str(tmp_path)]) == 2
     assert message in str(res.exception) or message in res.output
+
+
+def test_paper_scale_without_the_data_says_what_to_get(tmp_path, monkeypatch, capsys):
+    from fedbound.cli import main
+
+    monkeypatch.setenv("FEDBOUND_DATA_DIR", str(tmp_path / "empty"))
+    assert main(["reproduce", "nbafl", "fig2", "--scale", "paper", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "needs the full MNIST: fedbound data mnist" in err
 
 
 def test_paper_scale_names_the_missing_file(tmp_path):
