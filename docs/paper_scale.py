@@ -313,7 +313,8 @@ def render(out: Path) -> Path:
             continue
         key = f"{t.paper}/{t.figure}"
         timing = timings.get(key, {})
-        lines = [f"### {t.paper} {t.figure}: {getattr(t, 'title', None) or doc['title']}", ""]  # today's title
+        title = getattr(t, "title", None) or doc["title"]  # today's title, not the one of the run's day
+        lines = [f"### {t.paper} {t.figure}: {title}", ""]
         if doc.get("png"):
             image = IMAGES / f"{t.paper}_{t.figure}.png"
             shutil.copyfile(folder / doc["png"], image)
